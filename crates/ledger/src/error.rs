@@ -1,0 +1,130 @@
+//! Errors of the ledger. Each one says what happened, where, and what to do.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::lock::Holder;
+
+/// Everything that can go wrong in the ledger.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid session id {id:?}: {reason}")]
+    InvalidId { id: String, reason: &'static str },
+    #[error("session file {path} already exists; a session is never overwritten (pick another id)")]
+    AlreadyExists { path: PathBuf },
+    #[error("no session file at {path}")]
+    NotFound { path: PathBuf },
+    #[error("session {path} is in use by {holder}; only one writer at a time (stop that process, or read without writing)")]
+    Locked { path: PathBuf, holder: HolderDisplay },
+    #[error("{0}")]
+    Corrupt(Box<Corruption>),
+    #[error("{path}: unsupported session format version {found}; this build reads {supported}")]
+    UnsupportedVersion {
+        path: PathBuf,
+        found: u64,
+        supported: u64,
+    },
+    #[error("{path}: unsupported format {found:?}; this build reads {expected:?}")]
+    WrongFormat {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
+    #[error("record of {len} bytes exceeds the line limit of {max} bytes; split the data or raise line_bytes_max")]
+    RecordTooLarge { len: usize, max: usize },
+    #[error("record data is not a JSON object or cannot be serialized: {0}")]
+    Serialize(String),
+    #[error("writer for {path} is poisoned by an earlier failed fsync ({cause}); drop it and reopen the session, which re-reads the file from disk")]
+    Poisoned { path: PathBuf, cause: String },
+    #[error("{path}: no complete header line; the session's creation was interrupted (run `lazarus sessions repair` to set the bytes aside)")]
+    NoHeader { path: PathBuf },
+}
+
+impl LedgerError {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        LedgerError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// The corruption details, if this is a corruption error.
+    pub fn corruption(&self) -> Option<&Corruption> {
+        match self {
+            LedgerError::Corrupt(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// Who holds a session's writer lock, for error messages.
+#[derive(Debug, Clone)]
+pub struct HolderDisplay(pub Option<Holder>);
+
+impl fmt::Display for HolderDisplay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(h) => write!(f, "pid {} on host {} since {}", h.pid, h.host, h.since),
+            None => write!(f, "another process (holder details unavailable)"),
+        }
+    }
+}
+
+/// A bad line: where it is and what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Corruption {
+    pub path: PathBuf,
+    /// 1-based line number.
+    pub line: u64,
+    /// Byte offset of the start of the line.
+    pub offset: u64,
+    pub problem: Problem,
+}
+
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: line {} (byte offset {}): {}; run `lazarus sessions verify` for details and `lazarus sessions repair` to cut the log back to the last good record (removed bytes are saved beside the file)",
+            self.path.display(),
+            self.line,
+            self.offset,
+            self.problem
+        )
+    }
+}
+
+/// What was wrong with a line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("checksum mismatch: expected crc {expected}, line carries {found}")]
+    CrcMismatch { expected: String, found: String },
+    #[error("malformed line: {0}")]
+    Malformed(String),
+    #[error("line contains NUL bytes (lost sectors)")]
+    NulBytes,
+    #[error("sequence gap: expected seq {expected}, found {found}")]
+    SeqGap { expected: u64, found: u64 },
+    #[error("duplicate or reordered record: expected seq {expected}, found {found}")]
+    SeqNotIncreasing { expected: u64, found: u64 },
+    #[error("header record found at line {line}; only line 1 may be a header")]
+    MisplacedHeader { line: u64 },
+    #[error("line 1 is not a header record (kind {found:?})")]
+    MissingHeader { found: String },
+    #[error("line of {len} bytes exceeds the limit of {max} bytes")]
+    LineTooLong { len: u64, max: u64 },
+    #[error("torn tail: {bytes} bytes after the last complete line")]
+    TornTail { bytes: u64 },
+    #[error("invalid record: {0}")]
+    Invalid(String),
+}
+
+pub type Result<T, E = LedgerError> = std::result::Result<T, E>;

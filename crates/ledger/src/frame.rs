@@ -1,0 +1,243 @@
+//! Line framing: how one record becomes one self-checking JSON line, and back.
+//!
+//! A line is `{"seq":N,"ts":"…","kind":"…","data":{…},"crc":"xxxxxxxx"}` followed by `\n`.
+//! The members appear in exactly this order. `crc` is the CRC-32C (Castagnoli) of the line's
+//! bytes with the `,"crc":"xxxxxxxx"` member removed (so of `{"seq":…,"data":{…}}`), written
+//! as 8 lowercase hex digits. Anything else is rejected: the decoder never guesses.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::Serialize;
+
+use crate::error::Problem;
+
+/// `,"crc":"` + 8 hex digits + `"}`.
+pub const CRC_SUFFIX_LEN: usize = 18;
+const CRC_KEY: &[u8] = b",\"crc\":\"";
+
+/// Builds the bytes of one line (newline included) into `out`.
+///
+/// `data_json` must be the compact JSON of the record's data (serde_json's compact writer never
+/// emits raw newlines, so the result is always exactly one line).
+pub fn encode_line(out: &mut Vec<u8>, seq: u64, ts: &str, kind: &str, data_json: &[u8]) {
+    out.clear();
+    out.extend_from_slice(b"{\"seq\":");
+    out.extend_from_slice(itoa_u64(seq).as_bytes());
+    out.extend_from_slice(b",\"ts\":");
+    write_json_str(out, ts);
+    out.extend_from_slice(b",\"kind\":");
+    write_json_str(out, kind);
+    out.extend_from_slice(b",\"data\":");
+    out.extend_from_slice(data_json);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(out), b"}");
+    out.extend_from_slice(CRC_KEY);
+    out.extend_from_slice(format!("{crc:08x}").as_bytes());
+    out.extend_from_slice(b"\"}\n");
+}
+
+fn itoa_u64(v: u64) -> String {
+    v.to_string()
+}
+
+fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    // serde_json's string escaping; writing to a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// Serializes record data to compact JSON, checking that it is a JSON object.
+pub fn data_to_json<T: Serialize + ?Sized>(data: &T) -> Result<Vec<u8>, String> {
+    let bytes = serde_json::to_vec(data).map_err(|e| e.to_string())?;
+    if bytes.first() != Some(&b'{') {
+        return Err("record data must serialize to a JSON object".into());
+    }
+    Ok(bytes)
+}
+
+/// Checks the CRC of one line (without its newline). Returns the checked line on success.
+pub fn check_crc(line: &[u8]) -> Result<(), Problem> {
+    if line.len() < CRC_SUFFIX_LEN + 2 || line[0] != b'{' {
+        return Err(Problem::Malformed("not a ledger line (too short or not a JSON object)".into()));
+    }
+    let split = line.len() - CRC_SUFFIX_LEN;
+    let suffix = &line[split..];
+    if &suffix[..CRC_KEY.len()] != CRC_KEY || &suffix[CRC_KEY.len() + 8..] != b"\"}" {
+        return Err(Problem::Malformed(
+            "the last member is not \"crc\":\"xxxxxxxx\"".into(),
+        ));
+    }
+    let hex = &suffix[CRC_KEY.len()..CRC_KEY.len() + 8];
+    let found = parse_hex8(hex).ok_or_else(|| {
+        Problem::Malformed("crc is not 8 lowercase hex digits".into())
+    })?;
+    let computed = crc32c::crc32c_append(crc32c::crc32c(&line[..split]), b"}");
+    if computed != found {
+        return Err(Problem::CrcMismatch {
+            expected: format!("{computed:08x}"),
+            found: String::from_utf8_lossy(hex).into_owned(),
+        });
+    }
+    Ok(())
+}
+
+fn parse_hex8(hex: &[u8]) -> Option<u32> {
+    let mut v: u32 = 0;
+    for &b in hex {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            _ => return None,
+        };
+        v = (v << 4) | u32::from(d);
+    }
+    Some(v)
+}
+
+/// Typed record data, chosen by the record's kind while the line is parsed (one pass).
+pub trait Payload<'de>: Sized {
+    fn deserialize_kind<D: Deserializer<'de>>(kind: &str, data: D) -> Result<Self, D::Error>;
+}
+
+/// Payload that keeps the data as raw JSON text (for tools that don't know the kinds).
+impl<'de: 'a, 'a> Payload<'de> for &'a serde_json::value::RawValue {
+    fn deserialize_kind<D: Deserializer<'de>>(_kind: &str, data: D) -> Result<Self, D::Error> {
+        serde::Deserialize::deserialize(data)
+    }
+}
+
+/// Payload that only checks the data is well-formed JSON.
+impl<'de> Payload<'de> for de::IgnoredAny {
+    fn deserialize_kind<D: Deserializer<'de>>(_kind: &str, data: D) -> Result<Self, D::Error> {
+        serde::Deserialize::deserialize(data)
+    }
+}
+
+/// Payload that parses the data into a JSON value.
+impl<'de> Payload<'de> for serde_json::Value {
+    fn deserialize_kind<D: Deserializer<'de>>(_kind: &str, data: D) -> Result<Self, D::Error> {
+        serde::Deserialize::deserialize(data)
+    }
+}
+
+/// The decoded members of one line.
+#[derive(Debug, Clone)]
+pub struct Envelope<'a, P> {
+    pub seq: u64,
+    pub ts: &'a str,
+    pub kind: &'a str,
+    pub data: P,
+}
+
+/// Parses a CRC-checked line into its envelope, the data typed by `P` according to `kind`.
+pub fn decode_envelope<'a, P: Payload<'a>>(line: &'a [u8]) -> Result<Envelope<'a, P>, Problem> {
+    let text = std::str::from_utf8(line)
+        .map_err(|e| Problem::Malformed(format!("not UTF-8: {e}")))?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let env = de
+        .deserialize_map(EnvelopeVisitor::<P>(PhantomData))
+        .map_err(|e| Problem::Malformed(e.to_string()))?;
+    de.end().map_err(|e| Problem::Malformed(e.to_string()))?;
+    Ok(env)
+}
+
+struct EnvelopeVisitor<P>(PhantomData<P>);
+
+struct KindSeed<'k, P> {
+    kind: &'k str,
+    _p: PhantomData<P>,
+}
+
+impl<'de, P: Payload<'de>> DeserializeSeed<'de> for KindSeed<'_, P> {
+    type Value = P;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<P, D::Error> {
+        P::deserialize_kind(self.kind, d)
+    }
+}
+
+fn expect_key<'de, A: MapAccess<'de>>(map: &mut A, want: &'static str) -> Result<(), A::Error> {
+    match map.next_key::<&'de str>()? {
+        Some(k) if k == want => Ok(()),
+        Some(k) => Err(de::Error::custom(format_args!(
+            "expected member {want:?}, found {k:?} (members must be seq, ts, kind, data, crc in this order)"
+        ))),
+        None => Err(de::Error::custom(format_args!("missing member {want:?}"))),
+    }
+}
+
+impl<'de, P: Payload<'de>> Visitor<'de> for EnvelopeVisitor<P> {
+    type Value = Envelope<'de, P>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a ledger record object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        expect_key(&mut map, "seq")?;
+        let seq: u64 = map.next_value()?;
+        expect_key(&mut map, "ts")?;
+        let ts: &'de str = map.next_value()?;
+        expect_key(&mut map, "kind")?;
+        let kind: &'de str = map.next_value()?;
+        expect_key(&mut map, "data")?;
+        let data = map.next_value_seed(KindSeed::<P> {
+            kind,
+            _p: PhantomData,
+        })?;
+        expect_key(&mut map, "crc")?;
+        let _crc: de::IgnoredAny = map.next_value()?;
+        if let Some(k) = map.next_key::<&'de str>()? {
+            return Err(de::Error::custom(format_args!(
+                "unexpected member {k:?} after crc"
+            )));
+        }
+        Ok(Envelope { seq, ts, kind, data })
+    }
+}
+
+/// Checks the CRC and decodes the envelope of one line (without its newline).
+pub fn decode_line<'a, P: Payload<'a>>(line: &'a [u8]) -> Result<Envelope<'a, P>, Problem> {
+    check_crc(line)?;
+    decode_envelope(line)
+}
+
+/// Formats a timestamp the way the ledger writes it: RFC 3339, UTC, milliseconds.
+pub fn format_ts(ts: jiff::Timestamp) -> String {
+    ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_and_decodes() {
+        let mut buf = Vec::new();
+        encode_line(&mut buf, 7, "2026-12-02T10:00:00.000Z", "input", br#"{"text":"hi"}"#);
+        assert_eq!(*buf.last().unwrap(), b'\n');
+        let line = &buf[..buf.len() - 1];
+        let env: Envelope<serde_json::Value> = decode_line(line).unwrap();
+        assert_eq!(env.seq, 7);
+        assert_eq!(env.kind, "input");
+        assert_eq!(env.data["text"], "hi");
+        // crc is computed over the line without the crc member
+        let text = std::str::from_utf8(line).unwrap();
+        let without = format!("{}}}", &text[..text.len() - CRC_SUFFIX_LEN]);
+        let crc = crc32c::crc32c(without.as_bytes());
+        assert!(text.ends_with(&format!(",\"crc\":\"{crc:08x}\"}}")));
+    }
+
+    #[test]
+    fn rejects_uppercase_and_reordered() {
+        let mut buf = Vec::new();
+        encode_line(&mut buf, 1, "t", "k", b"{}");
+        let mut upper = buf[..buf.len() - 1].to_vec();
+        let n = upper.len();
+        for b in &mut upper[n - 10..n - 2] {
+            b.make_ascii_uppercase();
+        }
+        assert!(check_crc(&upper).is_err() || upper == buf[..buf.len() - 1]);
+        let reordered = br#"{"ts":"t","seq":1,"kind":"k","data":{},"crc":"00000000"}"#;
+        assert!(decode_envelope::<de::IgnoredAny>(reordered).is_err());
+    }
+}

@@ -1,0 +1,139 @@
+//! The single-writer lock: an exclusive `flock` on `<id>.lock` beside the session file.
+//!
+//! The kernel releases a `flock` when the holding process dies, however it dies, so there is
+//! never a stale lock to clean up by hand. After taking the lock the holder writes who it is
+//! (pid, host, since) into the lock file; that text is only for error messages — the `flock`
+//! itself is the truth. Readers never take the lock.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{FlockOperation, flock};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{HolderDisplay, LedgerError, Result};
+
+/// Who holds (or held) a writer lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub pid: u32,
+    pub host: String,
+    pub since: String,
+}
+
+impl Holder {
+    /// The current process.
+    pub fn current() -> Self {
+        Holder {
+            pid: std::process::id(),
+            host: hostname(),
+            since: crate::frame::format_ts(jiff::Timestamp::now()),
+        }
+    }
+
+    /// True when the holder runs on this host and its pid is alive.
+    pub fn is_alive_here(&self) -> bool {
+        if self.host != hostname() {
+            return false;
+        }
+        let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) else {
+            return false;
+        };
+        // Signal 0 checks existence; EPERM still means "exists".
+        match rustix::process::test_kill_process(pid) {
+            Ok(()) => true,
+            Err(e) => e == rustix::io::Errno::PERM,
+        }
+    }
+}
+
+/// This machine's host name.
+pub fn hostname() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// A held writer lock. Dropping it (or the process dying) releases it.
+#[derive(Debug)]
+pub struct WriterLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl WriterLock {
+    /// Takes the exclusive lock at `lock_path` without waiting.
+    pub fn acquire(lock_path: &Path, session_path: &Path) -> Result<Self> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(lock_path)
+            .map_err(|e| LedgerError::io("open lock file", lock_path, e))?;
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK || e == rustix::io::Errno::AGAIN => {
+                return Err(LedgerError::Locked {
+                    path: session_path.to_path_buf(),
+                    holder: HolderDisplay(read_holder_from(&mut file)),
+                });
+            }
+            Err(e) => {
+                return Err(LedgerError::io("flock", lock_path, e.into()));
+            }
+        }
+        let me = serde_json::to_vec(&Holder::current()).unwrap_or_default();
+        // Best effort: the holder text is informational only.
+        let _ = file.set_len(0);
+        let _ = file.seek(SeekFrom::Start(0));
+        let _ = file.write_all(&me);
+        Ok(WriterLock {
+            file,
+            path: lock_path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for WriterLock {
+    fn drop(&mut self) {
+        let _ = flock(&self.file, FlockOperation::Unlock);
+    }
+}
+
+fn read_holder_from(file: &mut File) -> Option<Holder> {
+    let mut buf = Vec::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.take(4096).read_to_end(&mut buf).ok()?;
+    serde_json::from_slice(&buf).ok()
+}
+
+/// Reads who last took the lock at `lock_path`, without locking. `None` when unknown.
+pub fn read_holder(lock_path: &Path) -> Option<Holder> {
+    let mut f = File::open(lock_path).ok()?;
+    read_holder_from(&mut f)
+}
+
+/// True when some process holds the writer lock at `lock_path` right now.
+///
+/// Asks the kernel (a non-blocking shared `flock` that is released at once); this never makes
+/// a writer fail, because writers only ever try to lock once, at open, and a writer that
+/// loses that race gets the usual "in use" error and may retry.
+pub fn is_locked(lock_path: &Path) -> bool {
+    let Ok(f) = File::open(lock_path) else {
+        return false;
+    };
+    match flock(&f, FlockOperation::NonBlockingLockShared) {
+        Ok(()) => {
+            let _ = flock(&f, FlockOperation::Unlock);
+            false
+        }
+        Err(_) => true,
+    }
+}

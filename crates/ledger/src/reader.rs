@@ -1,0 +1,241 @@
+//! Readers: streaming and validating, never the whole file in memory, no lock needed.
+//! A reader sees only complete, checksum-valid lines; a torn tail being written right now by
+//! the writer is simply not there yet.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use crate::error::{LedgerError, Result};
+use crate::frame::{self, Envelope, Payload};
+use crate::header::Header;
+use crate::scan::{Cut, LineInfo, Scanner};
+use crate::writer::{Options, open_read};
+
+/// Reads the records of one ledger in order, checking each.
+pub struct Reader {
+    scanner: Scanner<Box<dyn Read + Send>>,
+    header: Header,
+    after: u64,
+}
+
+impl Reader {
+    /// Opens `path` at its first record.
+    pub fn open(path: &Path, opts: &Options) -> Result<Reader> {
+        let r = open_read(opts, path)?;
+        let (scanner, header) =
+            Scanner::from_start(path, r, opts.line_bytes_max, opts.format.as_deref())?;
+        Ok(Reader {
+            scanner,
+            header,
+            after: 0,
+        })
+    }
+
+    /// Opens `path` positioned at the first record with seq > `after`. Seeks by bisection
+    /// over byte offsets (seqs grow with offsets), so it does not read what it skips.
+    pub fn open_after(path: &Path, opts: &Options, after: u64) -> Result<Reader> {
+        let mut reader = Reader::open(path, opts)?;
+        if after == 0 {
+            return Ok(reader);
+        }
+        let header_end = reader.scanner.good_len();
+        let size = std::fs::metadata(path)
+            .map_err(|e| LedgerError::io("stat", path, e))?
+            .len();
+        let (start, seq) = bisect(path, opts, header_end, size, after)?;
+        if start > header_end {
+            let mut f = File::open(path).map_err(|e| LedgerError::io("open", path, e))?;
+            f.seek(SeekFrom::Start(start))
+                .map_err(|e| LedgerError::io("seek", path, e))?;
+            reader.scanner = Scanner::from_position(
+                path,
+                Box::new(f),
+                opts.line_bytes_max,
+                start,
+                seq,
+                seq,
+            );
+        }
+        reader.after = after;
+        Ok(reader)
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The next record with seq > the start point, typed by `P`; `None` at the end.
+    pub fn next_record<'s, P: Payload<'s>>(
+        &'s mut self,
+    ) -> Result<Option<(LineInfo, Envelope<'s, P>)>> {
+        if self.after > 0 {
+            loop {
+                match self.scanner.next_line_seq()? {
+                    None => return Ok(None),
+                    Some(seq) if seq <= self.after => continue,
+                    Some(_) => {
+                        self.after = 0;
+                        return self.scanner.decode_current::<P>();
+                    }
+                }
+            }
+        }
+        self.scanner.next_record::<P>()
+    }
+
+    /// The next record as its raw line bytes (newline excluded) and seq.
+    pub fn next_line(&mut self) -> Result<Option<(LineInfo, u64, &[u8])>> {
+        loop {
+            match self.scanner.next_line_seq()? {
+                None => return Ok(None),
+                Some(seq) if seq <= self.after => continue,
+                Some(seq) => {
+                    let info = self.scanner.current_info();
+                    return Ok(Some((info, seq, self.scanner.current_bytes())));
+                }
+            }
+        }
+    }
+
+    /// Debris after the log, once the end was reached.
+    pub fn cut(&self) -> Option<&Cut> {
+        self.scanner.cut()
+    }
+}
+
+/// Finds a line start at or before the first record with seq > `after`, and its seq.
+fn bisect(path: &Path, opts: &Options, header_end: u64, size: u64, after: u64) -> Result<(u64, u64)> {
+    const WINDOW: u64 = 64 * 1024;
+    let mut lo = header_end;
+    let mut lo_seq = 1;
+    let mut hi = size;
+    let mut f = File::open(path).map_err(|e| LedgerError::io("open", path, e))?;
+    while hi.saturating_sub(lo) > WINDOW {
+        let mid = lo + (hi - lo) / 2;
+        match line_at_or_after(&mut f, mid, opts.line_bytes_max) {
+            Some((start, seq)) if seq <= after && start < hi && start > lo => {
+                lo = start;
+                lo_seq = seq;
+            }
+            _ => hi = mid,
+        }
+    }
+    Ok((lo, lo_seq))
+}
+
+/// The first line starting at or after `pos`: its offset and seq, if it is a good line.
+fn line_at_or_after(f: &mut File, pos: u64, max: usize) -> Option<(u64, u64)> {
+    f.seek(SeekFrom::Start(pos.checked_sub(1)?)).ok()?;
+    let mut r = std::io::BufReader::with_capacity(64 * 1024, f.take(2 * max as u64 + 2));
+    let mut skipped = Vec::new();
+    std::io::BufRead::read_until(&mut r, b'\n', &mut skipped).ok()?;
+    let start = pos - 1 + skipped.len() as u64;
+    let mut line = Vec::new();
+    std::io::BufRead::read_until(&mut r, b'\n', &mut line).ok()?;
+    if line.pop() != Some(b'\n') {
+        return None;
+    }
+    let env: Envelope<serde::de::IgnoredAny> = frame::decode_line(&line).ok()?;
+    Some((start, env.seq))
+}
+
+/// The last good record of a file, read from its end only.
+#[derive(Debug, Clone)]
+pub struct Tail {
+    pub path: PathBuf,
+    pub size: u64,
+    /// Seq of the last good record (0: header only).
+    pub last_seq: u64,
+    pub last_kind: String,
+    pub last_ts: String,
+    pub last_data: serde_json::Value,
+    /// Bytes after the last good line (torn or debris), not part of the log.
+    pub trailing_bytes: u64,
+}
+
+/// Reads only the end of `path` (growing the window as needed, never past one line limit)
+/// and returns its last checksum-valid record. Does not validate the whole file.
+pub fn read_tail(path: &Path, opts: &Options) -> Result<Tail> {
+    let mut f = File::open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            LedgerError::NotFound {
+                path: path.to_path_buf(),
+            }
+        } else {
+            LedgerError::io("open", path, e)
+        }
+    })?;
+    let size = f
+        .metadata()
+        .map_err(|e| LedgerError::io("stat", path, e))?
+        .len();
+    let mut window: u64 = 16 * 1024;
+    let cap = opts.line_bytes_max as u64 * 2 + 2;
+    loop {
+        let w = window.min(size);
+        let start = size - w;
+        f.seek(SeekFrom::Start(start))
+            .map_err(|e| LedgerError::io("seek", path, e))?;
+        let mut buf = Vec::with_capacity(w as usize);
+        (&mut f)
+            .take(w)
+            .read_to_end(&mut buf)
+            .map_err(|e| LedgerError::io("read", path, e))?;
+        // Walk complete lines from the end.
+        let mut end = match memchr::memrchr(b'\n', &buf) {
+            Some(i) => i,
+            None if start == 0 => {
+                return Err(LedgerError::NoHeader {
+                    path: path.to_path_buf(),
+                });
+            }
+            None => {
+                if window >= cap {
+                    return Err(LedgerError::Corrupt(Box::new(crate::error::Corruption {
+                        path: path.to_path_buf(),
+                        line: 0,
+                        offset: start,
+                        problem: crate::error::Problem::LineTooLong {
+                            len: w,
+                            max: opts.line_bytes_max as u64,
+                        },
+                    })));
+                }
+                window *= 4;
+                continue;
+            }
+        };
+        loop {
+            let line_start = match memchr::memrchr(b'\n', &buf[..end]) {
+                Some(i) => i + 1,
+                None if start == 0 => 0,
+                None => break, // line begins before the window
+            };
+            let line = &buf[line_start..end];
+            if let Ok(env) = frame::decode_line::<serde_json::Value>(line) {
+                return Ok(Tail {
+                    path: path.to_path_buf(),
+                    size,
+                    last_seq: env.seq,
+                    last_kind: env.kind.to_string(),
+                    last_ts: env.ts.to_string(),
+                    last_data: env.data,
+                    trailing_bytes: size - (start + end as u64 + 1),
+                });
+            }
+            if line_start == 0 {
+                return Err(LedgerError::NoHeader {
+                    path: path.to_path_buf(),
+                });
+            }
+            end = line_start - 1;
+        }
+        if window >= cap || start == 0 {
+            return Err(LedgerError::NoHeader {
+                path: path.to_path_buf(),
+            });
+        }
+        window *= 4;
+    }
+}
