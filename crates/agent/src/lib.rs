@@ -1,0 +1,17 @@
+//! Building blocks of the Lazarus agent runner.
+//!
+//! - [`model`]: provider-neutral types (messages, tool specs, requests, responses).
+//! - [`provider`]: an OpenAI-compatible chat-completions client (SSE streaming, retries,
+//!   limits, cancellation, text tool-call recognition).
+//! - [`tools`]: the five workspace tools (`shell`, `read_file`, `write_file`, `edit_file`,
+//!   `list_dir`) behind a [`tools::Tool`] trait whose [`tools::ToolHooks::started`] hook lets
+//!   the runner durably record "started" before any side effect happens.
+//! - [`process`]: process-group helpers used to find and terminate a shell call's leftover
+//!   process group after a crash.
+//!
+//! This crate knows nothing about the ledger or sessions; the turn loop ties them together.
+
+pub mod model;
+pub mod process;
+pub mod provider;
+pub mod tools;
