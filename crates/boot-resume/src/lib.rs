@@ -1,11 +1,25 @@
-//! placeholder: boot-resume lives here.
-pub mod cli {
-    /// Arguments of `lazarus boot-resume`.
-    #[derive(Debug, clap::Args)]
-    pub struct BootResumeArgs {}
+//! `lazarus boot-resume`: find agent sessions that a restart or a system wake cut off,
+//! and inject a resume event so they carry on.
+//!
+//! The library is layered so each part can be used and tested on its own:
+//! - [`classify`]: pure classifiers over tail bytes, one module per format;
+//! - [`tail`]: reading only the end of a file, growing the window only when needed;
+//! - [`discover`]: where each agent keeps its sessions, and `--source FORMAT:PATH`;
+//! - [`scan`]: parallel scanning and filtering into [`scan::Report`]s;
+//! - [`inject`], [`state`]: resume injection, state file, lock and decision log;
+//! - [`systemd`], [`watch`]: triggers (drop-in, wake units, wake detection);
+//! - [`cli`]: the `lazarus boot-resume` command.
+pub mod classify;
+pub mod cli;
+pub mod discover;
+pub mod inject;
+pub mod lines;
+pub mod scan;
+pub mod state;
+pub mod systemd;
+pub mod tail;
+pub mod verdict;
+pub mod watch;
 
-    /// Runs `lazarus boot-resume`; returns the process exit code.
-    pub fn run(_args: BootResumeArgs) -> anyhow::Result<i32> {
-        anyhow::bail!("boot-resume is not built yet")
-    }
-}
+pub use classify::Format;
+pub use verdict::{Classification, IndexFacts, SessionMeta, SkipWhy, Verdict};

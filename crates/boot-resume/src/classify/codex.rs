@@ -1,0 +1,336 @@
+//! Codex CLI rollouts (session-formats.md §4; mirrors codex-rs turn_lifecycle).
+use super::{Parsed, clip, need_more, stem};
+use crate::lines::is_transient_error;
+use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::collections::HashSet;
+
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(default)]
+    timestamp: Option<String>,
+    #[serde(rename = "type", default)]
+    ty: String,
+    #[serde(borrow, default)]
+    payload: Option<Payload<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Payload<'a> {
+    #[serde(rename = "type", default)]
+    ty: Option<String>,
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    call_id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    message: Option<serde_json::Value>,
+    // session_meta
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(borrow, default)]
+    source: Option<&'a RawValue>,
+    #[serde(default)]
+    originator: Option<String>,
+}
+
+const CALLS: &[&str] = &[
+    "function_call",
+    "custom_tool_call",
+    "local_shell_call",
+    "tool_search_call",
+    "web_search_call",
+    "image_generation_call",
+];
+const OUTPUTS: &[&str] = &[
+    "function_call_output",
+    "custom_tool_call_output",
+    "local_shell_call_output",
+    "tool_search_call_output",
+];
+
+/// The last interesting response item of the open turn.
+enum Last {
+    Call(String),
+    Output,
+    User,
+    Stream,
+    Compacted,
+    Assistant,
+}
+
+/// Classifies a Codex rollout tail.
+pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
+    let p: Parsed<Line> = Parsed::new(tail, meta.at_start);
+    let may_grow = !meta.at_start && !meta.at_cap;
+    let mut out = Classification::new(Verdict::Skipped(SkipWhy::Empty), "");
+    out.torn = p.torn;
+    let torn_note = if p.torn {
+        if p.torn_contains(b"\"function_call_output\"") || p.torn_contains(b"_call_output\"") {
+            "; a tool output was being written when the process died (torn last line ignored)"
+        } else {
+            "; torn last line ignored"
+        }
+    } else {
+        ""
+    };
+    let decide = |mut out: Classification, v: Verdict, reason: String| {
+        out.verdict = v;
+        out.reason = format!("{reason}{torn_note}");
+        out
+    };
+
+    // Header: the first session_meta of the file.
+    let header_line = meta
+        .header
+        .and_then(|h| serde_json::from_slice::<Line>(h).ok());
+    let header_in_window = if meta.at_start { p.get(0) } else { None };
+    let hdr = header_line
+        .as_ref()
+        .or(header_in_window)
+        .filter(|l| l.ty == "session_meta")
+        .and_then(|l| l.payload.as_ref());
+    if let Some(h) = hdr {
+        out.session_id = h.id.clone();
+        out.cwd = h.cwd.clone();
+    }
+    if out.session_id.is_none() {
+        // rollout-YYYY-MM-DDThh-mm-ss-<uuid>.jsonl: the uuid is the last 36 chars.
+        let s = stem(meta.file_name);
+        if s.len() >= 36 && s.is_char_boundary(s.len() - 36) {
+            out.session_id = Some(s[s.len() - 36..].to_string());
+        }
+    }
+    if let Some(h) = hdr
+        && let Some(src) = h.source
+    {
+        let src = src.get();
+        if src.contains("subagent") {
+            return decide(
+                out,
+                Verdict::Skipped(SkipWhy::Subagent),
+                format!(
+                    "sub-agent rollout (source {}): its parent thread owns it",
+                    clip(src, 80)
+                ),
+            );
+        }
+        if src == "\"mcp\"" || src == "\"vscode\"" {
+            return decide(
+                out,
+                Verdict::Skipped(SkipWhy::SdkOwned),
+                format!("source {src}: owned by another program"),
+            );
+        }
+        let _ = &h.originator;
+    }
+
+    let mut outputs: HashSet<String> = HashSet::new();
+    let mut open_calls: Vec<(String, String)> = Vec::new();
+    let mut last: Option<Last> = None;
+    let mut i = p.len();
+    for j in (0..p.len()).rev() {
+        if let Some(l) = p.get(j) {
+            out.last_record_id = l.timestamp.clone().map(|t| format!("{t}#{j}"));
+            break;
+        }
+    }
+    if p.len() == 0 && !p.torn && meta.at_start {
+        return decide(out, Verdict::Skipped(SkipWhy::Empty), "empty file".into());
+    }
+    let mut lifecycle = false;
+    while i > 0 {
+        i -= 1;
+        let Some(l) = p.get(i) else { continue };
+        if out.cwd.is_none()
+            && l.ty == "turn_context"
+            && let Some(pl) = &l.payload
+        {
+            out.cwd = pl.cwd.clone();
+        }
+        let Some(pl) = &l.payload else { continue };
+        let pty = pl.ty.as_deref().unwrap_or("");
+        match (l.ty.as_str(), pty) {
+            ("event_msg", "task_complete" | "turn_complete") => {
+                if matches!(last, Some(Last::User)) {
+                    return decide(
+                        out,
+                        Verdict::PendingInput,
+                        "user message after the last completed turn".into(),
+                    );
+                }
+                return decide(out, Verdict::Finished, format!("{pty}: the turn completed"));
+            }
+            ("event_msg", "turn_aborted") => {
+                let r = pl.reason.as_deref().unwrap_or("");
+                return match r {
+                    "interrupted" => decide(
+                        out,
+                        Verdict::UserStopped,
+                        "turn_aborted (interrupted by the user)".into(),
+                    ),
+                    "budget_limited" => decide(
+                        out,
+                        Verdict::Failed { transient: false },
+                        "turn_aborted: budget limited".into(),
+                    ),
+                    _ => decide(
+                        out,
+                        Verdict::Finished,
+                        format!("turn_aborted ({r}): the turn is terminal"),
+                    ),
+                };
+            }
+            ("event_msg", "error") => {
+                let msg = pl
+                    .message
+                    .as_ref()
+                    .map(|m| {
+                        m.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| m.to_string())
+                    })
+                    .unwrap_or_default();
+                return decide(
+                    out,
+                    Verdict::Failed {
+                        transient: is_transient_error(&msg),
+                    },
+                    format!("error ended the turn: {}", clip(&msg, 100)),
+                );
+            }
+            ("event_msg", "task_started" | "turn_started") => {
+                lifecycle = true;
+                break;
+            }
+            ("event_msg", "user_message") => {
+                if last.is_none() {
+                    last = Some(Last::User);
+                }
+            }
+            ("event_msg", "context_compacted") | ("compacted", _) => {
+                if last.is_none() {
+                    last = Some(Last::Compacted);
+                }
+            }
+            ("response_item", t) => {
+                if OUTPUTS.contains(&t) {
+                    if let Some(c) = &pl.call_id {
+                        outputs.insert(c.clone());
+                    }
+                    if last.is_none() {
+                        last = Some(Last::Output);
+                    }
+                } else if CALLS.contains(&t) {
+                    let cid = pl.call_id.clone().unwrap_or_default();
+                    let name = pl.name.clone().unwrap_or_else(|| t.to_string());
+                    // web search / image generation calls carry no separate output.
+                    let needs_output = matches!(
+                        t,
+                        "function_call"
+                            | "custom_tool_call"
+                            | "local_shell_call"
+                            | "tool_search_call"
+                    );
+                    if needs_output && !outputs.contains(&cid) {
+                        open_calls.push((cid.clone(), name.clone()));
+                    }
+                    if last.is_none() {
+                        last = Some(Last::Call(name.clone()));
+                    }
+                } else if t == "message" {
+                    match pl.role.as_deref() {
+                        Some("user") => {
+                            if last.is_none() {
+                                last = Some(Last::User);
+                            }
+                        }
+                        Some("assistant") => {
+                            if last.is_none() {
+                                last = Some(Last::Assistant);
+                            }
+                        }
+                        _ => {}
+                    }
+                } else if t == "reasoning" {
+                    if last.is_none() {
+                        last = Some(Last::Stream);
+                    }
+                } else if (t == "compaction" || t == "context_compaction") && last.is_none() {
+                    last = Some(Last::Compacted);
+                }
+            }
+            _ => {}
+        }
+    }
+    if !lifecycle && may_grow {
+        return need_more(p.torn);
+    }
+    // Open turn (or a rollout without lifecycle events).
+    if let Some((_, name)) = open_calls.first() {
+        return decide(
+            out,
+            Verdict::InterruptedToolCall,
+            format!("call {name} has no output"),
+        );
+    }
+    let what = if lifecycle {
+        "open turn"
+    } else {
+        "no turn lifecycle events"
+    };
+    match last {
+        Some(Last::Call(name)) => decide(
+            out,
+            Verdict::InterruptedAfterToolResult,
+            format!("{what}: call {name} has its output, the model never saw it"),
+        ),
+        Some(Last::Output) => decide(
+            out,
+            Verdict::InterruptedAfterToolResult,
+            format!("{what}: tool output last, the model never saw it"),
+        ),
+        Some(Last::User) => decide(
+            out,
+            Verdict::PendingInput,
+            format!("{what}: user message not answered"),
+        ),
+        Some(Last::Stream) => decide(
+            out,
+            Verdict::InterruptedStream,
+            format!("{what}: reasoning last, the response was cut off"),
+        ),
+        Some(Last::Compacted) => decide(
+            out,
+            Verdict::InterruptedStream,
+            format!("{what}: compaction last, the turn never went on"),
+        ),
+        Some(Last::Assistant) if lifecycle => decide(
+            out,
+            Verdict::InterruptedStream,
+            "open turn: assistant message but no task_complete".into(),
+        ),
+        Some(Last::Assistant) => decide(
+            out,
+            Verdict::Finished,
+            "assistant message last (no lifecycle events)".into(),
+        ),
+        None if lifecycle => decide(
+            out,
+            Verdict::InterruptedStream,
+            "turn started, nothing recorded after it".into(),
+        ),
+        None => decide(
+            out,
+            Verdict::Skipped(SkipWhy::Empty),
+            "no turn and no response item".into(),
+        ),
+    }
+}

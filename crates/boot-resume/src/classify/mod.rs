@@ -1,0 +1,201 @@
+//! Pure classifiers: tail bytes (plus metadata) in, [`Classification`] out.
+//!
+//! One module per format. Every classifier tolerates unknown record types, unparsable lines
+//! in the middle, a torn last line and arbitrary bytes, and never panics.
+use crate::lines::{self, TailLines};
+use crate::verdict::{Classification, SessionMeta};
+use serde::Deserialize;
+use std::cell::OnceCell;
+
+pub mod claude_code;
+pub mod codex;
+pub mod lazarus;
+pub mod pi;
+
+/// The session log formats boot-resume understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Format {
+    /// Native Lazarus ledger (`lazarus.session`).
+    #[serde(rename = "lazarus")]
+    Lazarus,
+    /// OpenClaw transcripts (pi v3 shape plus sessions.json index facts).
+    #[serde(rename = "openclaw")]
+    Openclaw,
+    /// pi coding agent session files.
+    #[serde(rename = "pi")]
+    Pi,
+    /// Claude Code project transcripts.
+    #[serde(rename = "claude-code")]
+    ClaudeCode,
+    /// Codex CLI rollouts.
+    #[serde(rename = "codex")]
+    Codex,
+}
+
+impl Format {
+    /// All formats, in the order they are scanned by default.
+    pub const ALL: [Format; 5] = [
+        Format::Lazarus,
+        Format::Openclaw,
+        Format::Pi,
+        Format::ClaudeCode,
+        Format::Codex,
+    ];
+
+    /// The name used on the command line and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Lazarus => "lazarus",
+            Format::Openclaw => "openclaw",
+            Format::Pi => "pi",
+            Format::ClaudeCode => "claude-code",
+            Format::Codex => "codex",
+        }
+    }
+
+    /// Parses a format name (`claude` is accepted for `claude-code`).
+    pub fn parse(s: &str) -> Option<Format> {
+        Some(match s {
+            "lazarus" => Format::Lazarus,
+            "openclaw" => Format::Openclaw,
+            "pi" => Format::Pi,
+            "claude-code" | "claude" => Format::ClaudeCode,
+            "codex" => Format::Codex,
+            _ => return None,
+        })
+    }
+
+    /// Classifies a tail window of this format.
+    pub fn classify(self, tail: &[u8], meta: &SessionMeta) -> Classification {
+        match self {
+            Format::Lazarus => lazarus::classify(tail, meta),
+            Format::Openclaw => pi::classify_openclaw(tail, meta),
+            Format::Pi => pi::classify(tail, meta),
+            Format::ClaudeCode => claude_code::classify(tail, meta),
+            Format::Codex => codex::classify(tail, meta),
+        }
+    }
+}
+
+/// Guesses the format of a file from its first line and a tail window.
+/// Returns `None` when nothing looks like a known format.
+pub fn detect(header: Option<&[u8]>, tail: &[u8], path_hint: &str) -> Option<Format> {
+    let probe = |s: &[u8]| -> Option<Format> {
+        if lines::contains(s, b"\"lazarus.session\"")
+            || (lines::contains(s, b"\"seq\":") && lines::contains(s, b"\"kind\":"))
+        {
+            return Some(Format::Lazarus);
+        }
+        if lines::contains(s, b"\"type\":\"session_meta\"")
+            || (lines::contains(s, b"\"payload\":") && lines::contains(s, b"\"timestamp\":"))
+        {
+            return Some(Format::Codex);
+        }
+        if lines::contains(s, b"\"parentUuid\":") || lines::contains(s, b"\"sessionId\":\"") {
+            return Some(Format::ClaudeCode);
+        }
+        if lines::contains(s, b"\"type\":\"session\"") || lines::contains(s, b"\"parentId\":") {
+            let openclaw = path_hint.contains(".openclaw")
+                || path_hint.contains(".clawdbot")
+                || lines::contains(s, b"openclaw");
+            return Some(if openclaw {
+                Format::Openclaw
+            } else {
+                Format::Pi
+            });
+        }
+        None
+    };
+    header.and_then(probe).or_else(|| {
+        let t = lines::split(tail, false);
+        t.lines.iter().rev().take(4).find_map(|l| probe(l))
+    })
+}
+
+/// Lines of a window parsed lazily into `T`, with a torn last line removed.
+pub(crate) struct Parsed<'a, T> {
+    pub lines: Vec<&'a [u8]>,
+    cells: Vec<OnceCell<Option<T>>>,
+    /// The last line was torn (no newline, or the last complete line does not parse).
+    pub torn: bool,
+    /// The torn bytes, for sniffing.
+    pub torn_bytes: Option<&'a [u8]>,
+}
+
+impl<'a, T: Deserialize<'a>> Parsed<'a, T> {
+    pub fn new(tail: &'a [u8], at_start: bool) -> Self {
+        let TailLines {
+            mut lines,
+            fragment,
+            ..
+        } = lines::split(tail, at_start);
+        let mut cells: Vec<OnceCell<Option<T>>> =
+            (0..lines.len()).map(|_| OnceCell::new()).collect();
+        let mut torn = false;
+        let mut torn_bytes = None;
+        if let Some(f) = fragment {
+            torn = true;
+            torn_bytes = Some(f);
+        } else if let Some(last) = lines.last().copied() {
+            let parsed = serde_json::from_slice::<T>(last).ok();
+            if parsed.is_none() {
+                torn = true;
+                torn_bytes = Some(last);
+                lines.pop();
+                cells.pop();
+            } else if let Some(cell) = cells.last() {
+                let _ = cell.set(parsed);
+            }
+        }
+        Parsed {
+            lines,
+            cells,
+            torn,
+            torn_bytes,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// The parsed record at `i`, or `None` if it does not parse.
+    pub fn get(&self, i: usize) -> Option<&T> {
+        let cell = self.cells.get(i)?;
+        cell.get_or_init(|| serde_json::from_slice::<T>(self.lines[i]).ok())
+            .as_ref()
+    }
+
+    /// Whether the torn bytes contain `needle`.
+    pub fn torn_contains(&self, needle: &[u8]) -> bool {
+        self.torn_bytes.is_some_and(|b| lines::contains(b, needle))
+    }
+}
+
+/// The "need a larger window" result.
+pub(crate) fn need_more(torn: bool) -> Classification {
+    let mut c = Classification::new(
+        crate::verdict::Verdict::Skipped(crate::verdict::SkipWhy::Unreadable),
+        "the deciding record lies before the tail window",
+    );
+    c.need_more = true;
+    c.torn = torn;
+    c
+}
+
+/// Strips `.jsonl` and returns the stem of a file name.
+pub(crate) fn stem(file_name: &str) -> &str {
+    file_name.strip_suffix(".jsonl").unwrap_or(file_name)
+}
+
+/// Shortens a text for reasons.
+pub(crate) fn clip(s: &str, n: usize) -> String {
+    let s = s.trim();
+    if s.chars().count() <= n {
+        s.replace('\n', " ")
+    } else {
+        let mut out: String = s.chars().take(n).collect::<String>().replace('\n', " ");
+        out.push('…');
+        out
+    }
+}

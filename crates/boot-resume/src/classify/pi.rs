@@ -1,0 +1,583 @@
+//! pi session v3 transcripts, shared by pi and OpenClaw (session-formats.md §1, §2.4).
+use super::{Parsed, clip, need_more, stem};
+use crate::lines::{UserText, is_context_overflow, is_transient_error, user_text_kind};
+use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize)]
+struct Entry<'a> {
+    #[serde(rename = "type", default)]
+    ty: String,
+    #[serde(default)]
+    id: Option<String>,
+    /// Missing (v1 linear file) vs null (root) vs an id.
+    #[serde(rename = "parentId", default, deserialize_with = "present")]
+    parent: Option<Option<String>>,
+    #[serde(rename = "customType", default)]
+    custom_type: Option<String>,
+    #[serde(rename = "targetId", default)]
+    target_id: Option<String>,
+    #[serde(borrow, default)]
+    message: Option<Msg<'a>>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+    #[serde(default)]
+    cwd: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Msg<'a> {
+    #[serde(default)]
+    role: String,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+    #[serde(rename = "stopReason", default)]
+    stop_reason: Option<String>,
+    #[serde(rename = "errorMessage", default)]
+    error_message: Option<String>,
+    #[serde(rename = "toolCallId", default)]
+    tool_call_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Block<'a> {
+    #[serde(rename = "type", default)]
+    ty: String,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(#[serde(borrow)] Cow<'a, str>),
+    Blocks(#[serde(borrow)] Vec<Block<'a>>),
+}
+
+fn content(raw: Option<&RawValue>) -> Option<Content<'_>> {
+    raw.and_then(|r| serde_json::from_str(r.get()).ok())
+}
+
+fn text_of(raw: Option<&RawValue>) -> String {
+    match content(raw) {
+        Some(Content::Text(t)) => t.into_owned(),
+        Some(Content::Blocks(b)) => b
+            .iter()
+            .filter_map(|b| b.text.as_deref())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        None => String::new(),
+    }
+}
+
+/// Whether an assistant message content has any non-blank text, thinking or tool call.
+fn has_content(raw: Option<&RawValue>) -> bool {
+    match content(raw) {
+        Some(Content::Text(t)) => !t.trim().is_empty(),
+        Some(Content::Blocks(b)) => b.iter().any(|b| {
+            b.ty == "toolCall"
+                || b.text.as_deref().is_some_and(|t| !t.trim().is_empty())
+                || b.thinking.as_deref().is_some_and(|t| !t.trim().is_empty())
+        }),
+        None => false,
+    }
+}
+
+fn tool_calls(raw: Option<&RawValue>) -> Vec<(String, String)> {
+    match content(raw) {
+        Some(Content::Blocks(b)) => b
+            .into_iter()
+            .filter(|b| b.ty == "toolCall")
+            .map(|b| (b.id.unwrap_or_default(), b.name.unwrap_or_default()))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn is_abort_text(s: &str) -> bool {
+    s.contains("Request was aborted") || s.contains("This operation was aborted")
+}
+
+#[derive(Deserialize)]
+struct PromptError {
+    #[serde(default)]
+    error: Option<String>,
+}
+
+enum Step {
+    At(usize),
+    End,
+    Missing(String),
+}
+
+/// Classifies a pi transcript tail (no OpenClaw index facts).
+pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
+    classify_inner(tail, meta, false)
+}
+
+/// Classifies an OpenClaw transcript tail: the pi rules plus the sessions.json facts
+/// (session-key filters, sub-agent fields, self-recovery markers, status).
+pub fn classify_openclaw(tail: &[u8], meta: &SessionMeta) -> Classification {
+    let mut c = classify_inner(tail, meta, true);
+    if c.need_more {
+        return c;
+    }
+    if let Some(ix) = meta.index {
+        if c.session_id.is_none() {
+            c.session_id = ix.session_id.clone();
+        }
+        let key = ix.session_key.as_deref().unwrap_or("");
+        let inner = c.verdict;
+        let skip = if ix.spawned || key.contains(":subagent:") {
+            Some((SkipWhy::Subagent, "sub-agent session (its parent owns it)"))
+        } else if key.contains(":cron:") {
+            Some((SkipWhy::Cron, "cron session"))
+        } else if key.ends_with(":heartbeat") {
+            Some((SkipWhy::Heartbeat, "isolated heartbeat session"))
+        } else if key.contains(":acp:")
+            || key.contains(":explicit:model-run-")
+            || key.starts_with("hook:")
+        {
+            Some((
+                SkipWhy::ForeignOwned,
+                "ACP / hook / explicit model-run session",
+            ))
+        } else if ix.restart_recovery && inner.is_resumable(true) {
+            Some((
+                SkipWhy::SelfRecovering,
+                "OpenClaw's own restart recovery has handled or is handling this session",
+            ))
+        } else {
+            None
+        };
+        if let Some((why, text)) = skip {
+            c.reason = format!("{text} [{key}]; tail: {inner}: {}", c.reason);
+            c.verdict = Verdict::Skipped(why);
+        }
+    }
+    c
+}
+
+fn classify_inner(tail: &[u8], meta: &SessionMeta, openclaw: bool) -> Classification {
+    let p: Parsed<Entry> = Parsed::new(tail, meta.at_start);
+    let may_grow = !meta.at_start && !meta.at_cap;
+    let mut out = Classification::new(Verdict::Skipped(SkipWhy::Empty), "");
+    out.torn = p.torn;
+
+    // Header facts: from the separately read first line, else from the window.
+    let header = meta
+        .header
+        .and_then(|h| serde_json::from_slice::<Entry>(h).ok())
+        .filter(|e| e.ty == "session");
+    if let Some(h) = &header {
+        out.session_id = h.id.clone();
+        out.cwd = h.cwd.clone();
+    } else if let Some(h) = p.get(0).filter(|e| e.ty == "session") {
+        out.session_id = h.id.clone();
+        out.cwd = h.cwd.clone();
+    }
+    if out.session_id.is_none() {
+        // pi: <timestamp>_<uuid>.jsonl; OpenClaw: <sessionId>[-topic-<n>].jsonl
+        let s = stem(meta.file_name);
+        let s = s.rsplit_once('_').map_or(s, |(_, id)| id);
+        let s = s.split_once("-topic-").map_or(s, |(id, _)| id);
+        if !s.is_empty() {
+            out.session_id = Some(s.to_string());
+        }
+    }
+    let torn_note = if p.torn {
+        if p.torn_contains(b"\"role\":\"toolResult\"") {
+            "; a tool result was being written when the process died (torn last line ignored)"
+        } else {
+            "; torn last line ignored"
+        }
+    } else {
+        ""
+    };
+
+    // The leaf: last parsed non-header entry in file order, or a trailing `leaf` pointer.
+    let mut leaf = None;
+    for i in (0..p.len()).rev() {
+        if let Some(e) = p.get(i)
+            && e.ty != "session"
+        {
+            leaf = Some(i);
+            break;
+        }
+    }
+    let Some(mut cur) = leaf else {
+        if may_grow && p.len() <= 1 {
+            return need_more(p.torn);
+        }
+        out.reason = if p.len() == 0 && !p.torn {
+            "empty file".into()
+        } else if p.torn {
+            format!("no complete record after the header{torn_note}")
+        } else {
+            "header only: the first prompt was never persisted".into()
+        };
+        return out;
+    };
+    out.last_record_id = p.get(cur).and_then(|e| e.id.clone());
+
+    let find = |from: usize, id: &str| -> Option<usize> {
+        (0..from)
+            .rev()
+            .find(|&j| p.get(j).and_then(|e| e.id.as_deref()) == Some(id))
+    };
+    if let Some(e) = p.get(cur)
+        && e.ty == "leaf"
+        && let Some(t) = e.target_id.as_deref()
+    {
+        match find(cur, t) {
+            Some(j) => cur = j,
+            None if may_grow => return need_more(p.torn),
+            None => {}
+        }
+    }
+
+    let mut results: HashSet<String> = HashSet::new();
+    let mut saw_result = false;
+    let mut prompt_error: Option<String> = None;
+    let mut compaction = false;
+    let mut artifact = false;
+    let mut steps = 0usize;
+
+    let decide = |mut out: Classification, v: Verdict, reason: String| {
+        out.verdict = v;
+        out.reason = format!("{reason}{torn_note}");
+        out
+    };
+
+    loop {
+        steps += 1;
+        if steps > p.len() + 2 {
+            // A cycle in parentId links: stop.
+            out.reason = "parentId links form a cycle".into();
+            out.verdict = Verdict::Skipped(SkipWhy::Unreadable);
+            return out;
+        }
+        let Some(e) = p.get(cur) else {
+            // Unparsable line in the middle: walk on in file order.
+            if cur == 0 {
+                break;
+            }
+            cur -= 1;
+            continue;
+        };
+        let id = e.id.as_deref().unwrap_or("?");
+        match e.ty.as_str() {
+            "session" => break,
+            "custom" => {
+                if e.custom_type.as_deref() == Some("openclaw:prompt-error")
+                    && prompt_error.is_none()
+                    && !saw_result
+                {
+                    let text = e
+                        .data
+                        .and_then(|d| serde_json::from_str::<PromptError>(d.get()).ok())
+                        .and_then(|d| d.error)
+                        .unwrap_or_default();
+                    prompt_error = Some(text);
+                }
+            }
+            "compaction" | "branch_summary" => compaction = true,
+            "custom_message" => {
+                let ct = e.custom_type.as_deref().unwrap_or("");
+                if ct == "openclaw.sessions_yield" {
+                    return decide(
+                        out,
+                        Verdict::WaitingExternal,
+                        format!("entry {id}: parked by sessions_yield, waiting for sub-agents"),
+                    );
+                }
+                if saw_result {
+                    return decide(
+                        out,
+                        Verdict::InterruptedAfterToolResult,
+                        "tool results recorded, the model never answered them".into(),
+                    );
+                }
+                return decide(
+                    out,
+                    Verdict::PendingInput,
+                    format!("entry {id}: custom message {ct:?} not answered"),
+                );
+            }
+            "message" => {
+                let Some(m) = &e.message else {
+                    // A message entry without a message: ignore.
+                    match step(&p, cur, e, &find) {
+                        Step::At(j) => {
+                            cur = j;
+                            continue;
+                        }
+                        Step::End => break,
+                        Step::Missing(_) if may_grow => return need_more(p.torn),
+                        Step::Missing(_) => break,
+                    }
+                };
+                match m.role.as_str() {
+                    "toolResult" => {
+                        if let Some(t) = &m.tool_call_id {
+                            results.insert(t.clone());
+                        }
+                        saw_result = true;
+                    }
+                    "user" => {
+                        if saw_result {
+                            return decide(
+                                out,
+                                Verdict::InterruptedAfterToolResult,
+                                format!(
+                                    "entry {id}: tool results recorded after it were never answered"
+                                ),
+                            );
+                        }
+                        if let Some(err) = prompt_error {
+                            return decide(
+                                out,
+                                Verdict::Failed {
+                                    transient: is_transient_error(&err),
+                                },
+                                format!(
+                                    "the run failed (openclaw:prompt-error: {})",
+                                    clip(&err, 120)
+                                ),
+                            );
+                        }
+                        let text = text_of(m.content);
+                        let (v, r) = match user_text_kind(&text) {
+                            UserText::Heartbeat => (
+                                Verdict::Skipped(SkipWhy::Heartbeat),
+                                "last input is a heartbeat prompt",
+                            ),
+                            UserText::Cron => (
+                                Verdict::Skipped(SkipWhy::Cron),
+                                "last input is a cron run prompt",
+                            ),
+                            UserText::Trivial => (
+                                Verdict::Skipped(SkipWhy::TrivialInput),
+                                "last input is trivial",
+                            ),
+                            UserText::Real => (Verdict::PendingInput, "user message not answered"),
+                        };
+                        return decide(out, v, format!("entry {id}: {r}: {:?}", clip(&text, 60)));
+                    }
+                    "assistant" => {
+                        let stop = m.stop_reason.as_deref().unwrap_or("");
+                        let err = m.error_message.as_deref().unwrap_or("");
+                        if !saw_result
+                            && (stop == "aborted" || stop == "error")
+                            && !has_content(m.content)
+                            && is_abort_text(err)
+                        {
+                            artifact = true;
+                        } else {
+                            let calls = tool_calls(m.content);
+                            let open: Vec<&(String, String)> = calls
+                                .iter()
+                                .filter(|(cid, _)| !results.contains(cid))
+                                .collect();
+                            if !open.is_empty() {
+                                let names: Vec<&str> =
+                                    open.iter().map(|(_, n)| n.as_str()).collect();
+                                let partial = if saw_result {
+                                    " (some parallel calls have results)"
+                                } else {
+                                    ""
+                                };
+                                return decide(
+                                    out,
+                                    Verdict::InterruptedToolCall,
+                                    format!(
+                                        "entry {id}: tool call {} has no result{partial}",
+                                        names.join(", ")
+                                    ),
+                                );
+                            }
+                            if saw_result {
+                                let a = if artifact {
+                                    " (restart-abort artifact skipped)"
+                                } else {
+                                    ""
+                                };
+                                return decide(
+                                    out,
+                                    Verdict::InterruptedAfterToolResult,
+                                    format!(
+                                        "entry {id}: every tool call has a result, the model never saw them{a}"
+                                    ),
+                                );
+                            }
+                            if let Some(perr) = prompt_error {
+                                let text = if perr.is_empty() {
+                                    err.to_string()
+                                } else {
+                                    perr
+                                };
+                                let transient =
+                                    is_transient_error(&text) || is_transient_error(err);
+                                return decide(
+                                    out,
+                                    Verdict::Failed { transient },
+                                    format!("entry {id}: the run failed: {}", clip(&text, 120)),
+                                );
+                            }
+                            return match stop {
+                                "error" if compaction && is_context_overflow(err) => decide(
+                                    out,
+                                    Verdict::InterruptedStream,
+                                    format!(
+                                        "entry {id}: context overflow recovery (compact, retry) was cut off"
+                                    ),
+                                ),
+                                "error" => decide(
+                                    out,
+                                    Verdict::Failed {
+                                        transient: is_transient_error(err),
+                                    },
+                                    format!(
+                                        "entry {id}: API error ended the turn: {}",
+                                        clip(err, 120)
+                                    ),
+                                ),
+                                "aborted" => {
+                                    let died = meta.index.is_some_and(|ix| ix.run_died());
+                                    if died {
+                                        decide(
+                                            out,
+                                            Verdict::InterruptedStream,
+                                            format!(
+                                                "entry {id}: partial answer aborted while the run died"
+                                            ),
+                                        )
+                                    } else {
+                                        decide(
+                                            out,
+                                            Verdict::UserStopped,
+                                            format!(
+                                                "entry {id}: answer aborted (stopped by the user)"
+                                            ),
+                                        )
+                                    }
+                                }
+                                _ => {
+                                    let a = if compaction {
+                                        " (compaction after it skipped)"
+                                    } else {
+                                        ""
+                                    };
+                                    decide(
+                                        out,
+                                        Verdict::Finished,
+                                        format!(
+                                            "entry {id}: assistant ended the turn ({}){a}",
+                                            if stop.is_empty() {
+                                                "no stopReason"
+                                            } else {
+                                                stop
+                                            }
+                                        ),
+                                    )
+                                }
+                            };
+                        }
+                    }
+                    // system, bashExecution, custom, unknown roles: not decisive.
+                    _ => {}
+                }
+            }
+            // label, session_info, model_change, thinking_level_change, active_tools_change,
+            // usage, context_edit, leaf and unknown types: bookkeeping.
+            _ => {}
+        }
+        match step(&p, cur, e, &find) {
+            Step::At(j) => cur = j,
+            Step::End => break,
+            Step::Missing(pid) if may_grow => {
+                let _ = pid;
+                return need_more(p.torn);
+            }
+            Step::Missing(pid) => {
+                if cur == 0 {
+                    out.reason = format!("parent {pid} is not in the file");
+                    break;
+                }
+                cur -= 1;
+            }
+        }
+    }
+    // Walked to the root without a decisive record.
+    if saw_result {
+        return decide(
+            out,
+            Verdict::InterruptedAfterToolResult,
+            "tool results recorded, the model never answered them".into(),
+        );
+    }
+    if let Some(err) = prompt_error {
+        return decide(
+            out,
+            Verdict::Failed {
+                transient: is_transient_error(&err),
+            },
+            format!(
+                "the run failed (openclaw:prompt-error: {})",
+                clip(&err, 120)
+            ),
+        );
+    }
+    if may_grow {
+        return need_more(p.torn);
+    }
+    let _ = openclaw;
+    out.verdict = Verdict::Skipped(SkipWhy::Empty);
+    if out.reason.is_empty() {
+        out.reason = "no message in the transcript".into();
+    }
+    out.reason.push_str(torn_note);
+    out
+}
+
+fn step<'a>(
+    p: &Parsed<'a, Entry<'a>>,
+    cur: usize,
+    e: &Entry<'a>,
+    find: &dyn Fn(usize, &str) -> Option<usize>,
+) -> Step {
+    match &e.parent {
+        None => {
+            // v1 linear file: the previous line.
+            if cur == 0 {
+                Step::End
+            } else {
+                Step::At(cur - 1)
+            }
+        }
+        Some(None) => Step::End,
+        Some(Some(pid)) => {
+            // Fast path: the previous line is usually the parent.
+            if cur > 0 && p.get(cur - 1).and_then(|x| x.id.as_deref()) == Some(pid.as_str()) {
+                return Step::At(cur - 1);
+            }
+            match find(cur, pid) {
+                Some(j) => Step::At(j),
+                None => Step::Missing(pid.clone()),
+            }
+        }
+    }
+}

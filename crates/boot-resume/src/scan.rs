@@ -1,0 +1,365 @@
+//! Scanning candidates in parallel into per-session [`Report`]s.
+use crate::classify::{Format, pi};
+use crate::discover::{Candidate, sqlite_tail};
+use crate::tail::{self, TailOptions};
+use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
+use regex::Regex;
+use serde::Serialize;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+/// What boot-resume did (or would do) about a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// A resume was injected.
+    Resumed,
+    /// A resume would be injected (dry run).
+    WouldResume,
+    /// Nothing to do.
+    None,
+    /// Injection was attempted and failed.
+    Failed,
+}
+
+impl Action {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Resumed => "resumed",
+            Action::WouldResume => "would_resume",
+            Action::None => "none",
+            Action::Failed => "failed",
+        }
+    }
+}
+
+/// One line of the report: a session, its verdict and what was done.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Format name (`unknown` when it could not be told).
+    pub format: &'static str,
+    /// Session id (falls back to the file name).
+    pub session: String,
+    /// Session key (OpenClaw).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_key: Option<String>,
+    /// Transcript path (or database path).
+    pub path: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// For `failed`: whether transient.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transient: Option<bool>,
+    /// For `skipped`: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<SkipWhy>,
+    /// Why this verdict.
+    pub reason: String,
+    /// The last line was torn and ignored.
+    pub torn: bool,
+    /// What was done.
+    pub action: Action,
+    /// Details of the action (error, command, HTTP status).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action_detail: Option<String>,
+    /// Session working directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Last record id (fingerprint part).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_record_id: Option<String>,
+    /// File size (fingerprint part).
+    pub size: u64,
+    /// Modification time in ns since the epoch (fingerprint part).
+    pub mtime_ns: i64,
+    /// Idempotency key of the injection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+impl Report {
+    /// Sets the verdict and keeps `transient` / `why` in step.
+    pub fn set_verdict(&mut self, v: Verdict) {
+        self.verdict = v;
+        self.transient = v.transient();
+        self.why = v.skip_why();
+    }
+
+    /// The parsed format, if known.
+    pub fn format(&self) -> Option<Format> {
+        Format::parse(self.format)
+    }
+}
+
+/// Scan settings.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    /// Recency window; `None` = no limit.
+    pub window: Option<Duration>,
+    /// Sessions whose name matches are skipped.
+    pub skip_pattern: Option<Regex>,
+    /// "Now", for the window.
+    pub now: SystemTime,
+    /// Tail window sizes.
+    pub tail: TailOptions,
+    /// Worker threads.
+    pub threads: usize,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            window: Some(Duration::from_secs(20 * 60)),
+            skip_pattern: None,
+            now: SystemTime::now(),
+            tail: TailOptions::default(),
+            threads: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .min(8),
+        }
+    }
+}
+
+/// Scans all candidates in parallel; reports come back in candidate order.
+pub fn scan(
+    cands: &[Candidate],
+    opts: &ScanOptions,
+    progress: Option<&indicatif::ProgressBar>,
+) -> Vec<Report> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, Report)>> = Mutex::new(Vec::with_capacity(cands.len()));
+    let threads = opts.threads.clamp(1, 64).min(cands.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut buf = Vec::with_capacity(opts.tail.first_window as usize);
+                let mut local = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(c) = cands.get(i) else { break };
+                    local.push((i, scan_one(c, opts, &mut buf)));
+                    if let Some(pb) = progress {
+                        pb.inc(1);
+                    }
+                }
+                if let Ok(mut r) = results.lock() {
+                    r.extend(local);
+                }
+            });
+        }
+    });
+    let mut v = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    v.sort_by_key(|(i, _)| *i);
+    v.into_iter().map(|(_, r)| r).collect()
+}
+
+fn base_report(c: &Candidate) -> Report {
+    let name = c.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let session = c
+        .index
+        .as_ref()
+        .and_then(|i| i.session_id.clone())
+        .unwrap_or_else(|| name.strip_suffix(".jsonl").unwrap_or(name).to_string());
+    Report {
+        format: c.format.map_or("unknown", Format::as_str),
+        session,
+        session_key: c.index.as_ref().and_then(|i| i.session_key.clone()),
+        path: c.path.display().to_string(),
+        verdict: Verdict::Finished,
+        transient: None,
+        why: None,
+        reason: String::new(),
+        torn: false,
+        action: Action::None,
+        action_detail: None,
+        cwd: None,
+        last_record_id: None,
+        size: 0,
+        mtime_ns: 0,
+        idempotency_key: None,
+    }
+}
+
+fn skipped(mut r: Report, why: SkipWhy, reason: impl Into<String>) -> Report {
+    r.set_verdict(Verdict::Skipped(why));
+    r.reason = reason.into();
+    r
+}
+
+fn apply(mut r: Report, c: Classification) -> Report {
+    r.set_verdict(c.verdict);
+    r.reason = c.reason;
+    r.torn = c.torn;
+    if let Some(s) = c.session_id {
+        r.session = s;
+    }
+    r.cwd = c.cwd;
+    r.last_record_id = c.last_record_id;
+    r
+}
+
+fn label(c: &Candidate) -> String {
+    let name = c.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    match c.index.as_ref().and_then(|i| i.session_key.as_deref()) {
+        Some(k) => format!("{k} {name}"),
+        None => name.to_string(),
+    }
+}
+
+fn outside_window(opts: &ScanOptions, last_ms: i64) -> Option<String> {
+    let w = opts.window?;
+    let now_ms = opts
+        .now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let age = now_ms.saturating_sub(last_ms);
+    (age > w.as_millis() as i64).then(|| {
+        format!(
+            "last activity {} ago, outside the {} window",
+            fmt_dur(age),
+            fmt_dur(w.as_millis() as i64)
+        )
+    })
+}
+
+/// Formats milliseconds as a short duration (`3h12m`, `45s`).
+pub fn fmt_dur(ms: i64) -> String {
+    let s = ms / 1000;
+    if s >= 86400 {
+        format!("{}d{}h", s / 86400, (s % 86400) / 3600)
+    } else if s >= 3600 {
+        format!("{}h{}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Classifies one candidate.
+pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report {
+    let mut r = base_report(c);
+    if let Some(p) = &c.problem {
+        return skipped(r, SkipWhy::Unreadable, p.clone());
+    }
+    if let Some(re) = &opts.skip_pattern
+        && re.is_match(&label(c))
+    {
+        return skipped(
+            r,
+            SkipWhy::SkipPattern,
+            format!("name matches --skip-pattern {:?}", re.as_str()),
+        );
+    }
+    if let Some(sq) = &c.sqlite {
+        r.mtime_ns = sq.updated_at_ms.unwrap_or(0).saturating_mul(1_000_000);
+        if let Some(why) = sq.updated_at_ms.and_then(|ms| outside_window(opts, ms)) {
+            return skipped(r, SkipWhy::OutsideWindow, why);
+        }
+        let mut limit = 64usize;
+        loop {
+            let (bytes, complete) = match sqlite_tail(sq, limit) {
+                Ok(x) => x,
+                Err(e) => return skipped(r, SkipWhy::Unreadable, e),
+            };
+            let meta = SessionMeta {
+                header: None,
+                at_start: complete,
+                at_cap: limit >= 4096,
+                file_name: "",
+                subagent_path: false,
+                index: c.index.as_ref(),
+            };
+            let cl = pi::classify_openclaw(&bytes, &meta);
+            if cl.need_more && limit < 4096 {
+                limit *= 4;
+                continue;
+            }
+            r.size = bytes.len() as u64;
+            let mut r = apply(r, cl);
+            if r.verdict.is_resumable(true) {
+                let inner = r.verdict;
+                r.set_verdict(Verdict::Skipped(SkipWhy::SelfRecovering));
+                r.reason = format!(
+                    "OpenClaw with the SQLite store (>= 2026.8) recovers interrupted sessions itself; monitor only (tail: {inner}: {})",
+                    r.reason
+                );
+            }
+            return r;
+        }
+    }
+    let md = match std::fs::metadata(&c.path) {
+        Ok(m) => m,
+        Err(e) => {
+            return skipped(
+                r,
+                SkipWhy::Unreadable,
+                format!("cannot stat {}: {e}", c.path.display()),
+            );
+        }
+    };
+    let mtime_ns = tail::mtime_ns(md.modified().ok());
+    let mut last_ms = (mtime_ns / 1_000_000) as i64;
+    if let Some(u) = c.index.as_ref().and_then(|i| i.updated_at_ms) {
+        last_ms = last_ms.max(u);
+    }
+    r.size = md.len();
+    r.mtime_ns = mtime_ns as i64;
+    if let Some(why) = outside_window(opts, last_ms) {
+        return skipped(r, SkipWhy::OutsideWindow, why);
+    }
+    let res = match tail::classify_file(&c.path, c.format, c.index.as_ref(), opts.tail, buf) {
+        Ok(x) => x,
+        Err(e) => return skipped(r, SkipWhy::Unreadable, e.to_string()),
+    };
+    r.format = res.format.as_str();
+    r.size = res.facts.size;
+    r.mtime_ns = res.facts.mtime_ns as i64;
+    let mut r = apply(r, res.classification);
+    if res.format == Format::Lazarus
+        && let Some(holder) = live_lock_holder(&c.path)
+    {
+        let inner = r.verdict;
+        r.set_verdict(Verdict::Skipped(SkipWhy::Running));
+        r.reason = format!("a live writer holds the session ({holder}); tail: {inner}");
+    }
+    r
+}
+
+/// For a Lazarus ledger `<id>.jsonl`, the holder of `<id>.lock` if that process is alive
+/// on this host.
+pub fn live_lock_holder(ledger: &Path) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Lock {
+        pid: i64,
+        #[serde(default)]
+        host: Option<String>,
+        #[serde(default)]
+        since: Option<serde_json::Value>,
+    }
+    let lock = ledger.with_extension("lock");
+    let bytes = std::fs::read(&lock).ok()?;
+    let l: Lock = serde_json::from_slice(&bytes).ok()?;
+    let here = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    if l.host.as_deref().is_some_and(|h| h != here) {
+        return None;
+    }
+    let pid = rustix::process::Pid::from_raw(i32::try_from(l.pid).ok()?)?;
+    let alive = match rustix::process::test_kill_process(pid) {
+        Ok(()) => true,
+        Err(e) => e == rustix::io::Errno::PERM,
+    };
+    alive.then(|| {
+        format!(
+            "pid {} on {here} since {}",
+            l.pid,
+            l.since.map(|s| s.to_string()).unwrap_or_else(|| "?".into())
+        )
+    })
+}

@@ -1,0 +1,216 @@
+//! The "never resume twice" state file, the single-instance lock and the decision log.
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// State, lock and log errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// Reading or writing a file failed.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What file.
+        what: &'static str,
+        /// Path.
+        path: PathBuf,
+        /// OS error.
+        source: std::io::Error,
+    },
+    /// The state file does not parse.
+    #[error(
+        "state file {path} is corrupt ({source}); move it away to start afresh (sessions may then be resumed again)"
+    )]
+    Corrupt {
+        /// Path.
+        path: PathBuf,
+        /// Parse error.
+        source: serde_json::Error,
+    },
+}
+
+/// What identifies one interruption: the tail as it was when we resumed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    /// File size.
+    pub size: u64,
+    /// Modification time (ns).
+    pub mtime_ns: i64,
+    /// Last record id.
+    pub last_record_id: Option<String>,
+}
+
+/// What we remember about one session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The interruption this entry is about.
+    pub fingerprint: Fingerprint,
+    /// The idempotency key used for it.
+    pub idempotency_key: String,
+    /// Attempts made for this interruption.
+    pub attempts: u32,
+    /// Whether an injection succeeded.
+    pub resumed: bool,
+    /// When the last attempt was made (RFC 3339).
+    pub last_attempt: String,
+    /// The last error, if the last attempt failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// The state file contents.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    /// Format version (1).
+    pub version: u32,
+    /// Entries by session key (`format\tsession\tpath`).
+    pub sessions: BTreeMap<String, Entry>,
+}
+
+impl State {
+    /// The key of a session.
+    pub fn key(format: &str, session: &str, path: &str) -> String {
+        format!("{format}\t{session}\t{path}")
+    }
+
+    /// Loads the state file; a missing file is an empty state.
+    pub fn load(path: &Path) -> Result<State, StateError> {
+        match std::fs::read(path) {
+            Ok(b) => {
+                let mut s: State =
+                    serde_json::from_slice(&b).map_err(|source| StateError::Corrupt {
+                        path: path.to_path_buf(),
+                        source,
+                    })?;
+                s.version = 1;
+                Ok(s)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State {
+                version: 1,
+                sessions: BTreeMap::new(),
+            }),
+            Err(source) => Err(StateError::Io {
+                what: "cannot read state file",
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// Writes the state atomically: temp file in the same directory, fsync, rename, fsync dir.
+    pub fn save(&self, path: &Path) -> Result<(), StateError> {
+        let io = |what, source| StateError::Io {
+            what,
+            path: path.to_path_buf(),
+            source,
+        };
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)
+            .map_err(|e| io("cannot create directory for state file", e))?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "state".into());
+        let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+        let body = serde_json::to_vec_pretty(self)
+            .map_err(|e| io("cannot encode state file", std::io::Error::other(e)))?;
+        let write = || -> std::io::Result<()> {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&body)?;
+            f.write_all(b"\n")?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)?;
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+            Ok(())
+        };
+        write().map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io("cannot write state file", e)
+        })
+    }
+}
+
+/// Holds the single-instance lock until dropped (the lock dies with the process).
+#[derive(Debug)]
+pub struct InstanceLock {
+    _file: File,
+}
+
+/// Tries to take the lock at `path`; `Ok(None)` if another instance holds it.
+pub fn try_lock(path: &Path) -> Result<Option<InstanceLock>, StateError> {
+    let io = |what, source| StateError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d).map_err(|e| io("cannot create directory for lock file", e))?;
+    }
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| io("cannot open lock file", e))?;
+    match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {
+            let _ = f.set_len(0);
+            let _ = (&f).write_all(format!("{}\n", std::process::id()).as_bytes());
+            Ok(Some(InstanceLock { _file: f }))
+        }
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Ok(None),
+        Err(e) => Err(io("cannot lock", e.into())),
+    }
+}
+
+/// Appends one JSON object per line to the decision log (if any).
+#[derive(Debug, Default)]
+pub struct DecisionLog {
+    file: Option<File>,
+}
+
+impl DecisionLog {
+    /// Opens `path` for appending (creating directories).
+    pub fn open(path: &Path) -> Result<DecisionLog, StateError> {
+        let io = |what, source| StateError::Io {
+            what,
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(d)
+                .map_err(|e| io("cannot create directory for log file", e))?;
+        }
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| io("cannot open log file", e))?;
+        Ok(DecisionLog { file: Some(f) })
+    }
+
+    /// A log that discards everything.
+    pub fn none() -> DecisionLog {
+        DecisionLog { file: None }
+    }
+
+    /// Logs one event: `{"ts":..., "event":..., ...fields}`.
+    pub fn log(&mut self, event: &str, fields: serde_json::Value) {
+        let Some(f) = &mut self.file else { return };
+        let mut obj = serde_json::Map::new();
+        obj.insert("ts".into(), jiff::Timestamp::now().to_string().into());
+        obj.insert("event".into(), event.into());
+        if let serde_json::Value::Object(m) = fields {
+            obj.extend(m);
+        }
+        let mut line = serde_json::Value::Object(obj).to_string();
+        line.push('\n');
+        let _ = f.write_all(line.as_bytes());
+    }
+}

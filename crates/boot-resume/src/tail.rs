@@ -1,0 +1,240 @@
+//! Reading only the end of a session file and classifying it.
+//!
+//! The first window is [`TailOptions::first_window`] bytes (16 KiB by default). When the
+//! classifier says the deciding record lies before the window, the window doubles, up to
+//! [`TailOptions::max_window`] (8 MiB). The whole file is read only when it is smaller
+//! than the window. Reads use `pread`, so a file being appended to is never seeked.
+use crate::classify::{self, Format};
+use crate::verdict::{Classification, IndexFacts, SessionMeta};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// Window sizes for tail reads.
+#[derive(Debug, Clone, Copy)]
+pub struct TailOptions {
+    /// First window, in bytes.
+    pub first_window: u64,
+    /// Largest window, in bytes.
+    pub max_window: u64,
+}
+
+impl Default for TailOptions {
+    fn default() -> Self {
+        TailOptions {
+            first_window: 16 * 1024,
+            max_window: 8 * 1024 * 1024,
+        }
+    }
+}
+
+/// Largest first line (header) read separately from the tail.
+const HEAD_MAX: usize = 256 * 1024;
+
+/// Why a file could not be classified.
+#[derive(Debug, thiserror::Error)]
+pub enum TailError {
+    /// Opening failed (missing file, permissions, symlink loop...).
+    #[error(
+        "cannot open {path}: {source} (check that the file exists and is readable by this user)"
+    )]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// Reading or stat failed.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// Not a regular file (directory, FIFO, device).
+    #[error(
+        "{path} is not a regular file; point --source at session .jsonl files or their directory"
+    )]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The format could not be recognised.
+    #[error("{path}: no known session format recognised (use --source FORMAT:PATH to name it)")]
+    UnknownFormat {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+/// Size and modification time of a file, part of the resume fingerprint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileFacts {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i128,
+}
+
+/// Opens a file for reading without blocking on FIFOs, and returns it with its facts.
+pub fn open(path: &Path) -> Result<(File, FileFacts), TailError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|source| TailError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let md = file.metadata().map_err(|source| TailError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !md.is_file() {
+        return Err(TailError::NotAFile {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok((
+        file,
+        FileFacts {
+            size: md.len(),
+            mtime_ns: mtime_ns(md.modified().ok()),
+        },
+    ))
+}
+
+/// Nanoseconds since the epoch (0 if unknown).
+pub fn mtime_ns(t: Option<SystemTime>) -> i128 {
+    match t.map(|t| t.duration_since(SystemTime::UNIX_EPOCH)) {
+        Some(Ok(d)) => d.as_nanos() as i128,
+        Some(Err(e)) => -(e.duration().as_nanos() as i128),
+        None => 0,
+    }
+}
+
+/// Reads up to `len` bytes at `off` into `buf` (replacing its contents); a file that
+/// shrank meanwhile yields fewer bytes.
+fn pread(file: &File, off: u64, len: usize, buf: &mut Vec<u8>) -> io::Result<()> {
+    buf.clear();
+    buf.resize(len, 0);
+    let mut got = 0;
+    while got < len {
+        match file.read_at(&mut buf[got..], off + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(got);
+    Ok(())
+}
+
+/// Result of classifying one file.
+#[derive(Debug, Clone)]
+pub struct FileResult {
+    /// The format used.
+    pub format: Format,
+    /// The classification.
+    pub classification: Classification,
+    /// Size and mtime at open time.
+    pub facts: FileFacts,
+    /// Bytes read from the end (largest window used).
+    pub window: u64,
+}
+
+/// Classifies one file: `format` `None` means auto-detect.
+/// `buf` is a reusable buffer (one per worker thread).
+pub fn classify_file(
+    path: &Path,
+    format: Option<Format>,
+    index: Option<&IndexFacts>,
+    opts: TailOptions,
+    buf: &mut Vec<u8>,
+) -> Result<FileResult, TailError> {
+    let (file, facts) = open(path)?;
+    let rd = |e| TailError::Read {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    let size = facts.size;
+    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let path_str = path.to_string_lossy();
+    let subagent_path = path_str.contains("/subagents/");
+    let first = opts.first_window.max(64);
+    let cap = opts.max_window.max(first);
+
+    // The header (first line), when the file is larger than the first window.
+    let mut head: Option<Vec<u8>> = None;
+    if size > first {
+        let mut hb = Vec::new();
+        let mut want = (first as usize).min(HEAD_MAX);
+        loop {
+            pread(&file, 0, want, &mut hb).map_err(rd)?;
+            if let Some(nl) = memchr::memchr(b'\n', &hb) {
+                hb.truncate(nl);
+                head = Some(hb);
+                break;
+            }
+            if want >= HEAD_MAX || hb.len() < want {
+                break;
+            }
+            want = (want * 4).min(HEAD_MAX);
+        }
+    }
+
+    let mut window = first.min(size);
+    let mut fmt = format;
+    loop {
+        let off = size - window;
+        pread(&file, off, window as usize, buf).map_err(rd)?;
+        let at_start = off == 0;
+        let header: Option<&[u8]> = match &head {
+            Some(h) => Some(h.as_slice()),
+            None if at_start => memchr::memchr(b'\n', buf).map(|n| &buf[..n]),
+            None => None,
+        };
+        let f = match fmt {
+            Some(f) => f,
+            None => match classify::detect(header, buf, &path_str) {
+                Some(f) => {
+                    fmt = Some(f);
+                    f
+                }
+                None if !at_start && window < cap => {
+                    window = (window * 2).min(size).min(cap);
+                    continue;
+                }
+                None if size == 0 => Format::Pi,
+                None => {
+                    return Err(TailError::UnknownFormat {
+                        path: path.to_path_buf(),
+                    });
+                }
+            },
+        };
+        let meta = SessionMeta {
+            header,
+            at_start,
+            at_cap: window >= cap,
+            file_name,
+            subagent_path,
+            index,
+        };
+        let c = f.classify(buf, &meta);
+        if c.need_more && !at_start && window < cap {
+            window = (window * 2).min(size).min(cap);
+            continue;
+        }
+        return Ok(FileResult {
+            format: f,
+            classification: c,
+            facts,
+            window,
+        });
+    }
+}

@@ -1,0 +1,227 @@
+//! Verdicts, skip reasons and the result of classifying one session tail.
+use serde::{Serialize, Serializer};
+use std::fmt;
+
+/// Why a session was not classified for resumption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipWhy {
+    /// A sub-agent session: its parent owns it.
+    Subagent,
+    /// A cron / scheduled run.
+    Cron,
+    /// A heartbeat turn or heartbeat session.
+    Heartbeat,
+    /// An ACP / hook / explicit model-run session owned by another program path.
+    ForeignOwned,
+    /// Last activity is older than the recency window.
+    OutsideWindow,
+    /// The session name matches `--skip-pattern`.
+    SkipPattern,
+    /// We already injected a resume for exactly this tail.
+    AlreadyResumed,
+    /// The maximum number of attempts for this interruption was reached.
+    MaxAttempts,
+    /// The owning agent recovers this session itself.
+    SelfRecovering,
+    /// Owned by an SDK / IDE / MCP client, not an interactive agent.
+    SdkOwned,
+    /// A live process still writes this session.
+    Running,
+    /// The file could not be read or holds no parsable record.
+    Unreadable,
+    /// The file holds no meaningful record (empty or header only).
+    Empty,
+    /// The last input is trivial ("ok", "thanks", a greeting).
+    TrivialInput,
+    /// Not a live transcript (trajectory, checkpoint, archive...).
+    NotATranscript,
+}
+
+impl SkipWhy {
+    /// The snake_case name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipWhy::Subagent => "subagent",
+            SkipWhy::Cron => "cron",
+            SkipWhy::Heartbeat => "heartbeat",
+            SkipWhy::ForeignOwned => "foreign_owned",
+            SkipWhy::OutsideWindow => "outside_window",
+            SkipWhy::SkipPattern => "skip_pattern",
+            SkipWhy::AlreadyResumed => "already_resumed",
+            SkipWhy::MaxAttempts => "max_attempts",
+            SkipWhy::SelfRecovering => "self_recovering",
+            SkipWhy::SdkOwned => "sdk_owned",
+            SkipWhy::Running => "running",
+            SkipWhy::Unreadable => "unreadable",
+            SkipWhy::Empty => "empty",
+            SkipWhy::TrivialInput => "trivial_input",
+            SkipWhy::NotATranscript => "not_a_transcript",
+        }
+    }
+}
+
+/// What the tail of a session says about how it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The last turn ended normally.
+    Finished,
+    /// User input nobody answered.
+    PendingInput,
+    /// A tool call was issued and has no result; its side effects are unknown.
+    InterruptedToolCall,
+    /// A tool result was recorded but the model never saw it.
+    InterruptedAfterToolResult,
+    /// A model response was being streamed (or requested) when the process died.
+    InterruptedStream,
+    /// An API error ended the turn.
+    Failed {
+        /// Whether the error looks transient (429, 5xx, overloaded, network).
+        transient: bool,
+    },
+    /// Parked on purpose, waiting for something external (e.g. sub-agents).
+    WaitingExternal,
+    /// The user stopped the turn.
+    UserStopped,
+    /// Not considered, and why.
+    Skipped(SkipWhy),
+}
+
+impl Verdict {
+    /// The snake_case name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Finished => "finished",
+            Verdict::PendingInput => "pending_input",
+            Verdict::InterruptedToolCall => "interrupted_tool_call",
+            Verdict::InterruptedAfterToolResult => "interrupted_after_tool_result",
+            Verdict::InterruptedStream => "interrupted_stream",
+            Verdict::Failed { .. } => "failed",
+            Verdict::WaitingExternal => "waiting_external",
+            Verdict::UserStopped => "user_stopped",
+            Verdict::Skipped(_) => "skipped",
+        }
+    }
+
+    /// Whether a resume should be injected for this verdict.
+    pub fn is_resumable(self, resume_failed_transient: bool) -> bool {
+        match self {
+            Verdict::PendingInput
+            | Verdict::InterruptedToolCall
+            | Verdict::InterruptedAfterToolResult
+            | Verdict::InterruptedStream => true,
+            Verdict::Failed { transient } => transient && resume_failed_transient,
+            _ => false,
+        }
+    }
+
+    /// The skip reason, if skipped.
+    pub fn skip_why(self) -> Option<SkipWhy> {
+        match self {
+            Verdict::Skipped(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// The transient flag, if failed.
+    pub fn transient(self) -> Option<bool> {
+        match self {
+            Verdict::Failed { transient } => Some(transient),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::Failed { transient: true } => f.write_str("failed (transient)"),
+            Verdict::Skipped(w) => write!(f, "skipped ({})", w.as_str()),
+            v => f.write_str(v.as_str()),
+        }
+    }
+}
+
+impl Serialize for Verdict {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// The result of classifying one session tail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Classification {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Human-readable why, naming the deciding record.
+    pub reason: String,
+    /// The last line of the file was torn (no newline or unparsable) and was ignored.
+    pub torn: bool,
+    /// Id of the last complete record (uuid, entry id, seq or timestamp), for fingerprints.
+    pub last_record_id: Option<String>,
+    /// Session id, if the tail or header names one.
+    pub session_id: Option<String>,
+    /// Working directory of the session, if known.
+    pub cwd: Option<String>,
+    /// The deciding record lies before the window: read a larger tail and classify again.
+    #[serde(skip)]
+    pub need_more: bool,
+}
+
+impl Classification {
+    /// A classification with the given verdict and reason and nothing else known.
+    pub fn new(verdict: Verdict, reason: impl Into<String>) -> Self {
+        Classification {
+            verdict,
+            reason: reason.into(),
+            torn: false,
+            last_record_id: None,
+            session_id: None,
+            cwd: None,
+            need_more: false,
+        }
+    }
+}
+
+/// Facts about a session that do not come from the tail bytes.
+#[derive(Debug, Clone, Default)]
+pub struct SessionMeta<'a> {
+    /// The first line of the file (header), if it was read separately and is complete.
+    pub header: Option<&'a [u8]>,
+    /// The tail window starts at byte 0 of the file (the whole file is in the window).
+    pub at_start: bool,
+    /// The window is as large as it may get: decide with what is there.
+    pub at_cap: bool,
+    /// File name (no directory), used for ids encoded in names.
+    pub file_name: &'a str,
+    /// Whether the path looks like a sub-agent transcript (e.g. `subagents/agent-*.jsonl`).
+    pub subagent_path: bool,
+    /// OpenClaw index entry facts, when the file was found through sessions.json.
+    pub index: Option<&'a IndexFacts>,
+}
+
+/// What an OpenClaw sessions.json entry (or SQLite `sessions` row) says about a session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct IndexFacts {
+    /// The session key (e.g. `agent:main:telegram:direct:123`).
+    pub session_key: Option<String>,
+    /// The session id.
+    pub session_id: Option<String>,
+    /// `status` field.
+    pub status: Option<String>,
+    /// `abortedLastRun`.
+    pub aborted_last_run: bool,
+    /// `restartRecoveryRuns` or a recovery idempotency key is present.
+    pub restart_recovery: bool,
+    /// `spawnDepth > 0` or `subagentRole` / `spawnedBy` set.
+    pub spawned: bool,
+    /// `updatedAt` in ms since the epoch.
+    pub updated_at_ms: Option<i64>,
+}
+
+impl IndexFacts {
+    /// Whether the index says the run died (status running, or abortedLastRun).
+    pub fn run_died(&self) -> bool {
+        self.aborted_last_run || self.status.as_deref() == Some("running")
+    }
+}
