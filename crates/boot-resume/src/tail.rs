@@ -225,6 +225,22 @@ pub fn classify_file(
             subagent_path,
             index,
         };
+        if !at_start && window >= cap && crate::lines::split(buf, false).lines.is_empty() {
+            let mut c = Classification::new(
+                crate::verdict::Verdict::Skipped(crate::verdict::SkipWhy::Unreadable),
+                format!(
+                    "the last record is larger than the {} KiB tail cap; not guessing (a torn or runaway line?)",
+                    cap / 1024
+                ),
+            );
+            c.torn = memchr::memrchr(b'\n', buf).is_none_or(|i| i + 1 < buf.len());
+            return Ok(FileResult {
+                format: f,
+                classification: c,
+                facts,
+                window,
+            });
+        }
         let c = f.classify(buf, &meta);
         if c.need_more && !at_start && window < cap {
             window = (window * 2).min(size).min(cap);
