@@ -33,7 +33,7 @@ pub enum BootResumeCommand {
     /// Remove exactly what `install` wrote.
     Uninstall(UninstallArgs),
     /// Stay running, detect system wake (CLOCK_BOOTTIME vs CLOCK_MONOTONIC) and scan then.
-    Watch(WatchArgs),
+    Watch(Box<WatchArgs>),
 }
 
 /// What started the scan.

@@ -461,8 +461,10 @@ pub fn openclaw_sqlite(db: &Path) -> Result<Vec<Candidate>, String> {
             }
         }
     }
-    if let Ok(mut st) = c.prepare("SELECT session_key, session_id FROM session_routes") {
-        if let Ok(mut rows) = st.query([]) {
+    if let Ok(mut st) = c.prepare("SELECT session_key, session_id FROM session_routes")
+        && let Ok(mut rows) = st.query([])
+    {
+        {
             while let Ok(Some(r)) = rows.next() {
                 let (Ok(k), Ok(id)) = (r.get::<_, String>(0), r.get::<_, String>(1)) else {
                     continue;

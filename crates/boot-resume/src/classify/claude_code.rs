@@ -328,15 +328,14 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
         }
         let uuid = l.uuid.as_deref().unwrap_or("?");
         match l.ty.as_str() {
-            "system" => match l.subtype.as_deref() {
-                Some("turn_duration" | "stop_hook_summary") => {
+            "system" => {
+                if let Some("turn_duration" | "stop_hook_summary") = l.subtype.as_deref() {
                     saw_turn_duration = true;
                     if group.is_none() && !saw_result {
                         turn_ended = true;
                     }
                 }
-                _ => {}
-            },
+            }
             "assistant" => {
                 let mid = l
                     .message

@@ -211,23 +211,17 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
                 break;
             }
             ("event_msg", "user_message") => {
-                if last.is_none() {
-                    last = Some(Last::User);
-                }
+                last.get_or_insert(Last::User);
             }
             ("event_msg", "context_compacted") | ("compacted", _) => {
-                if last.is_none() {
-                    last = Some(Last::Compacted);
-                }
+                last.get_or_insert(Last::Compacted);
             }
             ("response_item", t) => {
                 if OUTPUTS.contains(&t) {
                     if let Some(c) = &pl.call_id {
                         outputs.insert(c.clone());
                     }
-                    if last.is_none() {
-                        last = Some(Last::Output);
-                    }
+                    last.get_or_insert(Last::Output);
                 } else if CALLS.contains(&t) {
                     let cid = pl.call_id.clone().unwrap_or_default();
                     let name = pl.name.clone().unwrap_or_else(|| t.to_string());
@@ -248,21 +242,15 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
                 } else if t == "message" {
                     match pl.role.as_deref() {
                         Some("user") => {
-                            if last.is_none() {
-                                last = Some(Last::User);
-                            }
+                            last.get_or_insert(Last::User);
                         }
                         Some("assistant") => {
-                            if last.is_none() {
-                                last = Some(Last::Assistant);
-                            }
+                            last.get_or_insert(Last::Assistant);
                         }
                         _ => {}
                     }
                 } else if t == "reasoning" {
-                    if last.is_none() {
-                        last = Some(Last::Stream);
-                    }
+                    last.get_or_insert(Last::Stream);
                 } else if (t == "compaction" || t == "context_compaction") && last.is_none() {
                     last = Some(Last::Compacted);
                 }

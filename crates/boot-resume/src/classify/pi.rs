@@ -281,18 +281,17 @@ fn classify_inner(tail: &[u8], meta: &SessionMeta, openclaw: bool) -> Classifica
         let id = e.id.as_deref().unwrap_or("?");
         match e.ty.as_str() {
             "session" => break,
-            "custom" => {
+            "custom"
                 if e.custom_type.as_deref() == Some("openclaw:prompt-error")
                     && prompt_error.is_none()
-                    && !saw_result
-                {
-                    let text = e
-                        .data
-                        .and_then(|d| serde_json::from_str::<PromptError>(d.get()).ok())
-                        .and_then(|d| d.error)
-                        .unwrap_or_default();
-                    prompt_error = Some(text);
-                }
+                    && !saw_result =>
+            {
+                let text = e
+                    .data
+                    .and_then(|d| serde_json::from_str::<PromptError>(d.get()).ok())
+                    .and_then(|d| d.error)
+                    .unwrap_or_default();
+                prompt_error = Some(text);
             }
             "compaction" | "branch_summary" => compaction = true,
             "custom_message" => {
