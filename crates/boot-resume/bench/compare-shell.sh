@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Benchmark: `lazarus boot-resume` vs the seed's shell approach (tail -n 1 | jq per file).
+#
+#   crates/boot-resume/bench/compare-shell.sh [N] [SHELL_SUBSET]
+#
+# N synthetic session files (default 100000; all formats, 10 KB - 5 MB) are generated in
+# $BENCH_DIR (default /tmp/lazarus-boot-resume-bench). lazarus scans all of them warm
+# (best of 3, after one warm-up run); the shell loop runs on SHELL_SUBSET files (default
+# 1000) and is extrapolated per file. Prints files/s of each and the ratio, then shows the
+# torn-file case the shell approach gets wrong.
+set -euo pipefail
+N=${1:-100000}
+SUB=${2:-1000}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+BENCH_DIR=${BENCH_DIR:-/tmp/lazarus-boot-resume-bench}
+LAZARUS=${LAZARUS:-}
+command -v jq >/dev/null || { echo "jq is needed: apt-get install -y jq" >&2; exit 2; }
+if [ -z "$LAZARUS" ]; then
+  (cd "$ROOT" && cargo build --release -q -p lazarus-cli)
+  LAZARUS=${CARGO_TARGET_DIR:-$ROOT/target}/release/lazarus
+fi
+DATA="$BENCH_DIR/n$N"
+if [ ! -f "$DATA/.done" ]; then
+  rm -rf "$DATA"
+  echo "generating $N files in $DATA ..." >&2
+  python3 "$HERE/gen.py" "$HERE/../tests/fixtures" "$DATA" "$N"
+  touch "$DATA/.done"
+fi
+count=$(find "$DATA" -name '*.jsonl' | wc -l)
+echo "files: $count  (apparent size $(du -sh --apparent-size "$DATA" | cut -f1), on disk $(du -sh "$DATA" | cut -f1))"
+
+scan() { "$LAZARUS" boot-resume --source "auto:$DATA" --window 0 --skip-pattern '' --dry-run --json > "$BENCH_DIR/out.jsonl"; }
+scan  # warm-up (page cache)
+best=999999
+for _ in 1 2 3; do
+  t0=$(date +%s.%N); scan; t1=$(date +%s.%N)
+  t=$(echo "$t1 - $t0" | bc -l)
+  best=$(echo "if ($t < $best) $t else $best" | bc -l)
+done
+lines=$(wc -l < "$BENCH_DIR/out.jsonl")
+lz_rate=$(echo "$count / $best" | bc -l)
+printf 'lazarus boot-resume: %d files in %.3f s (best of 3, warm) = %.0f files/s; %d report lines\n' "$count" "$best" "$lz_rate" "$lines"
+
+# The seed's check, per file: tail -n 1, then three jq calls (type, content, tool_calls).
+seed_check() {
+  local f=$1 last
+  last=$(tail -n 1 "$f")
+  t=$(echo "$last" | jq -r '.type' 2>/dev/null) || { echo "$f parse-error"; return; }
+  c=$(echo "$last" | jq -r '.content // ""' 2>/dev/null) || true
+  n=$(echo "$last" | jq -r '.tool_calls // [] | length' 2>/dev/null) || true
+  if [ "$t" = toolResult ]; then echo "$f resume"
+  elif [ "$t" = assistant ] && [ -z "$c" ] && [ "${n:-0}" -gt 0 ]; then echo "$f resume"
+  elif [ "$t" = user ]; then echo "$f resume"
+  else echo "$f no"; fi
+}
+mapfile -t subset < <(find "$DATA" -name '*.jsonl' | head -n "$SUB")
+for f in "${subset[@]:0:50}"; do seed_check "$f" > /dev/null; done  # warm
+t0=$(date +%s.%N)
+for f in "${subset[@]}"; do seed_check "$f"; done > "$BENCH_DIR/shell.out"
+t1=$(date +%s.%N)
+st=$(echo "$t1 - $t0" | bc -l)
+sh_rate=$(echo "${#subset[@]} / $st" | bc -l)
+printf 'seed shell loop    : %d files in %.3f s = %.1f files/s (extrapolated to %d files: %.0f s)\n' "${#subset[@]}" "$st" "$sh_rate" "$count" "$(echo "$count / $sh_rate" | bc -l)"
+printf 'ratio              : %.0fx faster\n' "$(echo "$lz_rate / $sh_rate" | bc -l)"
+
+echo
+echo "torn last line (a tool result cut mid-write), fixture openclaw/torn-last-line.jsonl:"
+TORN="$HERE/../tests/fixtures/openclaw/torn-last-line.jsonl"
+printf '  seed shell loop    : %s\n' "$(seed_check "$TORN" | awk '{print $2}') (jq cannot parse the fragment; the cut-off session is not resumed)"
+"$LAZARUS" boot-resume --source "openclaw:$TORN" --window 0 --dry-run --json \
+  | jq -r '"  lazarus boot-resume: verdict=\(.verdict) torn=\(.torn) action=\(.action): \(.reason)"'
+echo "claude-code/parallel-partial.jsonl (parallel tool calls, one result missing):"
+PAR="$HERE/../tests/fixtures/claude-code/parallel-partial.jsonl"
+printf '  seed shell loop    : %s\n' "$(seed_check "$PAR" | awk '{print $2}')"
+"$LAZARUS" boot-resume --source "claude-code:$PAR" --window 0 --dry-run --json \
+  | jq -r '"  lazarus boot-resume: verdict=\(.verdict) action=\(.action): \(.reason)"'
