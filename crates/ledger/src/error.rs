@@ -21,8 +21,13 @@ pub enum LedgerError {
     AlreadyExists { path: PathBuf },
     #[error("no session file at {path}")]
     NotFound { path: PathBuf },
-    #[error("session {path} is in use by {holder}; only one writer at a time (stop that process, or read without writing)")]
-    Locked { path: PathBuf, holder: HolderDisplay },
+    #[error(
+        "session {path} is in use by {holder}; only one writer at a time (stop that process, or read without writing)"
+    )]
+    Locked {
+        path: PathBuf,
+        holder: HolderDisplay,
+    },
     #[error("{0}")]
     Corrupt(Box<Corruption>),
     #[error("{path}: unsupported session format version {found}; this build reads {supported}")]
@@ -37,13 +42,19 @@ pub enum LedgerError {
         found: String,
         expected: String,
     },
-    #[error("record of {len} bytes exceeds the line limit of {max} bytes; split the data or raise line_bytes_max")]
+    #[error(
+        "record of {len} bytes exceeds the line limit of {max} bytes; split the data or raise line_bytes_max"
+    )]
     RecordTooLarge { len: usize, max: usize },
     #[error("record data is not a JSON object or cannot be serialized: {0}")]
     Serialize(String),
-    #[error("writer for {path} is poisoned by an earlier failed fsync ({cause}); drop it and reopen the session, which re-reads the file from disk")]
+    #[error(
+        "writer for {path} is poisoned by an earlier failed fsync ({cause}); drop it and reopen the session, which re-reads the file from disk"
+    )]
     Poisoned { path: PathBuf, cause: String },
-    #[error("{path}: no complete header line; the session's creation was interrupted (run `lazarus sessions repair` to set the bytes aside)")]
+    #[error(
+        "{path}: no complete header line; the session's creation was interrupted (run `lazarus sessions repair` to set the bytes aside)"
+    )]
     NoHeader { path: PathBuf },
 }
 

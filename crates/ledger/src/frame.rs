@@ -8,8 +8,8 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Serialize;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use crate::error::Problem;
 
@@ -58,7 +58,9 @@ pub fn data_to_json<T: Serialize + ?Sized>(data: &T) -> Result<Vec<u8>, String> 
 /// Checks the CRC of one line (without its newline). Returns the checked line on success.
 pub fn check_crc(line: &[u8]) -> Result<(), Problem> {
     if line.len() < CRC_SUFFIX_LEN + 2 || line[0] != b'{' {
-        return Err(Problem::Malformed("not a ledger line (too short or not a JSON object)".into()));
+        return Err(Problem::Malformed(
+            "not a ledger line (too short or not a JSON object)".into(),
+        ));
     }
     let split = line.len() - CRC_SUFFIX_LEN;
     let suffix = &line[split..];
@@ -68,9 +70,8 @@ pub fn check_crc(line: &[u8]) -> Result<(), Problem> {
         ));
     }
     let hex = &suffix[CRC_KEY.len()..CRC_KEY.len() + 8];
-    let found = parse_hex8(hex).ok_or_else(|| {
-        Problem::Malformed("crc is not 8 lowercase hex digits".into())
-    })?;
+    let found = parse_hex8(hex)
+        .ok_or_else(|| Problem::Malformed("crc is not 8 lowercase hex digits".into()))?;
     let computed = crc32c::crc32c_append(crc32c::crc32c(&line[..split]), b"}");
     if computed != found {
         return Err(Problem::CrcMismatch {
@@ -131,8 +132,8 @@ pub struct Envelope<'a, P> {
 
 /// Parses a CRC-checked line into its envelope, the data typed by `P` according to `kind`.
 pub fn decode_envelope<'a, P: Payload<'a>>(line: &'a [u8]) -> Result<Envelope<'a, P>, Problem> {
-    let text = std::str::from_utf8(line)
-        .map_err(|e| Problem::Malformed(format!("not UTF-8: {e}")))?;
+    let text =
+        std::str::from_utf8(line).map_err(|e| Problem::Malformed(format!("not UTF-8: {e}")))?;
     let mut de = serde_json::Deserializer::from_str(text);
     let env = de
         .deserialize_map(EnvelopeVisitor::<P>(PhantomData))
@@ -191,7 +192,12 @@ impl<'de, P: Payload<'de>> Visitor<'de> for EnvelopeVisitor<P> {
                 "unexpected member {k:?} after crc"
             )));
         }
-        Ok(Envelope { seq, ts, kind, data })
+        Ok(Envelope {
+            seq,
+            ts,
+            kind,
+            data,
+        })
     }
 }
 
@@ -213,7 +219,13 @@ mod tests {
     #[test]
     fn encodes_and_decodes() {
         let mut buf = Vec::new();
-        encode_line(&mut buf, 7, "2026-12-02T10:00:00.000Z", "input", br#"{"text":"hi"}"#);
+        encode_line(
+            &mut buf,
+            7,
+            "2026-12-02T10:00:00.000Z",
+            "input",
+            br#"{"text":"hi"}"#,
+        );
         assert_eq!(*buf.last().unwrap(), b'\n');
         let line = &buf[..buf.len() - 1];
         let env: Envelope<serde_json::Value> = decode_line(line).unwrap();

@@ -46,7 +46,17 @@ mod tests {
     #[test]
     fn refuses_traversal_and_separators() {
         for id in [
-            "", "..", ".", "../x", "a/b", "a\\b", ".hidden", "-rf", "a b", "a\0b", "é",
+            "",
+            "..",
+            ".",
+            "../x",
+            "a/b",
+            "a\\b",
+            ".hidden",
+            "-rf",
+            "a b",
+            "a\0b",
+            "é",
             &"x".repeat(129),
         ] {
             assert!(validate_id(id).is_err(), "{id:?}");

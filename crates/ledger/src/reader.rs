@@ -48,14 +48,8 @@ impl Reader {
             let mut f = File::open(path).map_err(|e| LedgerError::io("open", path, e))?;
             f.seek(SeekFrom::Start(start))
                 .map_err(|e| LedgerError::io("seek", path, e))?;
-            reader.scanner = Scanner::from_position(
-                path,
-                Box::new(f),
-                opts.line_bytes_max,
-                start,
-                seq,
-                seq,
-            );
+            reader.scanner =
+                Scanner::from_position(path, Box::new(f), opts.line_bytes_max, start, seq, seq);
         }
         reader.after = after;
         Ok(reader)
@@ -105,7 +99,13 @@ impl Reader {
 }
 
 /// Finds a line start at or before the first record with seq > `after`, and its seq.
-fn bisect(path: &Path, opts: &Options, header_end: u64, size: u64, after: u64) -> Result<(u64, u64)> {
+fn bisect(
+    path: &Path,
+    opts: &Options,
+    header_end: u64,
+    size: u64,
+    after: u64,
+) -> Result<(u64, u64)> {
     const WINDOW: u64 = 64 * 1024;
     let mut lo = header_end;
     let mut lo_seq = 1;

@@ -192,7 +192,9 @@ pub fn repair(dir: &Path, id: &str, opts: &Options) -> Result<RepairOutcome> {
 
 /// `<file>.corrupt-<UTC timestamp>`; unique within this process.
 pub(crate) fn aside_path(path: &Path) -> PathBuf {
-    let ts = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%S%.6fZ").to_string();
+    let ts = jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%S%.6fZ")
+        .to_string();
     let mut name = path.as_os_str().to_owned();
     name.push(format!(".corrupt-{ts}"));
     PathBuf::from(name)

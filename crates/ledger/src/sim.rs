@@ -23,11 +23,28 @@ struct Inode {
     durable: Vec<u8>,
 }
 
-#[derive(Debug, Default)]
+/// Decides how each file's unsynced bytes fare at the cut.
+type LossFn = Box<dyn FnMut(&Path) -> Loss + Send>;
+
+#[derive(Default)]
 struct State {
     inodes: Vec<Inode>,
     names: HashMap<PathBuf, usize>,
     durable_names: HashMap<PathBuf, usize>,
+    /// Mutating operations performed so far.
+    ops: usize,
+    /// A power cut armed to happen after this many operations.
+    armed: Option<(usize, LossFn)>,
+    /// The disk as found after the power cut, once it happened.
+    image: Option<Box<State>>,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("files", &self.names.len())
+            .finish()
+    }
 }
 
 /// The simulated file system. Cheap to clone (shared state).
@@ -62,9 +79,50 @@ impl SimFs {
         st.names.get(path).map(|&i| st.inodes[i].content.clone())
     }
 
+    /// Arms a power cut right after the next `ops` mutating operations (writes, syncs,
+    /// truncates, creates). From then on every operation fails, as if the process had died
+    /// with the machine; [`SimFs::after_power_cut`] returns the disk as found at reboot.
+    pub fn arm_power_cut(&self, ops: usize, loss: impl FnMut(&Path) -> Loss + Send + 'static) {
+        let mut st = self.lock();
+        st.armed = Some((st.ops + ops, Box::new(loss)));
+    }
+
+    /// The disk as found after the armed power cut, if it happened.
+    pub fn after_power_cut(&self) -> Option<SimFs> {
+        let mut st = self.lock();
+        st.image.take().map(|image| SimFs {
+            state: Arc::new(Mutex::new(*image)),
+        })
+    }
+
     /// The disk after a power cut now; `loss` decides each file's unsynced bytes.
     pub fn crash(&self, mut loss: impl FnMut(&Path) -> Loss) -> SimFs {
         let st = self.lock();
+        SimFs {
+            state: Arc::new(Mutex::new(image_of(&st, &mut loss))),
+        }
+    }
+}
+
+/// Counts one mutating operation; fails if the power is (or just went) out.
+fn tick(st: &mut State) -> io::Result<()> {
+    if st.image.is_some() {
+        return Err(io::Error::other("simulated power cut"));
+    }
+    st.ops += 1;
+    if let Some((at, _)) = &st.armed
+        && st.ops > *at
+    {
+        let (_, mut loss) = st.armed.take().expect("armed");
+        let image = image_of(st, &mut *loss);
+        st.image = Some(Box::new(image));
+        return Err(io::Error::other("simulated power cut"));
+    }
+    Ok(())
+}
+
+fn image_of(st: &State, loss: &mut dyn FnMut(&Path) -> Loss) -> State {
+    {
         let mut out = State::default();
         for (name, &i) in &st.durable_names {
             let inode = &st.inodes[i];
@@ -77,9 +135,7 @@ impl SimFs {
             out.names.insert(name.clone(), id);
             out.durable_names.insert(name.clone(), id);
         }
-        SimFs {
-            state: Arc::new(Mutex::new(out)),
-        }
+        out
     }
 }
 
@@ -123,19 +179,21 @@ struct SimFile {
 
 impl LedgerFile for SimFile {
     fn append(&self, buf: &[u8]) -> io::Result<()> {
-        self.fs.lock().inodes[self.inode]
-            .content
-            .extend_from_slice(buf);
+        let mut st = self.fs.lock();
+        tick(&mut st)?;
+        st.inodes[self.inode].content.extend_from_slice(buf);
         Ok(())
     }
     fn sync_data(&self) -> io::Result<()> {
         let mut st = self.fs.lock();
+        tick(&mut st)?;
         let inode = &mut st.inodes[self.inode];
         inode.durable = inode.content.clone();
         Ok(())
     }
     fn truncate(&self, len: u64) -> io::Result<()> {
         let mut st = self.fs.lock();
+        tick(&mut st)?;
         let inode = &mut st.inodes[self.inode];
         inode.content.truncate(len as usize);
         Ok(())
@@ -145,6 +203,7 @@ impl LedgerFile for SimFile {
 impl Fs for SimFs {
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn LedgerFile>> {
         let mut st = self.lock();
+        tick(&mut st)?;
         if st.names.contains_key(path) {
             return Err(io::ErrorKind::AlreadyExists.into());
         }
@@ -171,6 +230,7 @@ impl Fs for SimFs {
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut st = self.lock();
+        tick(&mut st)?;
         let entries: Vec<(PathBuf, usize)> = st
             .names
             .iter()
@@ -183,6 +243,7 @@ impl Fs for SimFs {
     }
     fn write_new_durable(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
         let mut st = self.lock();
+        tick(&mut st)?;
         if st.names.contains_key(path) {
             return Err(io::ErrorKind::AlreadyExists.into());
         }

@@ -128,7 +128,9 @@ pub struct Writer {
 
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Writer").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("Writer")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -164,14 +166,8 @@ impl Writer {
         // Check the prefix is a run of good lines with seq 1.. before writing anything.
         let mut next_seq = 1;
         if !prefix.is_empty() {
-            let mut sc = Scanner::from_position(
-                &path,
-                prefix,
-                opts.line_bytes_max,
-                line.len() as u64,
-                1,
-                1,
-            );
+            let mut sc =
+                Scanner::from_position(&path, prefix, opts.line_bytes_max, line.len() as u64, 1, 1);
             while sc.next_record::<serde::de::IgnoredAny>()?.is_some() {}
             if sc.cut().is_some() {
                 return Err(LedgerError::Serialize(
@@ -438,10 +434,7 @@ impl Writer {
 
     fn poison(&self, cause: String) {
         tracing::error!(path = %self.path.display(), %cause, "fsync failed; writer poisoned");
-        *self
-            .poison_cause
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = cause;
+        *self.poison_cause.lock().unwrap_or_else(|p| p.into_inner()) = cause;
         self.poisoned.store(true, Ordering::SeqCst);
     }
 

@@ -60,7 +60,10 @@ fn create_is_exclusive() {
     let before = std::fs::read(ledger_path(dir.path(), "s1")).unwrap();
     let err = Writer::create(dir.path(), header("s1"), b"", opts()).unwrap_err();
     assert!(matches!(err, LedgerError::AlreadyExists { .. }), "{err}");
-    assert_eq!(std::fs::read(ledger_path(dir.path(), "s1")).unwrap(), before);
+    assert_eq!(
+        std::fs::read(ledger_path(dir.path(), "s1")).unwrap(),
+        before
+    );
 }
 
 #[test]
@@ -82,9 +85,15 @@ fn hostile_ids_are_refused_before_touching_disk() {
     let dir = tempfile::tempdir().unwrap();
     for id in ["../x", "a/b", "..", ".x", "", "-x", "a\nb"] {
         let err = Writer::create(dir.path(), header(id), b"", opts()).unwrap_err();
-        assert!(matches!(err, LedgerError::InvalidId { .. }), "{id:?}: {err}");
+        assert!(
+            matches!(err, LedgerError::InvalidId { .. }),
+            "{id:?}: {err}"
+        );
         let err = Writer::open(dir.path(), id, opts()).unwrap_err();
-        assert!(matches!(err, LedgerError::InvalidId { .. }), "{id:?}: {err}");
+        assert!(
+            matches!(err, LedgerError::InvalidId { .. }),
+            "{id:?}: {err}"
+        );
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
@@ -103,7 +112,13 @@ fn unknown_version_and_format_are_named_errors() {
             ledger_path(dir.path(), "v2").display()
         )
     );
-    Writer::create(dir.path(), Header::new("other", "o"), b"", Options::default()).unwrap();
+    Writer::create(
+        dir.path(),
+        Header::new("other", "o"),
+        b"",
+        Options::default(),
+    )
+    .unwrap();
     let err = Writer::open(dir.path(), "o", opts()).unwrap_err();
     assert!(matches!(err, LedgerError::WrongFormat { .. }), "{err}");
 }
@@ -117,7 +132,9 @@ fn oversized_record_is_refused_and_changes_nothing() {
     };
     let w = Writer::create(dir.path(), header("s1"), b"", o.clone()).unwrap();
     let len = w.len();
-    let err = w.append("note", &json!({"x": "y".repeat(300)})).unwrap_err();
+    let err = w
+        .append("note", &json!({"x": "y".repeat(300)}))
+        .unwrap_err();
     assert!(matches!(err, LedgerError::RecordTooLarge { .. }), "{err}");
     assert_eq!(w.len(), len);
     assert_eq!(w.append("note", &json!({})).unwrap().seq, 1);
@@ -172,7 +189,10 @@ fn corrupt_middle_line_refuses_open_then_repair_saves_and_cuts() {
     let out = repair(dir.path(), "s1", &opts()).unwrap();
     let saved = std::fs::read(out.saved_to.unwrap()).unwrap();
     assert_eq!(saved, bad.as_bytes()[line2_offset..]);
-    assert_eq!(std::fs::read(&path).unwrap(), bad.as_bytes()[..line2_offset]);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bad.as_bytes()[..line2_offset]
+    );
     let (w, _) = Writer::open(dir.path(), "s1", opts()).unwrap();
     assert_eq!(w.append("note", &json!({})).unwrap().seq, 1);
 }
@@ -189,9 +209,30 @@ fn duplicated_and_reordered_lines_are_corruption() {
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let cases = [
-        (vec![0, 1, 1, 2, 3], Problem::SeqNotIncreasing { expected: 2, found: 1 }, 3),
-        (vec![0, 1, 3, 2], Problem::SeqGap { expected: 2, found: 3 }, 3),
-        (vec![0, 2, 3], Problem::SeqGap { expected: 1, found: 2 }, 2),
+        (
+            vec![0, 1, 1, 2, 3],
+            Problem::SeqNotIncreasing {
+                expected: 2,
+                found: 1,
+            },
+            3,
+        ),
+        (
+            vec![0, 1, 3, 2],
+            Problem::SeqGap {
+                expected: 2,
+                found: 3,
+            },
+            3,
+        ),
+        (
+            vec![0, 2, 3],
+            Problem::SeqGap {
+                expected: 1,
+                found: 2,
+            },
+            2,
+        ),
         (vec![0, 1, 0, 2], Problem::MisplacedHeader { line: 3 }, 3),
     ];
     for (order, problem, line) in cases {
@@ -212,14 +253,20 @@ fn reader_after_seq_bisects_large_files() {
     };
     let w = Writer::create(dir.path(), header("big"), b"", o.clone()).unwrap();
     for i in 1..=5000u64 {
-        w.append("note", &json!({"i": i, "pad": "p".repeat((i % 97) as usize)}))
-            .unwrap();
+        w.append(
+            "note",
+            &json!({"i": i, "pad": "p".repeat((i % 97) as usize)}),
+        )
+        .unwrap();
     }
     drop(w);
     let path = ledger_path(dir.path(), "big");
     for after in [0u64, 1, 2, 777, 2500, 4999, 5000, 6000] {
         let mut r = Reader::open_after(&path, &o, after).unwrap();
-        let first = r.next_record::<Value>().unwrap().map(|(info, e)| (info.line, e.seq));
+        let first = r
+            .next_record::<Value>()
+            .unwrap()
+            .map(|(info, e)| (info.line, e.seq));
         if after >= 5000 {
             assert_eq!(first, None);
         } else {
@@ -243,8 +290,14 @@ fn tail_reads_the_last_good_record_only() {
     drop(w);
     let path = ledger_path(dir.path(), "s1");
     let t = read_tail(&path, &opts()).unwrap();
-    assert_eq!((t.last_seq, t.last_kind.as_str(), t.trailing_bytes), (2, "b", 0));
-    let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    assert_eq!(
+        (t.last_seq, t.last_kind.as_str(), t.trailing_bytes),
+        (2, "b", 0)
+    );
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
     std::io::Write::write_all(&mut f, b"{\"seq\":3,").unwrap();
     let t = read_tail(&path, &opts()).unwrap();
     assert_eq!((t.last_seq, t.trailing_bytes), (2, 9));
