@@ -98,8 +98,8 @@ impl RetryPolicy {
     }
 }
 
-/// Configuration of [`OpenAiClient`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Configuration of [`OpenAiClient`]. `Debug` and `Serialize` never show the API key.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProviderConfig {
     /// e.g. `http://127.0.0.1:8080/v1` or `https://api.openai.com/v1`.
     pub base_url: String,
@@ -113,6 +113,19 @@ pub struct ProviderConfig {
     /// Extra top-level request fields (e.g. `{"top_k": 1}`); never override the ones the
     /// client sets.
     pub extra_body: Map<String, Value>,
+}
+
+impl std::fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("limits", &self.limits)
+            .field("retry", &self.retry)
+            .field("recognise_text_tool_calls", &self.recognise_text_tool_calls)
+            .field("extra_body", &self.extra_body)
+            .finish()
+    }
 }
 
 impl ProviderConfig {

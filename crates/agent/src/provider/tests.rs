@@ -187,6 +187,17 @@ fn request_body_has_openai_shape() {
 }
 
 #[test]
+fn config_debug_hides_the_key() {
+    let mut c = ProviderConfig::new("http://127.0.0.1:1/v1");
+    c.api_key = Some("sk-secret".into());
+    assert!(!format!("{c:?}").contains("sk-secret"));
+    assert!(!serde_json::to_string(&c).unwrap().contains("sk-secret"));
+    let client = OpenAiClient::new(c).unwrap();
+    assert!(!format!("{client:?}").contains("sk-secret"));
+    assert!(OpenAiClient::new(ProviderConfig::new("ftp://x")).is_err());
+}
+
+#[test]
 fn backoff_grows_and_is_capped() {
     let p = RetryPolicy {
         max_attempts: 10,
