@@ -291,27 +291,29 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
             return r;
         }
     }
-    let md = match std::fs::metadata(&c.path) {
-        Ok(m) => m,
-        Err(e) => {
-            return skipped(
-                r,
-                SkipWhy::Unreadable,
-                format!("cannot stat {}: {e}", c.path.display()),
-            );
-        }
+    // One open + fstat per file: the window check uses the same metadata as the read.
+    let (file, facts) = match tail::open(&c.path) {
+        Ok(x) => x,
+        Err(e) => return skipped(r, SkipWhy::Unreadable, e.to_string()),
     };
-    let mtime_ns = tail::mtime_ns(md.modified().ok());
-    let mut last_ms = (mtime_ns / 1_000_000) as i64;
+    let mut last_ms = (facts.mtime_ns / 1_000_000) as i64;
     if let Some(u) = c.index.as_ref().and_then(|i| i.updated_at_ms) {
         last_ms = last_ms.max(u);
     }
-    r.size = md.len();
-    r.mtime_ns = mtime_ns as i64;
+    r.size = facts.size;
+    r.mtime_ns = facts.mtime_ns as i64;
     if let Some(why) = outside_window(opts, last_ms) {
         return skipped(r, SkipWhy::OutsideWindow, why);
     }
-    let res = match tail::classify_file(&c.path, c.format, c.index.as_ref(), opts.tail, buf) {
+    let res = match tail::classify_open(
+        &file,
+        facts,
+        &c.path,
+        c.format,
+        c.index.as_ref(),
+        opts.tail,
+        buf,
+    ) {
         Ok(x) => x,
         Err(e) => return skipped(r, SkipWhy::Unreadable, e.to_string()),
     };

@@ -157,6 +157,19 @@ pub fn classify_file(
     buf: &mut Vec<u8>,
 ) -> Result<FileResult, TailError> {
     let (file, facts) = open(path)?;
+    classify_open(&file, facts, path, format, index, opts, buf)
+}
+
+/// Like [`classify_file`] for a file already opened with [`open`].
+pub fn classify_open(
+    file: &File,
+    facts: FileFacts,
+    path: &Path,
+    format: Option<Format>,
+    index: Option<&IndexFacts>,
+    opts: TailOptions,
+    buf: &mut Vec<u8>,
+) -> Result<FileResult, TailError> {
     let rd = |e| TailError::Read {
         path: path.to_path_buf(),
         source: e,
@@ -172,9 +185,10 @@ pub fn classify_file(
     let mut head: Option<Vec<u8>> = None;
     if size > first {
         let mut hb = Vec::new();
-        let mut want = (first as usize).min(HEAD_MAX);
+        // Headers are usually small: 4 KiB first, then x4 (Codex headers carry instructions).
+        let mut want = (first as usize).min(4096);
         loop {
-            pread(&file, 0, want, &mut hb).map_err(rd)?;
+            pread(file, 0, want, &mut hb).map_err(rd)?;
             if let Some(nl) = memchr::memchr(b'\n', &hb) {
                 hb.truncate(nl);
                 head = Some(hb);
@@ -191,7 +205,7 @@ pub fn classify_file(
     let mut fmt = format;
     loop {
         let off = size - window;
-        pread(&file, off, window as usize, buf).map_err(rd)?;
+        pread(file, off, window as usize, buf).map_err(rd)?;
         let at_start = off == 0;
         let header: Option<&[u8]> = match &head {
             Some(h) => Some(h.as_slice()),

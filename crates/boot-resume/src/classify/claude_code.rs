@@ -193,11 +193,13 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
             any = true;
             all_sidechain &= l.is_sidechain || l.agent_id.is_some();
         }
-        if out.session_id.is_some()
+        // Stop once the facts are known and a few conversation lines were seen (enough to
+        // tell a sidechain-only file); the decision walk below parses lazily on its own.
+        if any
+            && out.session_id.is_some()
             && out.cwd.is_some()
-            && entrypoint.is_some()
             && version.is_some()
-            && i + 8 < p.len()
+            && i + 4 < p.len()
         {
             break;
         }
