@@ -1,0 +1,425 @@
+//! The `Store` conformance suite: every backend runs exactly these checks.
+//!
+//! A backend's test calls [`run_all`] with a function that makes a fresh, empty store.
+//! Each check panics with a message naming the check when the contract is broken.
+
+use serde_json::json;
+
+use crate::record::{
+    Item, OutcomeStatus, Record, Response, ToolIntent, ToolOutcome, ToolStart, TurnStart,
+};
+use crate::state::{CallState, ContextEntry, Status};
+use crate::store::{CreateOptions, SessionError, Store};
+
+/// Makes a fresh, empty store for one check.
+pub type Factory<'a> = &'a dyn Fn() -> Box<dyn Store>;
+
+pub type Check = (&'static str, fn(Factory));
+
+/// Every check, by name.
+pub fn checks() -> Vec<Check> {
+    vec![
+        ("create_is_exclusive", create_is_exclusive),
+        ("hostile_ids_are_refused", hostile_ids_are_refused),
+        ("inputs_are_recorded_once", inputs_are_recorded_once),
+        ("one_writer_at_a_time", one_writer_at_a_time),
+        (
+            "invalid_records_are_refused_unwritten",
+            invalid_records_are_refused_unwritten,
+        ),
+        ("full_turn_replays_into_state", full_turn_replays_into_state),
+        ("calls_by_state", calls_by_state),
+        ("fork_keeps_parent_and_prefix", fork_keeps_parent_and_prefix),
+        ("listing_and_records_after", listing_and_records_after),
+        ("provider_fields_round_trip", provider_fields_round_trip),
+    ]
+}
+
+/// Runs every check against stores made by `factory`.
+pub fn run_all(factory: Factory) {
+    for (name, check) in checks() {
+        eprintln!("conformance: {name}");
+        check(factory);
+    }
+}
+
+fn create(store: &dyn Store, id: &str) -> crate::Session {
+    store
+        .create(CreateOptions {
+            id: Some(id.into()),
+            meta: Some(json!({"workspace": "/w"})),
+        })
+        .unwrap_or_else(|e| panic!("create {id}: {e}"))
+}
+
+fn create_is_exclusive(f: Factory) {
+    let store = f();
+    let mut s = create(&*store, "s1");
+    s.append_input("m1", "user", "hello").unwrap();
+    drop(s);
+    let err = store
+        .create(CreateOptions {
+            id: Some("s1".into()),
+            meta: None,
+        })
+        .unwrap_err();
+    assert!(
+        matches!(err, SessionError::AlreadyExists { .. }),
+        "create_is_exclusive: {err}"
+    );
+    assert_eq!(
+        store.load("s1").unwrap().last_seq,
+        1,
+        "create_is_exclusive: existing data kept"
+    );
+    let fresh = store.create(CreateOptions::default()).unwrap();
+    assert!(!fresh.id().is_empty());
+}
+
+fn hostile_ids_are_refused(f: Factory) {
+    let store = f();
+    for id in ["../etc/passwd", "a/b", "..", ".hidden", "", "x\ny", "-rf"] {
+        assert!(
+            store
+                .create(CreateOptions {
+                    id: Some(id.into()),
+                    meta: None
+                })
+                .is_err(),
+            "hostile_ids_are_refused: create {id:?}"
+        );
+        assert!(
+            store.open(id).is_err(),
+            "hostile_ids_are_refused: open {id:?}"
+        );
+        assert!(
+            store.load(id).is_err(),
+            "hostile_ids_are_refused: load {id:?}"
+        );
+    }
+    assert!(store.list().unwrap().is_empty());
+}
+
+fn inputs_are_recorded_once(f: Factory) {
+    let store = f();
+    let mut s = create(&*store, "s1");
+    let a = s.append_input("m1", "user", "hello").unwrap();
+    let b = s.append_input("m1", "user", "hello again").unwrap();
+    assert!(
+        !a.duplicate && b.duplicate && a.seq == b.seq,
+        "inputs_are_recorded_once"
+    );
+    drop(s);
+    let mut s = store.open("s1").unwrap();
+    let c = s.append_input("m1", "user", "hello").unwrap();
+    assert_eq!((c.seq, c.duplicate), (a.seq, true), "dedup across reopen");
+    let d = s.append_control("m1", "resume", None).unwrap();
+    assert!(d.duplicate, "input and control ids share one space");
+    assert_eq!(s.state().pending_inputs.len(), 1);
+    assert_eq!(store.load("s1").unwrap().last_seq, 1);
+}
+
+fn one_writer_at_a_time(f: Factory) {
+    let store = f();
+    let s = create(&*store, "s1");
+    let err = store.open("s1").unwrap_err();
+    assert!(
+        err.to_string().contains("in use"),
+        "one_writer_at_a_time: {err}"
+    );
+    // readers never need the lock
+    store.load("s1").unwrap();
+    store.records("s1", 0, 10).unwrap();
+    drop(s);
+    store
+        .open("s1")
+        .expect("free again once the writer is gone");
+}
+
+fn invalid_records_are_refused_unwritten(f: Factory) {
+    let store = f();
+    let mut s = create(&*store, "s1");
+    let bad = [
+        Record::TurnStart(TurnStart {
+            turn: 2,
+            prev_seq: None,
+            inputs: vec![],
+        }),
+        Record::Response(Response {
+            turn: 1,
+            items: vec![],
+            usage: None,
+            stop_reason: None,
+            failure: None,
+            model: None,
+            provider_extra: None,
+            attempts: vec![],
+        }),
+        Record::ToolOutcome(ToolOutcome {
+            call_id: "nope".into(),
+            status: OutcomeStatus::Ok,
+            result: String::new(),
+            exit_code: None,
+            duration_ms: None,
+        }),
+    ];
+    for rec in bad {
+        let err = s.append(rec).unwrap_err();
+        assert!(matches!(err, SessionError::Refused(_)), "refused: {err}");
+    }
+    drop(s);
+    assert_eq!(store.load("s1").unwrap().last_seq, 0, "nothing written");
+}
+
+/// input → turn 1 (tool call) → intent → start → outcome → turn 2 (text).
+fn run_one_tool_turn(s: &mut crate::Session) {
+    let inp = s.append_input("m1", "user", "list files").unwrap();
+    let t1 = s
+        .append(Record::TurnStart(TurnStart {
+            turn: 1,
+            prev_seq: None,
+            inputs: vec![inp.seq],
+        }))
+        .unwrap();
+    s.append(Record::Response(Response {
+        turn: 1,
+        items: vec![
+            Item::Text {
+                text: "Let me look.".into(),
+            },
+            Item::ToolCall {
+                call_id: "c1".into(),
+                name: "list_dir".into(),
+                arguments: r#"{"path":"."}"#.into(),
+            },
+        ],
+        usage: None,
+        stop_reason: Some("tool_calls".into()),
+        failure: None,
+        model: Some("m".into()),
+        provider_extra: None,
+        attempts: vec![],
+    }))
+    .unwrap();
+    s.append(Record::ToolIntent(ToolIntent {
+        call_id: "c1".into(),
+        turn: 1,
+        tool: "list_dir".into(),
+        arguments: r#"{"path":"."}"#.into(),
+        idempotent: true,
+        idempotency_key: "s1:c1".into(),
+    }))
+    .unwrap();
+    s.append(Record::ToolStart(ToolStart {
+        call_id: "c1".into(),
+        process: None,
+    }))
+    .unwrap();
+    s.append(Record::ToolOutcome(ToolOutcome {
+        call_id: "c1".into(),
+        status: OutcomeStatus::Ok,
+        result: "a.txt\nb.txt".into(),
+        exit_code: None,
+        duration_ms: Some(1),
+    }))
+    .unwrap();
+    s.append(Record::TurnStart(TurnStart {
+        turn: 2,
+        prev_seq: Some(t1.seq),
+        inputs: vec![],
+    }))
+    .unwrap();
+    s.append(Record::Response(Response {
+        turn: 2,
+        items: vec![Item::Text {
+            text: "Two files.".into(),
+        }],
+        usage: None,
+        stop_reason: Some("stop".into()),
+        failure: None,
+        model: None,
+        provider_extra: None,
+        attempts: vec![],
+    }))
+    .unwrap();
+}
+
+fn full_turn_replays_into_state(f: Factory) {
+    let store = f();
+    let mut s = create(&*store, "s1");
+    run_one_tool_turn(&mut s);
+    let live = s.state().clone();
+    drop(s);
+    let st = store.load("s1").unwrap();
+    assert_eq!(st.last_seq, 8);
+    assert_eq!(st.turn, 2);
+    assert_eq!(st.status(), Status::Idle);
+    assert!(st.every_call_has_one_result());
+    assert_eq!(
+        st.context.len(),
+        4,
+        "user, assistant, tool result, assistant"
+    );
+    assert!(
+        matches!(&st.context[2], ContextEntry::ToolResult { text, .. } if text == "a.txt\nb.txt")
+    );
+    assert_eq!(st.context, live.context, "replay equals the live state");
+    let s = store.open("s1").unwrap();
+    assert_eq!(s.open_report().records_replayed, 8);
+    assert_eq!(s.state().context, live.context);
+}
+
+fn calls_by_state(f: Factory) {
+    let store = f();
+    let mut s = create(&*store, "s1");
+    let inp = s.append_input("m1", "user", "go").unwrap();
+    s.append(Record::TurnStart(TurnStart {
+        turn: 1,
+        prev_seq: None,
+        inputs: vec![inp.seq],
+    }))
+    .unwrap();
+    let call = |id: &str| Item::ToolCall {
+        call_id: id.into(),
+        name: "shell".into(),
+        arguments: "{}".into(),
+    };
+    s.append(Record::Response(Response {
+        turn: 1,
+        items: vec![call("a"), call("b"), call("c"), call("d")],
+        usage: None,
+        stop_reason: Some("tool_calls".into()),
+        failure: None,
+        model: None,
+        provider_extra: None,
+        attempts: vec![],
+    }))
+    .unwrap();
+    for id in ["a", "b", "c"] {
+        s.append(Record::ToolIntent(ToolIntent {
+            call_id: id.into(),
+            turn: 1,
+            tool: "shell".into(),
+            arguments: "{}".into(),
+            idempotent: false,
+            idempotency_key: format!("k-{id}"),
+        }))
+        .unwrap();
+    }
+    for id in ["a", "b"] {
+        s.append(Record::ToolStart(ToolStart {
+            call_id: id.into(),
+            process: None,
+        }))
+        .unwrap();
+    }
+    s.append(Record::ToolOutcome(ToolOutcome {
+        call_id: "a".into(),
+        status: OutcomeStatus::Ok,
+        result: "done".into(),
+        exit_code: Some(0),
+        duration_ms: None,
+    }))
+    .unwrap();
+    drop(s);
+    let st = store.load("s1").unwrap();
+    let states: Vec<_> = st.calls.iter().map(|c| c.state()).collect();
+    assert_eq!(
+        states,
+        [
+            CallState::Finished,
+            CallState::StartedNoOutcome,
+            CallState::IntentOnly,
+            CallState::NotStarted
+        ]
+    );
+    assert_eq!(st.status(), Status::Interrupted);
+    assert!(!st.every_call_has_one_result());
+}
+
+fn fork_keeps_parent_and_prefix(f: Factory) {
+    let store = f();
+    let mut s = create(&*store, "p");
+    run_one_tool_turn(&mut s);
+    drop(s);
+    let parent_before = store.records("p", 0, 1000).unwrap();
+    let child = store.fork("p", 1, Some("c")).unwrap();
+    assert_eq!(child.parent.as_deref(), Some("p"));
+    assert_eq!(
+        store.records("p", 0, 1000).unwrap(),
+        parent_before,
+        "parent untouched"
+    );
+    let st = store.load("c").unwrap();
+    assert_eq!(st.turn, 1);
+    assert!(
+        st.every_call_has_one_result(),
+        "inherited tool results kept"
+    );
+    assert_eq!(st.context.len(), 3);
+    assert_eq!(st.forked_at_turn, Some(1));
+    // the child continues on its own
+    let mut c = store.open("c").unwrap();
+    c.append_input("m2", "user", "now something else").unwrap();
+    drop(c);
+    let gc = store.fork("c", 1, Some("gc")).unwrap();
+    assert_eq!(gc.parent.as_deref(), Some("c"));
+    assert_eq!(store.lineage("gc").unwrap(), ["gc", "c", "p"]);
+    let err = store.fork("p", 1, Some("c")).unwrap_err();
+    assert!(matches!(err, SessionError::AlreadyExists { .. }), "{err}");
+    let err = store.fork("p", 5, None).unwrap_err();
+    assert!(matches!(err, SessionError::BadForkPoint { .. }), "{err}");
+    let at0 = store.fork("p", 0, Some("zero")).unwrap();
+    assert_eq!(store.load(&at0.id).unwrap().pending_inputs.len(), 1);
+}
+
+fn listing_and_records_after(f: Factory) {
+    let store = f();
+    let mut a = create(&*store, "a");
+    run_one_tool_turn(&mut a);
+    let mut b = create(&*store, "b");
+    b.append_input("x", "user", "pending").unwrap();
+    drop(a);
+    let list = store.list().unwrap();
+    let by_id = |id: &str| list.iter().find(|s| s.id == id).unwrap().clone();
+    assert_eq!(by_id("a").status, Status::Idle);
+    assert_eq!(by_id("a").records, 8);
+    assert_eq!(by_id("b").status, Status::Running, "b's writer is alive");
+    drop(b);
+    assert_eq!(store.summary("b").unwrap().status, Status::Pending);
+    let recs = store.records("a", 3, 2).unwrap();
+    assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [4, 5]);
+    assert_eq!(recs[0].kind, "tool_intent");
+    assert!(store.records("a", 8, 10).unwrap().is_empty());
+    assert!(matches!(
+        store.summary("zzz"),
+        Err(SessionError::NotFound { .. })
+    ));
+}
+
+fn provider_fields_round_trip(f: Factory) {
+    let store = f();
+    let mut s = create(&*store, "s1");
+    let inp = s.append_input("m", "user", "hi").unwrap();
+    s.append(Record::TurnStart(TurnStart {
+        turn: 1,
+        prev_seq: None,
+        inputs: vec![inp.seq],
+    }))
+    .unwrap();
+    let extra = json!({"system_fingerprint": "fp_1", "x_vendor": {"nested": [1, 2, {"k": null}]}});
+    let resp = Response {
+        turn: 1,
+        items: vec![Item::Reasoning { text: "hmm".into() }],
+        usage: None,
+        stop_reason: Some("stop".into()),
+        failure: None,
+        model: None,
+        provider_extra: extra.as_object().cloned(),
+        attempts: vec![],
+    };
+    s.append(Record::Response(resp.clone())).unwrap();
+    drop(s);
+    let st = store.load("s1").unwrap();
+    assert_eq!(st.last_response, Some(resp));
+}

@@ -1,0 +1,353 @@
+//! The embedded default store: one ledger file per session in a directory.
+
+use std::path::{Path, PathBuf};
+
+use lazarus_ledger::{
+    Durability, Header, LedgerError, Options, Parent, Problem, Reader, Writer, ledger_path,
+    read_tail,
+};
+
+use crate::record::{FORMAT, ForkPoint, Record};
+use crate::state::{ReplayError, SessionState, Status, status_from_tail};
+use crate::store::{
+    CreateOptions, OpenReport, RecordSink, Result, Session, SessionError, SessionSummary, Store,
+    Stored, StoredRecord,
+};
+
+/// Sessions as `<dir>/<id>.jsonl` files.
+#[derive(Debug, Clone)]
+pub struct LocalStore {
+    dir: PathBuf,
+    opts: Options,
+}
+
+impl LocalStore {
+    /// A store in `dir` (created with mode 0700 if missing), per-record durability.
+    pub fn open(dir: &Path) -> Result<Self> {
+        Self::with_durability(dir, Durability::PerRecord)
+    }
+
+    pub fn with_durability(dir: &Path, durability: Durability) -> Result<Self> {
+        create_dir_private(dir)?;
+        Ok(LocalStore {
+            dir: dir.to_path_buf(),
+            opts: Options {
+                durability,
+                format: Some(FORMAT.to_string()),
+                ..Options::default()
+            },
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Ledger options used for every session here.
+    pub fn ledger_options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// Path of a session's file (id validated).
+    pub fn path_of(&self, id: &str) -> Result<PathBuf> {
+        lazarus_ledger::validate_id(id)?;
+        Ok(ledger_path(&self.dir, id))
+    }
+
+    fn not_found(&self, id: &str) -> SessionError {
+        SessionError::NotFound {
+            id: id.to_string(),
+            location: self.dir.display().to_string(),
+        }
+    }
+
+    fn map_missing(&self, id: &str, e: LedgerError) -> SessionError {
+        match e {
+            LedgerError::NotFound { .. } => self.not_found(id),
+            e => SessionError::Ledger(e),
+        }
+    }
+
+    /// Replays `id` fully with a validating reader, also returning raw access for fork.
+    fn replay(&self, id: &str) -> Result<SessionState> {
+        let path = self.path_of(id)?;
+        let mut reader = Reader::open(&path, &self.opts).map_err(|e| self.map_missing(id, e))?;
+        let mut state = SessionState::new(reader.header().clone());
+        while let Some((_, env)) = reader.next_record::<Record>()? {
+            let seq = env.seq;
+            let rec = env.data;
+            state.check(&rec).map_err(|source| SessionError::Replay {
+                location: path.display().to_string(),
+                seq,
+                source,
+            })?;
+            state.apply(seq, rec);
+        }
+        Ok(state)
+    }
+
+    fn summary_of(&self, path: &Path) -> Result<SessionSummary> {
+        let reader = Reader::open(path, &self.opts)?;
+        let header = reader.header().clone();
+        drop(reader);
+        let tail = read_tail(path, &self.opts)?;
+        let mut status = status_from_tail(&tail.last_kind, &tail.last_data);
+        let lock = lazarus_ledger::lock_path(&self.dir, &header.id);
+        if let Some(holder) = lazarus_ledger::read_holder(&lock)
+            && holder.is_alive_here()
+            && lazarus_ledger::lock::is_locked(&lock)
+        {
+            status = Status::Running;
+        }
+        Ok(SessionSummary {
+            id: header.id.clone(),
+            created_at: header.created_at.clone(),
+            records: tail.last_seq,
+            size: tail.size,
+            status,
+            parent: header.parent.as_ref().map(|p| p.id.clone()),
+            last_kind: tail.last_kind,
+            updated_at: tail.last_ts,
+            meta: header.meta.clone(),
+        })
+    }
+}
+
+fn create_dir_private(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            SessionError::Backend(format!(
+                "cannot create session directory {}: {e}",
+                dir.display()
+            ))
+        })
+}
+
+struct LocalSink {
+    writer: Writer,
+}
+
+impl RecordSink for LocalSink {
+    fn append(&self, kind: &str, data_json: &[u8]) -> Result<Stored> {
+        let a = self.writer.append_json(kind, data_json)?;
+        Ok(Stored {
+            seq: a.seq,
+            ts: String::new(),
+        })
+    }
+    fn location(&self) -> String {
+        self.writer.path().display().to_string()
+    }
+}
+
+impl Store for LocalStore {
+    fn create(&self, opts: CreateOptions) -> Result<Session> {
+        let id = opts.id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        lazarus_ledger::validate_id(&id)?;
+        let mut header = Header::new(FORMAT, &id);
+        header.meta = opts.meta;
+        let writer = Writer::create(&self.dir, header.clone(), b"", self.opts.clone()).map_err(
+            |e| match e {
+                LedgerError::AlreadyExists { .. } => SessionError::AlreadyExists {
+                    id: id.clone(),
+                    location: self.dir.display().to_string(),
+                },
+                e => SessionError::Ledger(e),
+            },
+        )?;
+        Ok(Session::new(
+            Box::new(LocalSink { writer }),
+            SessionState::new(header),
+            OpenReport::default(),
+        ))
+    }
+
+    fn open(&self, id: &str) -> Result<Session> {
+        lazarus_ledger::validate_id(id)?;
+        let path = ledger_path(&self.dir, id);
+        // The header is immutable once written; read it first so replay knows the lineage.
+        let header = Reader::open(&path, &self.opts)
+            .map_err(|e| self.map_missing(id, e))?
+            .header()
+            .clone();
+        let mut state = SessionState::new(header);
+        let mut replay_error: Option<(u64, ReplayError)> = None;
+        let result = Writer::open_with::<Record, _>(&self.dir, id, self.opts.clone(), |_, env| {
+            if let Err(e) = state.check(&env.data) {
+                replay_error = Some((env.seq, e.clone()));
+                return Err(Problem::Invalid(e.to_string()));
+            }
+            state.apply(env.seq, env.data);
+            Ok(())
+        });
+        let (writer, recovery) = match result {
+            Ok(ok) => ok,
+            Err(e) => {
+                if let Some((seq, source)) = replay_error {
+                    return Err(SessionError::Replay {
+                        location: path.display().to_string(),
+                        seq,
+                        source,
+                    });
+                }
+                return Err(self.map_missing(id, e));
+            }
+        };
+        let report = OpenReport {
+            truncated_bytes: recovery.cut.as_ref().map_or(0, |c| c.bytes),
+            records_replayed: recovery.records,
+        };
+        Ok(Session::new(Box::new(LocalSink { writer }), state, report))
+    }
+
+    fn load(&self, id: &str) -> Result<SessionState> {
+        self.replay(id)
+    }
+
+    fn records(&self, id: &str, after: u64, limit: usize) -> Result<Vec<StoredRecord>> {
+        let path = self.path_of(id)?;
+        let mut reader =
+            Reader::open_after(&path, &self.opts, after).map_err(|e| self.map_missing(id, e))?;
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let Some((_, env)) = reader.next_record::<serde_json::Value>()? else {
+                break;
+            };
+            out.push(StoredRecord {
+                seq: env.seq,
+                ts: env.ts.to_string(),
+                kind: env.kind.to_string(),
+                data: env.data,
+            });
+        }
+        Ok(out)
+    }
+
+    fn summary(&self, id: &str) -> Result<SessionSummary> {
+        let path = self.path_of(id)?;
+        self.summary_of(&path).map_err(|e| match e {
+            SessionError::Ledger(e) => self.map_missing(id, e),
+            e => e,
+        })
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>> {
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| {
+            SessionError::Backend(format!("cannot list {}: {e}", self.dir.display()))
+        })?;
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Some(stem) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".jsonl"))
+            else {
+                continue;
+            };
+            if lazarus_ledger::validate_id(stem).is_err() {
+                continue;
+            }
+            match self.summary_of(&path) {
+                Ok(s) => out.push(s),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "unreadable session skipped in listing")
+                }
+            }
+        }
+        out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    fn fork(&self, id: &str, at_turn: u64, new_id: Option<&str>) -> Result<SessionSummary> {
+        let state = self.replay(id)?;
+        let bad = |reason: String| SessionError::BadForkPoint {
+            id: id.to_string(),
+            turn: at_turn,
+            reason,
+        };
+        if at_turn > state.turn {
+            return Err(bad(format!("the session has {} turns", state.turn)));
+        }
+        if !state.turn_is_complete(at_turn) {
+            return Err(bad(
+                "that turn is not complete (no response, or a tool call without result)".into(),
+            ));
+        }
+        // The prefix ends right before the next turn starts (or at the end of the log).
+        let boundary = match state.turn_seqs.get(at_turn as usize) {
+            Some(&next_turn_seq) => next_turn_seq - 1,
+            None => state.last_seq,
+        };
+        let path = self.path_of(id)?;
+        let mut reader = Reader::open(&path, &self.opts)?;
+        let mut prefix = Vec::new();
+        while let Some((_, seq, line)) = reader.next_line()? {
+            if seq > boundary {
+                break;
+            }
+            prefix.extend_from_slice(line);
+            prefix.push(b'\n');
+        }
+        let child_id = new_id
+            .map(str::to_string)
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        lazarus_ledger::validate_id(&child_id)?;
+        let mut header = Header::new(FORMAT, &child_id);
+        header.parent = Some(Parent {
+            id: id.to_string(),
+            seq: boundary,
+        });
+        header.meta = state.header.meta.clone();
+        let writer =
+            Writer::create(&self.dir, header, &prefix, self.opts.clone()).map_err(|e| match e {
+                LedgerError::AlreadyExists { .. } => SessionError::AlreadyExists {
+                    id: child_id.clone(),
+                    location: self.dir.display().to_string(),
+                },
+                e => SessionError::Ledger(e),
+            })?;
+        let fork = Record::Fork(ForkPoint {
+            parent: id.to_string(),
+            parent_seq: boundary,
+            at_turn,
+        });
+        writer.append_json(fork.kind(), &fork.data_json()?)?;
+        drop(writer);
+        self.summary(&child_id)
+    }
+
+    fn lineage(&self, id: &str) -> Result<Vec<String>> {
+        let mut out = vec![id.to_string()];
+        let mut current = id.to_string();
+        for _ in 0..10_000 {
+            let path = self.path_of(&current)?;
+            let reader =
+                Reader::open(&path, &self.opts).map_err(|e| self.map_missing(&current, e))?;
+            match &reader.header().parent {
+                Some(p) => {
+                    if out.contains(&p.id) {
+                        return Err(SessionError::Backend(format!(
+                            "fork lineage of {id:?} loops at {:?}",
+                            p.id
+                        )));
+                    }
+                    out.push(p.id.clone());
+                    current = p.id.clone();
+                }
+                None => return Ok(out),
+            }
+        }
+        Err(SessionError::Backend(format!(
+            "fork lineage of {id:?} is deeper than 10,000"
+        )))
+    }
+
+    fn location(&self) -> String {
+        self.dir.display().to_string()
+    }
+}

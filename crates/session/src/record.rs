@@ -1,0 +1,360 @@
+//! The record kinds of a session ledger. Every kind is documented with an example line in
+//! `docs/FORMAT.md` and pinned by golden files in `tests/golden/`.
+//!
+//! Data structs deny unknown fields: a field this build does not know is an explicit error,
+//! never silently dropped. The one deliberate exception is `provider_extra` in a model
+//! response, which keeps whatever the model provider sent that Lazarus does not model.
+
+use serde::de::{Deserializer, IgnoredAny};
+use serde::{Deserialize, Serialize};
+
+/// The format name in every session header.
+pub const FORMAT: &str = "lazarus.session";
+
+/// One record of a session (everything but the header).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    Input(Input),
+    Control(Control),
+    TurnStart(TurnStart),
+    Response(Response),
+    ToolIntent(ToolIntent),
+    ToolStart(ToolStart),
+    ToolOutcome(ToolOutcome),
+    Fork(ForkPoint),
+    Resume(ResumeReceipt),
+    Interrupted(Interrupted),
+    /// A header record; only valid as line 1, so seeing one here is an error the ledger names.
+    #[doc(hidden)]
+    Header,
+}
+
+/// The kind names, in the order documented in FORMAT.md.
+pub const KINDS: &[&str] = &[
+    "input",
+    "control",
+    "turn_start",
+    "response",
+    "tool_intent",
+    "tool_start",
+    "tool_outcome",
+    "fork",
+    "resume",
+    "interrupted",
+];
+
+impl Record {
+    /// The `kind` member written for this record.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Record::Input(_) => "input",
+            Record::Control(_) => "control",
+            Record::TurnStart(_) => "turn_start",
+            Record::Response(_) => "response",
+            Record::ToolIntent(_) => "tool_intent",
+            Record::ToolStart(_) => "tool_start",
+            Record::ToolOutcome(_) => "tool_outcome",
+            Record::Fork(_) => "fork",
+            Record::Resume(_) => "resume",
+            Record::Interrupted(_) => "interrupted",
+            Record::Header => "header",
+        }
+    }
+
+    /// The record's data as compact JSON object text.
+    pub fn data_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        match self {
+            Record::Input(d) => serde_json::to_vec(d),
+            Record::Control(d) => serde_json::to_vec(d),
+            Record::TurnStart(d) => serde_json::to_vec(d),
+            Record::Response(d) => serde_json::to_vec(d),
+            Record::ToolIntent(d) => serde_json::to_vec(d),
+            Record::ToolStart(d) => serde_json::to_vec(d),
+            Record::ToolOutcome(d) => serde_json::to_vec(d),
+            Record::Fork(d) => serde_json::to_vec(d),
+            Record::Resume(d) => serde_json::to_vec(d),
+            Record::Interrupted(d) => serde_json::to_vec(d),
+            Record::Header => Ok(b"{}".to_vec()),
+        }
+    }
+
+    /// The record's data as a JSON value (for printing).
+    pub fn data_value(&self) -> serde_json::Value {
+        self.data_json()
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl<'de> lazarus_ledger::Payload<'de> for Record {
+    fn deserialize_kind<D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
+        Ok(match kind {
+            "input" => Record::Input(Deserialize::deserialize(d)?),
+            "control" => Record::Control(Deserialize::deserialize(d)?),
+            "turn_start" => Record::TurnStart(Deserialize::deserialize(d)?),
+            "response" => Record::Response(Deserialize::deserialize(d)?),
+            "tool_intent" => Record::ToolIntent(Deserialize::deserialize(d)?),
+            "tool_start" => Record::ToolStart(Deserialize::deserialize(d)?),
+            "tool_outcome" => Record::ToolOutcome(Deserialize::deserialize(d)?),
+            "fork" => Record::Fork(Deserialize::deserialize(d)?),
+            "resume" => Record::Resume(Deserialize::deserialize(d)?),
+            "interrupted" => Record::Interrupted(Deserialize::deserialize(d)?),
+            "header" => {
+                IgnoredAny::deserialize(d)?;
+                Record::Header
+            }
+            other => {
+                return Err(serde::de::Error::custom(format_args!(
+                    "unknown record kind {other:?} (this build knows {}); written by a newer version?",
+                    KINDS.join(", ")
+                )));
+            }
+        })
+    }
+}
+
+/// An external input (a user or API message). `input_id` makes redelivery a no-op.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    pub input_id: String,
+    /// Who sent it: `user` (terminal), `api` (gateway), …
+    pub source: String,
+    pub text: String,
+}
+
+/// A control input: a system event such as `resume`. Deduplicated by `input_id` like inputs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Control {
+    pub input_id: String,
+    /// `resume`, `stop`, …
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A model request is about to be made for turn `turn`. Written before the HTTP request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnStart {
+    /// 1, 2, 3, … without gaps.
+    pub turn: u64,
+    /// Seq of the previous turn's `turn_start` (None for turn 1): the chain replay checks.
+    pub prev_seq: Option<u64>,
+    /// Seqs of the inputs this turn consumes (delivered to the model for the first time).
+    #[serde(default)]
+    pub inputs: Vec<u64>,
+}
+
+/// One item of model output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Item {
+    Text {
+        text: String,
+    },
+    ToolCall {
+        call_id: String,
+        name: String,
+        /// The arguments exactly as the model wrote them (JSON text, possibly invalid).
+        arguments: String,
+    },
+    Reasoning {
+        text: String,
+    },
+}
+
+/// Token counts reported by the provider.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tokens: Option<u64>,
+}
+
+/// Why a model request failed for good (after retries).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Failure {
+    pub message: String,
+    /// A retry later may succeed (429, 5xx, connection errors).
+    pub transient: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+}
+
+/// One HTTP attempt of a model request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Attempt {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Backoff waited before this attempt.
+    pub waited_ms: u64,
+}
+
+/// The model's answer to turn `turn` (or the failure that ended it). At most one per turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Response {
+    pub turn: u64,
+    pub items: Vec<Item>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The provider's finish reason, verbatim (`stop`, `tool_calls`, `length`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Provider fields Lazarus does not model, kept verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_extra: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Earlier attempts that failed and were retried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+}
+
+impl Response {
+    /// The tool calls of this response, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = (&str, &str, &str)> {
+        self.items.iter().filter_map(|i| match i {
+            Item::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => Some((call_id.as_str(), name.as_str(), arguments.as_str())),
+            _ => None,
+        })
+    }
+
+    /// The text of this response, concatenated.
+    pub fn text(&self) -> String {
+        self.items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A tool is about to be called. Written before anything of the tool runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolIntent {
+    pub call_id: String,
+    pub turn: u64,
+    pub tool: String,
+    /// Arguments as JSON text, exactly as the model wrote them.
+    pub arguments: String,
+    /// Whether running the call twice is harmless.
+    pub idempotent: bool,
+    /// Same key on a re-run of the same call.
+    pub idempotency_key: String,
+}
+
+/// A process group, identified so a reused pid is never mistaken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessRef {
+    pub pgid: i32,
+    /// Start time of the group leader (clock ticks since boot, from /proc).
+    pub start_time_ticks: u64,
+}
+
+/// The tool's side effect is about to begin (for a shell: its process group exists and is
+/// held at a gate until this record is durable).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolStart {
+    pub call_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessRef>,
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeStatus {
+    Ok,
+    Error,
+    Timeout,
+    Cancelled,
+    /// Interrupted with its effect unknown (closed at resume; not re-run).
+    InDoubt,
+    /// Never started (e.g. the session stopped before it ran); safe to say it did not happen.
+    NotRun,
+}
+
+/// The result of a tool call, with the text the model sees.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOutcome {
+    pub call_id: String,
+    pub status: OutcomeStatus,
+    pub result: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+/// Written in a fork right after the copied prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkPoint {
+    pub parent: String,
+    /// Last parent seq copied.
+    pub parent_seq: u64,
+    /// The turn boundary forked at (0 = before the first turn).
+    pub at_turn: u64,
+}
+
+/// The receipt every resume leaves (G9).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeReceipt {
+    /// `run`, `gateway-start`, `event`, `boot-resume`, …
+    pub trigger: String,
+    /// Crash debris cut from the end of the file at open.
+    pub truncated_bytes: u64,
+    pub records_replayed: u64,
+    /// Finished calls whose recorded result is reused.
+    pub calls_reused: u64,
+    /// Interrupted idempotent calls run again (same idempotency key).
+    pub calls_rerun: u64,
+    /// Interrupted non-idempotent calls closed as in doubt.
+    pub calls_in_doubt: u64,
+    /// Calls never started (intent only, or no intent) that will run now.
+    pub calls_not_started: u64,
+    /// Leftover process groups of interrupted calls that were terminated.
+    #[serde(default)]
+    pub processes_terminated: u64,
+    pub inputs_pending: u64,
+    /// The open turn (started, no response) that will be requested again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_turn: Option<u64>,
+    /// After the resume actions: every tool call of every response has exactly one outcome.
+    pub every_call_has_one_result: bool,
+}
+
+/// The session was stopped (signal, shutdown, user) at this point.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Interrupted {
+    /// `sigint`, `sigterm`, `shutdown`, `user`, …
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u64>,
+}

@@ -1,0 +1,514 @@
+//! Replay: records in, resume state out — validating meaning, not only framing.
+//!
+//! [`SessionState::check`] decides whether a record may follow the current state and
+//! [`SessionState::apply`] applies it. Replay applies every record of the ledger; a live
+//! session checks a record *before* writing it, so a record that would make the log invalid
+//! is refused and never reaches the disk.
+
+use std::collections::HashMap;
+
+use lazarus_ledger::Header;
+
+use crate::record::{
+    Control, Input, Interrupted, Item, OutcomeStatus, Record, Response, ResumeReceipt, ToolIntent,
+    ToolOutcome, ToolStart,
+};
+
+/// A record that does not fit the session so far. Each names what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplayError {
+    #[error(
+        "turn {found} starts, but turn {expected} was expected (turns are numbered without gaps)"
+    )]
+    TurnOutOfOrder { expected: u64, found: u64 },
+    #[error(
+        "turn {turn} chains to seq {found:?}, but the previous turn started at seq {expected:?}"
+    )]
+    BrokenTurnChain {
+        turn: u64,
+        expected: Option<u64>,
+        found: Option<u64>,
+    },
+    #[error("turn {turn} starts while turn {open} has no response yet")]
+    TurnStillOpen { turn: u64, open: u64 },
+    #[error(
+        "response for turn {turn}, but the open turn is {open:?} (at most one response per turn)"
+    )]
+    ResponseWithoutOpenTurn { turn: u64, open: Option<u64> },
+    #[error("turn {turn} consumes input seq {seq}, which is not a pending input")]
+    InputNotPending { turn: u64, seq: u64 },
+    #[error("input id {input_id:?} recorded twice (first at seq {first})")]
+    DuplicateInputId { input_id: String, first: u64 },
+    #[error("call id {call_id:?} appears in two responses")]
+    DuplicateCallId { call_id: String },
+    #[error("tool intent for call {call_id:?}, which no response asked for")]
+    UnknownCall { call_id: String },
+    #[error(
+        "tool intent for call {call_id:?} names tool {found:?}, but the model called {expected:?}"
+    )]
+    IntentMismatch {
+        call_id: String,
+        expected: String,
+        found: String,
+    },
+    #[error("second intent for call {call_id:?}")]
+    DuplicateIntent { call_id: String },
+    #[error("tool start for call {call_id:?} without an intent")]
+    StartWithoutIntent { call_id: String },
+    #[error("second start for call {call_id:?}")]
+    DuplicateStart { call_id: String },
+    #[error("outcome for call {call_id:?} without an intent")]
+    OutcomeWithoutIntent { call_id: String },
+    #[error("call {call_id:?} finished twice")]
+    CallFinishedTwice { call_id: String },
+    #[error("a fork record may only follow the copied prefix")]
+    MisplacedFork,
+    #[error("header record outside line 1")]
+    MisplacedHeader,
+}
+
+/// A message of the model context rebuilt from the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContextEntry {
+    User {
+        seq: u64,
+        text: String,
+    },
+    Assistant {
+        seq: u64,
+        turn: u64,
+        items: Vec<Item>,
+    },
+    ToolResult {
+        seq: u64,
+        call_id: String,
+        text: String,
+    },
+}
+
+/// An input recorded but not yet delivered to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingInput {
+    pub seq: u64,
+    pub input_id: String,
+    pub text: String,
+}
+
+/// Where a tool call stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallState {
+    /// Asked for by the model; no intent recorded: nothing ran.
+    NotStarted,
+    /// Intent recorded, the effect never began: nothing ran.
+    IntentOnly,
+    /// The effect began and no outcome was recorded: the effect is unknown.
+    StartedNoOutcome,
+    Finished,
+}
+
+/// Everything known about one tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub call_id: String,
+    pub turn: u64,
+    pub name: String,
+    pub arguments: String,
+    pub intent: Option<ToolIntent>,
+    pub start: Option<ToolStart>,
+    pub outcome: Option<ToolOutcome>,
+}
+
+impl Call {
+    pub fn state(&self) -> CallState {
+        match (&self.intent, &self.start, &self.outcome) {
+            (_, _, Some(_)) => CallState::Finished,
+            (Some(_), Some(_), None) => CallState::StartedNoOutcome,
+            (Some(_), None, None) => CallState::IntentOnly,
+            (None, _, None) => CallState::NotStarted,
+        }
+    }
+}
+
+/// The session rebuilt from its ledger: what resume needs to continue exactly.
+#[derive(Debug, Clone)]
+pub struct SessionState {
+    pub header: Header,
+    /// Seq of the last record (0: header only).
+    pub last_seq: u64,
+    /// The transcript as model context, in order.
+    pub context: Vec<ContextEntry>,
+    pub pending_inputs: Vec<PendingInput>,
+    /// Every input and control id seen, with the seq that recorded it.
+    pub input_ids: HashMap<String, u64>,
+    /// Last turn number started (0: none).
+    pub turn: u64,
+    /// Seq of each turn's `turn_start`, index = turn - 1.
+    pub turn_seqs: Vec<u64>,
+    /// A turn started whose response is not recorded.
+    pub open_turn: Option<u64>,
+    /// Tool calls in the order the model made them.
+    pub calls: Vec<Call>,
+    call_index: HashMap<String, usize>,
+    /// The last response, if any.
+    pub last_response: Option<Response>,
+    pub last_receipt: Option<ResumeReceipt>,
+    /// The most recent stop, if nothing happened since.
+    pub interrupted: Option<Interrupted>,
+    /// The most recent control input, if nothing happened since.
+    pub pending_control: Option<Control>,
+    /// Fork lineage recorded in this session (its `fork` record), if any.
+    pub forked_at_turn: Option<u64>,
+}
+
+impl SessionState {
+    /// The state of a session holding only `header`.
+    pub fn new(header: Header) -> Self {
+        SessionState {
+            header,
+            last_seq: 0,
+            context: Vec::new(),
+            pending_inputs: Vec::new(),
+            input_ids: HashMap::new(),
+            turn: 0,
+            turn_seqs: Vec::new(),
+            open_turn: None,
+            calls: Vec::new(),
+            call_index: HashMap::new(),
+            last_response: None,
+            last_receipt: None,
+            interrupted: None,
+            pending_control: None,
+            forked_at_turn: None,
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.header.id
+    }
+
+    pub fn call(&self, call_id: &str) -> Option<&Call> {
+        self.call_index.get(call_id).map(|&i| &self.calls[i])
+    }
+
+    /// Calls of the model's responses that have no outcome yet.
+    pub fn unresolved_calls(&self) -> impl Iterator<Item = &Call> {
+        self.calls.iter().filter(|c| c.outcome.is_none())
+    }
+
+    /// True when every tool call of every response has exactly one outcome (G9's check;
+    /// "at most one" is enforced on every append, so this checks "at least one").
+    pub fn every_call_has_one_result(&self) -> bool {
+        self.calls.iter().all(|c| c.outcome.is_some())
+    }
+
+    /// Checks that `rec` may follow the current state.
+    pub fn check(&self, rec: &Record) -> Result<(), ReplayError> {
+        match rec {
+            Record::Input(Input { input_id, .. }) | Record::Control(Control { input_id, .. }) => {
+                if let Some(&first) = self.input_ids.get(input_id) {
+                    return Err(ReplayError::DuplicateInputId {
+                        input_id: input_id.clone(),
+                        first,
+                    });
+                }
+            }
+            Record::TurnStart(t) => {
+                if let Some(open) = self.open_turn {
+                    return Err(ReplayError::TurnStillOpen { turn: t.turn, open });
+                }
+                if t.turn != self.turn + 1 {
+                    return Err(ReplayError::TurnOutOfOrder {
+                        expected: self.turn + 1,
+                        found: t.turn,
+                    });
+                }
+                let expected = self.turn_seqs.last().copied();
+                if t.prev_seq != expected {
+                    return Err(ReplayError::BrokenTurnChain {
+                        turn: t.turn,
+                        expected,
+                        found: t.prev_seq,
+                    });
+                }
+                for &seq in &t.inputs {
+                    if !self.pending_inputs.iter().any(|p| p.seq == seq) {
+                        return Err(ReplayError::InputNotPending { turn: t.turn, seq });
+                    }
+                }
+            }
+            Record::Response(r) => {
+                if self.open_turn != Some(r.turn) {
+                    return Err(ReplayError::ResponseWithoutOpenTurn {
+                        turn: r.turn,
+                        open: self.open_turn,
+                    });
+                }
+                let mut seen = std::collections::HashSet::new();
+                for (call_id, _, _) in r.tool_calls() {
+                    if self.call_index.contains_key(call_id) || !seen.insert(call_id) {
+                        return Err(ReplayError::DuplicateCallId {
+                            call_id: call_id.to_string(),
+                        });
+                    }
+                }
+            }
+            Record::ToolIntent(i) => {
+                let call = self
+                    .call(&i.call_id)
+                    .ok_or_else(|| ReplayError::UnknownCall {
+                        call_id: i.call_id.clone(),
+                    })?;
+                if call.intent.is_some() {
+                    return Err(ReplayError::DuplicateIntent {
+                        call_id: i.call_id.clone(),
+                    });
+                }
+                if call.name != i.tool {
+                    return Err(ReplayError::IntentMismatch {
+                        call_id: i.call_id.clone(),
+                        expected: call.name.clone(),
+                        found: i.tool.clone(),
+                    });
+                }
+            }
+            Record::ToolStart(s) => {
+                let call = self.call(&s.call_id);
+                match call {
+                    Some(c) if c.intent.is_some() => {
+                        if c.start.is_some() {
+                            return Err(ReplayError::DuplicateStart {
+                                call_id: s.call_id.clone(),
+                            });
+                        }
+                    }
+                    _ => {
+                        return Err(ReplayError::StartWithoutIntent {
+                            call_id: s.call_id.clone(),
+                        });
+                    }
+                }
+            }
+            Record::ToolOutcome(o) => match self.call(&o.call_id) {
+                Some(c) if c.intent.is_some() => {
+                    if c.outcome.is_some() {
+                        return Err(ReplayError::CallFinishedTwice {
+                            call_id: o.call_id.clone(),
+                        });
+                    }
+                }
+                _ => {
+                    return Err(ReplayError::OutcomeWithoutIntent {
+                        call_id: o.call_id.clone(),
+                    });
+                }
+            },
+            Record::Fork(_) => {
+                if self.forked_at_turn.is_some() || self.header.parent.is_none() {
+                    return Err(ReplayError::MisplacedFork);
+                }
+            }
+            Record::Resume(_) | Record::Interrupted(_) => {}
+            Record::Header => return Err(ReplayError::MisplacedHeader),
+        }
+        Ok(())
+    }
+
+    /// Applies a record already checked with [`SessionState::check`], written at `seq`.
+    pub fn apply(&mut self, seq: u64, rec: Record) {
+        self.last_seq = seq;
+        if !matches!(rec, Record::Resume(_)) {
+            self.interrupted = None;
+        }
+        match rec {
+            Record::Input(i) => {
+                self.input_ids.insert(i.input_id.clone(), seq);
+                self.pending_inputs.push(PendingInput {
+                    seq,
+                    input_id: i.input_id,
+                    text: i.text,
+                });
+            }
+            Record::Control(c) => {
+                self.input_ids.insert(c.input_id.clone(), seq);
+                self.pending_control = Some(c);
+            }
+            Record::TurnStart(t) => {
+                self.turn = t.turn;
+                self.turn_seqs.push(seq);
+                self.open_turn = Some(t.turn);
+                self.pending_control = None;
+                for s in &t.inputs {
+                    if let Some(pos) = self.pending_inputs.iter().position(|p| p.seq == *s) {
+                        let p = self.pending_inputs.remove(pos);
+                        self.context.push(ContextEntry::User {
+                            seq: p.seq,
+                            text: p.text,
+                        });
+                    }
+                }
+            }
+            Record::Response(r) => {
+                self.open_turn = None;
+                for (call_id, name, arguments) in r.tool_calls() {
+                    self.call_index
+                        .insert(call_id.to_string(), self.calls.len());
+                    self.calls.push(Call {
+                        call_id: call_id.to_string(),
+                        turn: r.turn,
+                        name: name.to_string(),
+                        arguments: arguments.to_string(),
+                        intent: None,
+                        start: None,
+                        outcome: None,
+                    });
+                }
+                if !r.items.is_empty() {
+                    self.context.push(ContextEntry::Assistant {
+                        seq,
+                        turn: r.turn,
+                        items: r.items.clone(),
+                    });
+                }
+                self.last_response = Some(r);
+            }
+            Record::ToolIntent(i) => {
+                if let Some(&k) = self.call_index.get(&i.call_id) {
+                    self.calls[k].intent = Some(i);
+                }
+            }
+            Record::ToolStart(s) => {
+                if let Some(&k) = self.call_index.get(&s.call_id) {
+                    self.calls[k].start = Some(s);
+                }
+            }
+            Record::ToolOutcome(o) => {
+                self.context.push(ContextEntry::ToolResult {
+                    seq,
+                    call_id: o.call_id.clone(),
+                    text: o.result.clone(),
+                });
+                if let Some(&k) = self.call_index.get(&o.call_id) {
+                    self.calls[k].outcome = Some(o);
+                }
+            }
+            Record::Fork(f) => self.forked_at_turn = Some(f.at_turn),
+            Record::Resume(r) => self.last_receipt = Some(r),
+            Record::Interrupted(i) => self.interrupted = Some(i),
+            Record::Header => {}
+        }
+    }
+
+    /// True when turn `turn` has a response and every call it made has an outcome.
+    pub fn turn_is_complete(&self, turn: u64) -> bool {
+        if turn == 0 {
+            return true;
+        }
+        if turn > self.turn || self.open_turn == Some(turn) {
+            return false;
+        }
+        self.calls
+            .iter()
+            .filter(|c| c.turn == turn)
+            .all(|c| c.outcome.is_some())
+    }
+
+    /// What the model will see next: the status of the work, in one word.
+    pub fn status(&self) -> Status {
+        if self.interrupted.is_some() {
+            return Status::Stopped;
+        }
+        if self.open_turn.is_some() || self.unresolved_calls().next().is_some() {
+            return Status::Interrupted;
+        }
+        if !self.pending_inputs.is_empty() || self.pending_control.is_some() {
+            return Status::Pending;
+        }
+        match &self.last_response {
+            Some(r) if r.failure.is_some() => Status::Failed,
+            Some(r) if r.tool_calls().next().is_some() => Status::Interrupted,
+            Some(_) => {
+                // the last response's calls are all done: a following turn is owed
+                if self
+                    .context
+                    .last()
+                    .is_some_and(|c| matches!(c, ContextEntry::ToolResult { .. }))
+                {
+                    Status::Interrupted
+                } else {
+                    Status::Idle
+                }
+            }
+            None if self.turn == 0 && self.last_seq == 0 => Status::New,
+            None => Status::Idle,
+        }
+    }
+
+    /// Outcome statuses that mean "the effect of this call is unknown".
+    pub fn in_doubt_calls(&self) -> impl Iterator<Item = &Call> {
+        self.calls.iter().filter(|c| {
+            c.outcome
+                .as_ref()
+                .is_some_and(|o| o.status == OutcomeStatus::InDoubt)
+        })
+    }
+}
+
+/// A session's status in one word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Header only.
+    New,
+    /// Nothing owed: the last turn finished.
+    Idle,
+    /// Inputs recorded and not yet answered.
+    Pending,
+    /// A writer is working on it now.
+    Running,
+    /// Cut off mid-turn: resume continues it.
+    Interrupted,
+    /// Stopped cleanly on request (signal, shutdown); resumable.
+    Stopped,
+    /// The last model request failed after retries.
+    Failed,
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = match self {
+            Status::New => "new",
+            Status::Idle => "idle",
+            Status::Pending => "pending",
+            Status::Running => "running",
+            Status::Interrupted => "interrupted",
+            Status::Stopped => "stopped",
+            Status::Failed => "failed",
+        };
+        f.write_str(s)
+    }
+}
+
+/// Status from the last record alone (for listings: no replay).
+pub fn status_from_tail(kind: &str, data: &serde_json::Value) -> Status {
+    match kind {
+        "header" => Status::New,
+        "input" | "control" => Status::Pending,
+        "turn_start" | "tool_intent" | "tool_start" | "tool_outcome" | "resume" => {
+            Status::Interrupted
+        }
+        "interrupted" => Status::Stopped,
+        "response" => {
+            if data.get("failure").is_some_and(|f| !f.is_null()) {
+                Status::Failed
+            } else if data["items"]
+                .as_array()
+                .is_some_and(|items| items.iter().any(|i| i["type"] == "tool_call"))
+            {
+                Status::Interrupted
+            } else {
+                Status::Idle
+            }
+        }
+        _ => Status::Idle,
+    }
+}

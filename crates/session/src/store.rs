@@ -1,0 +1,238 @@
+//! The `Store` trait: what every backend (local files, PostgreSQL) offers, and the live
+//! [`Session`] handle through which all records are written.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::record::{Control, Input, Record};
+use crate::state::{ReplayError, SessionState, Status};
+
+/// Errors of the session layer.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Ledger(#[from] lazarus_ledger::LedgerError),
+    #[error(
+        "{location}: seq {seq}: {source}; the log is not a valid session (run `lazarus sessions verify`)"
+    )]
+    Replay {
+        location: String,
+        seq: u64,
+        #[source]
+        source: ReplayError,
+    },
+    #[error("record refused, nothing was written: {0}")]
+    Refused(ReplayError),
+    #[error("no session {id:?} in {location}")]
+    NotFound { id: String, location: String },
+    #[error("session {id:?} already exists in {location}; a session is never overwritten")]
+    AlreadyExists { id: String, location: String },
+    #[error("cannot fork {id:?} at turn {turn}: {reason}")]
+    BadForkPoint {
+        id: String,
+        turn: u64,
+        reason: String,
+    },
+    #[error("{0}")]
+    Backend(String),
+    #[error("cannot encode record: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+pub type Result<T, E = SessionError> = std::result::Result<T, E>;
+
+/// Where a durable record landed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stored {
+    pub seq: u64,
+    pub ts: String,
+}
+
+/// The backend side of a live session: appends one encoded record durably.
+pub trait RecordSink: Send + Sync {
+    /// Appends `kind`/`data_json` as the next record; returns once durable.
+    fn append(&self, kind: &str, data_json: &[u8]) -> Result<Stored>;
+    /// Human-readable location (path or URL) for messages.
+    fn location(&self) -> String;
+}
+
+/// What opening a session for writing found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OpenReport {
+    /// Crash debris cut from the end.
+    pub truncated_bytes: u64,
+    /// Records replayed into the state.
+    pub records_replayed: u64,
+}
+
+/// Answer to appending an input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct InputAck {
+    /// Seq of the record holding this input (the original one for a duplicate).
+    pub seq: u64,
+    pub duplicate: bool,
+}
+
+/// A session open for writing: the only writer, with its replayed state kept current.
+pub struct Session {
+    sink: Box<dyn RecordSink>,
+    state: SessionState,
+    report: OpenReport,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.state.id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// Wraps a backend sink and the state replayed from it.
+    pub fn new(sink: Box<dyn RecordSink>, state: SessionState, report: OpenReport) -> Self {
+        Session {
+            sink,
+            state,
+            report,
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        self.state.id()
+    }
+
+    pub fn state(&self) -> &SessionState {
+        &self.state
+    }
+
+    pub fn open_report(&self) -> &OpenReport {
+        &self.report
+    }
+
+    pub fn location(&self) -> String {
+        self.sink.location()
+    }
+
+    /// Checks `rec` against the state, writes it durably, then applies it.
+    /// A record that does not fit is refused before anything is written.
+    pub fn append(&mut self, rec: Record) -> Result<Stored> {
+        self.state.check(&rec).map_err(SessionError::Refused)?;
+        let json = rec.data_json()?;
+        let stored = self.sink.append(rec.kind(), &json)?;
+        self.state.apply(stored.seq, rec);
+        Ok(stored)
+    }
+
+    /// Records an external input once: a redelivered `input_id` is a no-op answering the
+    /// original record's seq.
+    pub fn append_input(&mut self, input_id: &str, source: &str, text: &str) -> Result<InputAck> {
+        if let Some(&seq) = self.state.input_ids.get(input_id) {
+            return Ok(InputAck {
+                seq,
+                duplicate: true,
+            });
+        }
+        let stored = self.append(Record::Input(Input {
+            input_id: input_id.to_string(),
+            source: source.to_string(),
+            text: text.to_string(),
+        }))?;
+        Ok(InputAck {
+            seq: stored.seq,
+            duplicate: false,
+        })
+    }
+
+    /// Records a control input (e.g. `resume`) once per `input_id`.
+    pub fn append_control(
+        &mut self,
+        input_id: &str,
+        action: &str,
+        reason: Option<&str>,
+    ) -> Result<InputAck> {
+        if let Some(&seq) = self.state.input_ids.get(input_id) {
+            return Ok(InputAck {
+                seq,
+                duplicate: true,
+            });
+        }
+        let stored = self.append(Record::Control(Control {
+            input_id: input_id.to_string(),
+            action: action.to_string(),
+            reason: reason.map(str::to_string),
+        }))?;
+        Ok(InputAck {
+            seq: stored.seq,
+            duplicate: false,
+        })
+    }
+}
+
+/// A stored record as data (for listings, APIs and `--json` output).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredRecord {
+    pub seq: u64,
+    pub ts: String,
+    pub kind: String,
+    pub data: serde_json::Value,
+}
+
+/// One line of `sessions list`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionSummary {
+    pub id: String,
+    pub created_at: String,
+    /// Records after the header.
+    pub records: u64,
+    /// Bytes stored.
+    pub size: u64,
+    pub status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Kind of the last record.
+    pub last_kind: String,
+    /// Time of the last record.
+    pub updated_at: String,
+    /// Application metadata from the header (e.g. the workspace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Value>,
+}
+
+/// Options for a new session.
+#[derive(Debug, Clone, Default)]
+pub struct CreateOptions {
+    /// Chosen id, or `None` for a fresh UUID v7.
+    pub id: Option<String>,
+    /// Application metadata kept in the header (e.g. workspace, system prompt).
+    pub meta: Option<serde_json::Value>,
+}
+
+/// A place where sessions live. One conformance suite (`conformance`) holds every
+/// implementation to the same contract.
+pub trait Store: Send + Sync {
+    /// Creates a new session and returns it open for writing. Never overwrites.
+    fn create(&self, opts: CreateOptions) -> Result<Session>;
+    /// Opens a session for writing: takes its single-writer lock, cuts crash debris,
+    /// replays and validates every record.
+    fn open(&self, id: &str) -> Result<Session>;
+    /// Replays a session without writing (no lock).
+    fn load(&self, id: &str) -> Result<SessionState>;
+    /// Records with seq > `after`, at most `limit`.
+    fn records(&self, id: &str, after: u64, limit: usize) -> Result<Vec<StoredRecord>>;
+    /// Summary of one session, its status from the tail (no replay).
+    fn summary(&self, id: &str) -> Result<SessionSummary>;
+    /// Every session, status from the tail (no replay).
+    fn list(&self) -> Result<Vec<SessionSummary>>;
+    /// Creates a child of `id` holding everything up to the end of turn `at_turn`.
+    /// The parent is not touched.
+    fn fork(&self, id: &str, at_turn: u64, new_id: Option<&str>) -> Result<SessionSummary>;
+    /// `id` and its ancestors, nearest first.
+    fn lineage(&self, id: &str) -> Result<Vec<String>>;
+    /// Human-readable location of the store.
+    fn location(&self) -> String;
+}
+
+/// A shared store handle.
+pub type SharedStore = Arc<dyn Store>;
