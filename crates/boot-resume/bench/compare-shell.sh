@@ -70,8 +70,8 @@ TORN="$HERE/../tests/fixtures/openclaw/torn-last-line.jsonl"
 printf '  seed shell loop    : %s\n' "$(seed_check "$TORN" | awk '{print $2}') (jq cannot parse the fragment; the cut-off session is not resumed)"
 "$LAZARUS" boot-resume --source "openclaw:$TORN" --window 0 --dry-run --json \
   | jq -r '"  lazarus boot-resume: verdict=\(.verdict) torn=\(.torn) action=\(.action): \(.reason)"'
-echo "claude-code/parallel-partial.jsonl (parallel tool calls, one result missing):"
-PAR="$HERE/../tests/fixtures/claude-code/parallel-partial.jsonl"
+echo "openclaw/interrupted-tool-call.jsonl (assistant with text and a toolCall, no result):"
+PAR="$HERE/../tests/fixtures/openclaw/interrupted-tool-call.jsonl"
 printf '  seed shell loop    : %s\n' "$(seed_check "$PAR" | awk '{print $2}')"
-"$LAZARUS" boot-resume --source "claude-code:$PAR" --window 0 --dry-run --json \
+"$LAZARUS" boot-resume --source "openclaw:$PAR" --window 0 --dry-run --json \
   | jq -r '"  lazarus boot-resume: verdict=\(.verdict) action=\(.action): \(.reason)"'
