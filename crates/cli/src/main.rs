@@ -1,10 +1,20 @@
 //! The `lazarus` binary: parses arguments and wires the library crates together.
+//!
+//! Exit codes: 0 success; 1 error (or, for `verify`, problems found); 2 usage error;
+//! 130 interrupted by SIGINT/SIGTERM (the session stays resumable).
+
 use clap::{Parser, Subcommand};
 
 mod boot_resume;
+mod paths;
+mod sessions;
 
 #[derive(Debug, Parser)]
-#[command(name = "lazarus", version, about = "Durable, resumable AI-agent sessions")]
+#[command(
+    name = "lazarus",
+    version,
+    about = "Durable, resumable AI-agent sessions"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -12,14 +22,43 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Manage session ledgers: create, send, list, show, verify, repair, fork, tree.
+    Sessions(sessions::SessionsArgs),
     /// Find agent sessions cut off by a restart or wake and resume them.
-    BootResume(boot_resume::BootResumeArgs),
+    BootResume(Box<boot_resume::BootResumeArgs>),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() {
+    init_tracing();
     let cli = Cli::parse();
-    let code = match cli.command {
-        Command::BootResume(args) => boot_resume::run(args)?,
+    let result = match cli.command {
+        Command::Sessions(args) => sessions::run(args),
+        Command::BootResume(args) => boot_resume::run(*args),
     };
-    std::process::exit(code);
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            if is_broken_pipe(&e) {
+                std::process::exit(141);
+            }
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LAZARUS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }

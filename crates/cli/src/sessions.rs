@@ -1,0 +1,439 @@
+//! `lazarus sessions …`: create, send, list, show, verify, repair, fork, tree.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use lazarus_ledger::{Problem, verify_file};
+use lazarus_session::{ContextEntry, CreateOptions, LocalStore, SessionSummary, Store};
+use serde_json::json;
+
+/// Where sessions live.
+#[derive(Debug, Clone, Args)]
+pub struct StoreArgs {
+    /// Session directory [default: $XDG_STATE_HOME/lazarus/sessions]
+    #[arg(long, env = "LAZARUS_SESSION_DIR", global = true)]
+    pub session_dir: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    pub fn dir(&self) -> PathBuf {
+        self.session_dir
+            .clone()
+            .unwrap_or_else(crate::paths::default_session_dir)
+    }
+
+    pub fn local(&self) -> Result<LocalStore> {
+        let dir = self.dir();
+        LocalStore::open(&dir)
+            .with_context(|| format!("opening session directory {}", dir.display()))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Print JSON (one object per line) instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: SessionsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Create an empty session.
+    Create {
+        /// Session id [default: a new UUID v7]
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Durably queue an external input; prints its seq (the original one for a duplicate id).
+    Send {
+        id: String,
+        /// Message id for deduplication [default: derived from the text]
+        #[arg(long)]
+        message_id: Option<String>,
+        text: String,
+    },
+    /// List sessions with their status (from each file's tail).
+    List,
+    /// Show a session's transcript.
+    Show { id: String },
+    /// Check every line of a session (or all); exit 1 if problems were found.
+    Verify {
+        id: Option<String>,
+        #[arg(long, conflicts_with = "id")]
+        all: bool,
+    },
+    /// Cut a session back to its last good record; removed bytes are saved beside the file.
+    Repair { id: String },
+    /// Create a new session from ID holding everything up to the end of turn N.
+    Fork {
+        id: String,
+        #[arg(long)]
+        at_turn: u64,
+        /// Id of the new session [default: a new UUID v7]
+        #[arg(long = "id")]
+        new_id: Option<String>,
+    },
+    /// Show the fork tree (of one session's family, or of all).
+    Tree { id: Option<String> },
+}
+
+/// A message id derived from the text, so re-sending the same text is deduplicated.
+pub fn derived_message_id(text: &str) -> String {
+    format!(
+        "sha-{:08x}{:08x}",
+        crc32c::crc32c(text.as_bytes()),
+        text.len()
+    )
+}
+
+pub fn run(args: SessionsArgs) -> Result<i32> {
+    let store = args.store.local()?;
+    let json = args.json;
+    let mut out = std::io::stdout().lock();
+    match args.command {
+        SessionsCommand::Create { id } => {
+            let s = store.create(CreateOptions { id, meta: None })?;
+            if json {
+                writeln!(out, "{}", json!({"id": s.id(), "path": s.location()}))?;
+            } else {
+                writeln!(out, "created session {} at {}", s.id(), s.location())?;
+            }
+        }
+        SessionsCommand::Send {
+            id,
+            message_id,
+            text,
+        } => {
+            let message_id = message_id.unwrap_or_else(|| derived_message_id(&text));
+            let mut s = store.open(&id)?;
+            let ack = s.append_input(&message_id, "user", &text)?;
+            if json {
+                writeln!(
+                    out,
+                    "{}",
+                    json!({"id": id, "message_id": message_id, "seq": ack.seq, "duplicate": ack.duplicate})
+                )?;
+            } else if ack.duplicate {
+                writeln!(
+                    out,
+                    "{} (duplicate of message {message_id}; nothing written)",
+                    ack.seq
+                )?;
+            } else {
+                writeln!(out, "{}", ack.seq)?;
+            }
+        }
+        SessionsCommand::List => {
+            let list = store.list()?;
+            if json {
+                for s in &list {
+                    writeln!(out, "{}", serde_json::to_string(s)?)?;
+                }
+            } else {
+                print_table(&mut out, &list)?;
+            }
+        }
+        SessionsCommand::Show { id } => show(&store, &id, json, &mut out)?,
+        SessionsCommand::Verify { id, all } => return verify(&store, id, all, json, &mut out),
+        SessionsCommand::Repair { id } => {
+            let r = lazarus_ledger::repair(store.dir(), &id, store.ledger_options())?;
+            if json {
+                writeln!(
+                    out,
+                    "{}",
+                    json!({
+                        "id": id,
+                        "kept_bytes": r.kept_bytes,
+                        "removed_bytes": r.removed.as_ref().map(|c| c.bytes),
+                        "first_bad_line": r.removed.as_ref().map(|c| c.line),
+                        "reason": r.removed.as_ref().map(|c| c.reason.to_string()),
+                        "saved_to": r.saved_to,
+                    })
+                )?;
+            } else if let (Some(cut), Some(saved)) = (&r.removed, &r.saved_to) {
+                writeln!(
+                    out,
+                    "repaired {id}: removed {} bytes from line {} (offset {}; {}), kept {} bytes; removed bytes saved to {}",
+                    cut.bytes,
+                    cut.line,
+                    cut.offset,
+                    cut.reason,
+                    r.kept_bytes,
+                    saved.display()
+                )?;
+            } else {
+                writeln!(out, "{id} is clean; nothing to repair")?;
+            }
+        }
+        SessionsCommand::Fork {
+            id,
+            at_turn,
+            new_id,
+        } => {
+            let s = store.fork(&id, at_turn, new_id.as_deref())?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string(&s)?)?;
+            } else {
+                writeln!(
+                    out,
+                    "forked {id} at turn {at_turn} into {} ({} records)",
+                    s.id, s.records
+                )?;
+            }
+        }
+        SessionsCommand::Tree { id } => tree(&store, id.as_deref(), json, &mut out)?,
+    }
+    Ok(0)
+}
+
+fn print_table(out: &mut impl Write, list: &[SessionSummary]) -> Result<()> {
+    writeln!(
+        out,
+        "{:<38} {:<24} {:>8} {:>10} {:<12} PARENT",
+        "ID", "CREATED", "RECORDS", "BYTES", "STATUS"
+    )?;
+    for s in list {
+        writeln!(
+            out,
+            "{:<38} {:<24} {:>8} {:>10} {:<12} {}",
+            s.id,
+            s.created_at,
+            s.records,
+            s.size,
+            s.status.to_string(),
+            s.parent.as_deref().unwrap_or("-")
+        )?;
+    }
+    Ok(())
+}
+
+fn show(store: &LocalStore, id: &str, json: bool, out: &mut impl Write) -> Result<()> {
+    if json {
+        let mut after = 0;
+        loop {
+            let batch = store.records(id, after, 1000)?;
+            let Some(last) = batch.last() else { break };
+            after = last.seq;
+            for r in &batch {
+                writeln!(out, "{}", serde_json::to_string(r)?)?;
+            }
+        }
+        return Ok(());
+    }
+    let st = store.load(id)?;
+    writeln!(
+        out,
+        "session {} (created {})",
+        st.id(),
+        st.header.created_at
+    )?;
+    if let Some(p) = &st.header.parent {
+        writeln!(out, "forked from {} at seq {}", p.id, p.seq)?;
+    }
+    for entry in &st.context {
+        match entry {
+            ContextEntry::User { text, .. } => writeln!(out, "\n> {text}")?,
+            ContextEntry::Assistant { items, turn, .. } => {
+                for item in items {
+                    match item {
+                        lazarus_session::record::Item::Text { text } => {
+                            writeln!(out, "\n[turn {turn}] {text}")?
+                        }
+                        lazarus_session::record::Item::Reasoning { text } => {
+                            writeln!(out, "\n[turn {turn}] (thinking) {text}")?
+                        }
+                        lazarus_session::record::Item::ToolCall {
+                            name, arguments, ..
+                        } => writeln!(out, "[turn {turn}] -> {name} {arguments}")?,
+                    }
+                }
+            }
+            ContextEntry::ToolResult { call_id, text, .. } => {
+                let short: String = text.chars().take(400).collect();
+                let more = if text.chars().count() > 400 {
+                    " …"
+                } else {
+                    ""
+                };
+                writeln!(out, "   <- {call_id}: {short}{more}")?
+            }
+        }
+    }
+    for p in &st.pending_inputs {
+        writeln!(out, "\n> {} (pending)", p.text)?;
+    }
+    writeln!(out, "\nstatus: {}", st.status())?;
+    Ok(())
+}
+
+fn verify(
+    store: &LocalStore,
+    id: Option<String>,
+    all: bool,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<i32> {
+    let paths: Vec<PathBuf> = match (id, all) {
+        (Some(id), _) => vec![store.path_of(&id)?],
+        (None, true) => {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(store.dir())?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+                .collect();
+            v.sort();
+            v
+        }
+        (None, false) => {
+            eprintln!("error: give a session ID or --all");
+            return Ok(2);
+        }
+    };
+    let bar = if std::io::stderr().is_terminal() && paths.len() > 1 {
+        let b = indicatif::ProgressBar::new(paths.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let mut problems = 0;
+    for path in &paths {
+        let report = verify_file(path, store.ledger_options());
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+        let report = match report {
+            Ok(r) => r,
+            Err(e) => {
+                problems += 1;
+                if json {
+                    writeln!(
+                        out,
+                        "{}",
+                        json!({"path": path, "clean": false, "error": e.to_string()})
+                    )?;
+                } else {
+                    writeln!(out, "{}: {e}", path.display())?;
+                }
+                continue;
+            }
+        };
+        problems += report.problems.len();
+        if json {
+            let list: Vec<_> = report
+                .problems
+                .iter()
+                .map(|f| {
+                    json!({
+                        "line": f.line, "offset": f.offset, "problem": f.problem.to_string(),
+                        "recoverable": f.recoverable,
+                    })
+                })
+                .collect();
+            writeln!(
+                out,
+                "{}",
+                json!({"path": path, "clean": report.is_clean(), "records": report.records, "size": report.size, "problems": list})
+            )?;
+        } else if report.is_clean() {
+            writeln!(
+                out,
+                "{}: ok ({} records, {} bytes)",
+                path.display(),
+                report.records,
+                report.size
+            )?;
+        } else {
+            for f in &report.problems {
+                let hint = match (&f.problem, f.recoverable) {
+                    (Problem::TornTail { .. }, _) | (_, true) => {
+                        "crash debris: cut automatically at the next open, or by `lazarus sessions repair`"
+                    }
+                    _ => {
+                        "corruption: `lazarus sessions repair` cuts back to the last good record (saving the rest)"
+                    }
+                };
+                writeln!(
+                    out,
+                    "{}: line {} (byte offset {}): {} — {hint}",
+                    path.display(),
+                    f.line,
+                    f.offset,
+                    f.problem
+                )?;
+            }
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(if problems == 0 { 0 } else { 1 })
+}
+
+fn tree(store: &LocalStore, id: Option<&str>, json: bool, out: &mut impl Write) -> Result<()> {
+    let list = store.list()?;
+    let root = match id {
+        Some(id) => Some(
+            store
+                .lineage(id)?
+                .last()
+                .cloned()
+                .unwrap_or_else(|| id.to_string()),
+        ),
+        None => None,
+    };
+    fn walk(
+        out: &mut dyn Write,
+        list: &[SessionSummary],
+        s: &SessionSummary,
+        depth: usize,
+        json: bool,
+    ) -> Result<()> {
+        if json {
+            writeln!(
+                out,
+                "{}",
+                json!({"id": s.id, "parent": s.parent, "depth": depth, "status": s.status, "records": s.records})
+            )?;
+        } else {
+            writeln!(
+                out,
+                "{}{} ({}, {} records)",
+                "  ".repeat(depth),
+                s.id,
+                s.status,
+                s.records
+            )?;
+        }
+        for c in list
+            .iter()
+            .filter(|c| c.parent.as_deref() == Some(s.id.as_str()))
+        {
+            walk(out, list, c, depth + 1, json)?;
+        }
+        Ok(())
+    }
+    let roots: Vec<&SessionSummary> = match &root {
+        Some(r) => list.iter().filter(|s| &s.id == r).collect(),
+        None => list
+            .iter()
+            .filter(|s| {
+                s.parent
+                    .as_ref()
+                    .is_none_or(|p| !list.iter().any(|x| &x.id == p))
+            })
+            .collect(),
+    };
+    for r in roots {
+        walk(out, &list, r, 0, json)?;
+    }
+    Ok(())
+}
