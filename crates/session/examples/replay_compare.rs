@@ -1,0 +1,127 @@
+//! Side-by-side replay comparison in one process, on one cached file, printed as a table.
+//!
+//! ```text
+//! cargo run --release -p lazarus-session --example replay_compare            # compare
+//! cargo run --release -p lazarus-session --example replay_compare -- peak MB load|stream
+//! ```
+//! Env: `LAZARUS_BENCH_MB` (default 200), `LAZARUS_BENCH_ROUNDS` (default 3; best round of
+//! each is reported), `LAZARUS_BENCH_DIR`. `peak` replays an `MB`-sized ledger (generated in
+//! a child process first, so generation does not count) and prints VmHWM.
+
+#[path = "../benches/common/mod.rs"]
+mod common;
+
+use std::time::Duration;
+
+fn mbps(bytes: u64, d: Duration) -> f64 {
+    bytes as f64 / 1e6 / d.as_secs_f64()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("generate") => {
+            let mb = args.get(1).and_then(|v| v.parse().ok()).unwrap_or(200);
+            common::ensure_ledger(mb);
+        }
+        Some("peak") => peak(&args[1..]),
+        _ => compare(),
+    }
+}
+
+/// Peak memory of one replay of an `MB`-sized ledger, in a process that did nothing else.
+fn peak(args: &[String]) {
+    let mb: u64 = args.first().and_then(|v| v.parse().ok()).unwrap_or(1024);
+    let mode = args.get(1).map(String::as_str).unwrap_or("load");
+    let (dir, id) = if args.get(2).map(String::as_str) == Some("--child") {
+        (common::bench_dir(), common::session_id(mb))
+    } else {
+        // Generate in a child (its memory is not ours), then measure in another child.
+        let exe = std::env::current_exe().expect("exe");
+        let ok = std::process::Command::new(&exe)
+            .args(["generate", &mb.to_string()])
+            .status()
+            .expect("spawn")
+            .success();
+        assert!(ok, "generation failed");
+        let out = std::process::Command::new(&exe)
+            .args(["peak", &mb.to_string(), mode, "--child"])
+            .output()
+            .expect("spawn");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+        return;
+    };
+    let path = dir.join(format!("{id}.jsonl"));
+    let size = std::fs::metadata(&path).expect("stat").len();
+    let before = common::vm_hwm();
+    let (n, d) = match mode {
+        "stream" => common::time(|| common::ledger_read_typed(&path)),
+        _ => common::time(|| common::lazarus_load(&dir, &id)),
+    };
+    let hwm = common::vm_hwm();
+    println!(
+        "{{\"mode\":\"{mode}\",\"file_bytes\":{size},\"records\":{n},\"seconds\":{:.2},\"vm_hwm_bytes\":{hwm},\"vm_hwm_before_bytes\":{before},\"hwm_over_file\":{:.3}}}",
+        d.as_secs_f64(),
+        hwm as f64 / size as f64
+    );
+}
+
+fn compare() {
+    let mb = common::size_mb_from_env("LAZARUS_BENCH_MB", 200);
+    let rounds = common::size_mb_from_env("LAZARUS_BENCH_ROUNDS", 3).max(1);
+    let (dir, id) = common::ensure_ledger(mb);
+    let path = dir.join(format!("{id}.jsonl"));
+    let bytes = std::fs::metadata(&path).expect("stat").len();
+    // Warm the page cache so every contender reads from memory alike.
+    common::crc_only(&path);
+    type Job<'a> = (&'a str, Box<dyn Fn() -> u64 + 'a>);
+    let jobs: Vec<Job> = vec![
+        (
+            "lazarus replay: LocalStore::load (CRC+parse+validate+state)",
+            Box::new(|| common::lazarus_load(&dir, &id)),
+        ),
+        (
+            "serde_json typed (adjacently tagged enum), BufReader",
+            Box::new(|| common::serde_typed(&path)),
+        ),
+        (
+            "ledger Reader<Record> only (CRC+framing+typed, no state)",
+            Box::new(|| common::ledger_read_typed(&path)),
+        ),
+        (
+            "serde_json typed envelope (#[serde(flatten)])",
+            Box::new(|| common::serde_typed_envelope(&path)),
+        ),
+        (
+            "line split + CRC-32C only",
+            Box::new(|| common::crc_only(&path)),
+        ),
+    ];
+    let mut best = vec![Duration::MAX; jobs.len()];
+    let mut counts = vec![0u64; jobs.len()];
+    for _ in 0..rounds {
+        for (k, (_, f)) in jobs.iter().enumerate() {
+            let (n, d) = common::time(f);
+            counts[k] = n;
+            best[k] = best[k].min(d);
+        }
+    }
+    println!(
+        "replay: {} ({:.1} MB, {} records), best of {rounds} rounds, page cache warm",
+        path.display(),
+        bytes as f64 / 1e6,
+        counts[1]
+    );
+    let base = mbps(bytes, best[1]);
+    println!("{:<62} {:>9} {:>8}", "", "MB/s", "ratio");
+    for (k, (name, _)) in jobs.iter().enumerate() {
+        let r = mbps(bytes, best[k]);
+        let note = if k == 0 { "  (target >= 0.7)" } else { "" };
+        println!("{name:<62} {r:>9.1} {:>8.3}{note}", r / base);
+    }
+}
