@@ -14,4 +14,5 @@
 pub mod model;
 pub mod process;
 pub mod provider;
+pub mod runner;
 pub mod tools;

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod boot_resume;
 mod paths;
+mod run;
 mod sessions;
 
 #[derive(Debug, Parser)]
@@ -22,6 +23,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run an agent session (resumes it when it already exists).
+    Run(Box<run::RunArgs>),
     /// Manage session ledgers: create, send, list, show, verify, repair, fork, tree.
     Sessions(sessions::SessionsArgs),
     /// Find agent sessions cut off by a restart or wake and resume them.
@@ -32,6 +35,7 @@ fn main() {
     init_tracing();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(args) => run::run(*args),
         Command::Sessions(args) => sessions::run(args),
         Command::BootResume(args) => boot_resume::run(*args),
     };

@@ -88,9 +88,11 @@ pub fn lock_path(dir: &Path, id: &str) -> PathBuf {
 }
 
 /// Where an acknowledged record landed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Appended {
     pub seq: u64,
+    /// The record's timestamp as written.
+    pub ts: String,
     /// Byte offset of the line.
     pub offset: u64,
     /// Line length, newline included.
@@ -362,6 +364,7 @@ impl Writer {
         let end = st.len;
         let appended = Appended {
             seq,
+            ts,
             offset,
             len: line_len as u64,
         };

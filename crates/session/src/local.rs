@@ -136,7 +136,7 @@ impl RecordSink for LocalSink {
         let a = self.writer.append_json(kind, data_json)?;
         Ok(Stored {
             seq: a.seq,
-            ts: String::new(),
+            ts: a.ts,
         })
     }
     fn location(&self) -> String {

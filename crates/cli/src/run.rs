@@ -1,0 +1,382 @@
+//! `lazarus run`: run an agent session from the terminal; run it again after any crash and
+//! it continues where it stopped.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use lazarus_agent::model::{Message, ToolCall};
+use lazarus_agent::provider::{CancellationToken, ProviderConfig};
+use lazarus_agent::runner::{RunEvent, RunOutcome, Runner, RunnerConfig};
+use lazarus_agent::tools::Toolbox;
+use lazarus_session::{CreateOptions, LocalStore, SessionError, Store};
+use serde_json::json;
+
+use crate::sessions::StoreArgs;
+
+/// Exit code when stopped by SIGINT/SIGTERM.
+pub const EXIT_INTERRUPTED: i32 = 130;
+/// Exit code when `--max-turns` was reached with work left.
+pub const EXIT_MAX_TURNS: i32 = 3;
+
+/// Model settings shared by `run` and `serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ModelArgs {
+    /// Model name sent to the server.
+    #[arg(long, env = "LAZARUS_MODEL", default_value = "default")]
+    pub model: String,
+    /// Base URL of an OpenAI-compatible API (OpenAI, Ollama, vLLM, llama.cpp, LM Studio).
+    #[arg(
+        long,
+        env = "OPENAI_BASE_URL",
+        default_value = "http://127.0.0.1:8080/v1"
+    )]
+    pub base_url: String,
+    /// Name of the environment variable holding the API key.
+    #[arg(long, default_value = "OPENAI_API_KEY")]
+    pub api_key_env: String,
+    /// System prompt for new sessions.
+    #[arg(long)]
+    pub system_prompt: Option<String>,
+    /// Model requests per run at most.
+    #[arg(long, default_value_t = 20)]
+    pub max_turns: u32,
+    /// Tokens per model answer at most.
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Ask for whole responses instead of a stream.
+    #[arg(long)]
+    pub no_stream: bool,
+    /// Put a one-shot tool-call example before the transcript (small base models need it).
+    #[arg(long)]
+    pub tool_example: bool,
+    /// Default shell timeout in seconds.
+    #[arg(long, default_value_t = 120)]
+    pub shell_timeout: u64,
+    /// Offer only these tools (comma-separated) [default: all five]
+    #[arg(long, value_delimiter = ',')]
+    pub tools: Vec<String>,
+}
+
+impl ModelArgs {
+    /// The tools offered to the model.
+    pub fn toolbox(&self) -> Result<Toolbox> {
+        let all = Toolbox::standard();
+        if self.tools.is_empty() {
+            return Ok(all);
+        }
+        let mut t = Toolbox::empty();
+        for name in &self.tools {
+            let tool = all.get(name).with_context(|| {
+                format!(
+                    "unknown tool {name:?}; available: {}",
+                    all.names().collect::<Vec<_>>().join(", ")
+                )
+            })?;
+            t.register(tool.clone());
+        }
+        Ok(t)
+    }
+
+    pub fn runner_config(&self, workspace: PathBuf) -> RunnerConfig {
+        let mut provider = ProviderConfig::new(self.base_url.clone());
+        provider.api_key = std::env::var(&self.api_key_env)
+            .ok()
+            .filter(|k| !k.is_empty());
+        let mut cfg = RunnerConfig::new(provider, self.model.clone(), workspace);
+        cfg.system_prompt = self.system_prompt.clone();
+        cfg.max_turns = self.max_turns;
+        cfg.max_tokens = self.max_tokens;
+        cfg.temperature = self.temperature;
+        cfg.stream = !self.no_stream;
+        cfg.tool_limits.shell_default_timeout_secs = self.shell_timeout;
+        if self.tool_example {
+            cfg.examples = tool_example();
+        }
+        cfg
+    }
+}
+
+/// One example exchange: ask → tool call → result → answer.
+fn tool_example() -> Vec<Message> {
+    vec![
+        Message::user("What files are in the notes folder?"),
+        Message::Assistant {
+            text: None,
+            tool_calls: vec![ToolCall {
+                call_id: "example_1".into(),
+                name: "list_dir".into(),
+                arguments: r#"{"path":"notes"}"#.into(),
+            }],
+        },
+        Message::tool_result("example_1", "todo.md\nideas.md"),
+        Message::Assistant {
+            text: Some("The notes folder has todo.md and ideas.md.".into()),
+            tool_calls: vec![],
+        },
+    ]
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Directory the tools work in (all paths confined to it) [default: current directory]
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// Session to create or resume [default: a new session]
+    #[arg(long, conflicts_with = "continue_")]
+    pub session: Option<String>,
+    /// Resume the most recent session of this workspace.
+    #[arg(long = "continue")]
+    pub continue_: bool,
+    /// Id of this input: the same id is recorded once, across runs and crashes.
+    #[arg(long)]
+    pub message_id: Option<String>,
+    /// The prompt (also read from standard input when it is not a terminal).
+    #[arg(short = 'p', long)]
+    pub prompt: Option<String>,
+    /// One JSON line per durable record on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+pub fn run(args: RunArgs) -> Result<i32> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(run_async(args))
+}
+
+async fn run_async(args: RunArgs) -> Result<i32> {
+    let workspace = match &args.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir().context("current directory")?,
+    };
+    let workspace = workspace
+        .canonicalize()
+        .with_context(|| format!("workspace {} must exist", workspace.display()))?;
+    let store = args.store.local()?;
+    let prompt = match &args.prompt {
+        Some(p) => Some(p.clone()),
+        None if !std::io::stdin().is_terminal() => {
+            let mut s = String::new();
+            std::io::stdin()
+                .take(16 * 1024 * 1024)
+                .read_to_string(&mut s)
+                .context("reading the prompt from standard input")?;
+            (!s.trim().is_empty()).then_some(s)
+        }
+        None => None,
+    };
+    let session = open_session(&store, &args, &workspace, prompt.is_some())?;
+    let id = session.id().to_string();
+    eprintln!("session {id} ({})", session.location());
+    let session = Arc::new(Mutex::new(session));
+    if let Some(text) = &prompt {
+        let message_id = args
+            .message_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let ack = session
+            .lock()
+            .map_err(|_| anyhow::anyhow!("session lock poisoned"))?
+            .append_input(&message_id, "user", text)?;
+        if ack.duplicate {
+            eprintln!(
+                "message {message_id} was already recorded at seq {}; not sent again",
+                ack.seq
+            );
+        } else if args.json {
+            print_line(&json!({"seq": ack.seq, "kind": "input", "data": {"input_id": message_id, "source": "user", "text": text}}).to_string());
+        }
+    }
+    let runner =
+        Runner::new(args.model.runner_config(workspace))?.with_toolbox(args.model.toolbox()?);
+    let cancel = CancellationToken::new();
+    spawn_signal_handler(cancel.clone());
+    let json_out = args.json;
+    let mut observer = move |ev: RunEvent<'_>| show_event(&ev, json_out);
+    let outcome = runner
+        .drive(&session, "run", &cancel, &mut observer)
+        .await?;
+    if !json_out {
+        println!();
+    }
+    Ok(match outcome {
+        RunOutcome::Idle => 0,
+        RunOutcome::MaxTurns => {
+            eprintln!("stopped after --max-turns; run again with --session {id} to continue");
+            EXIT_MAX_TURNS
+        }
+        RunOutcome::Cancelled => {
+            eprintln!("interrupted; run again with --session {id} to continue");
+            EXIT_INTERRUPTED
+        }
+        RunOutcome::Failed { message, transient } => {
+            eprintln!(
+                "model request failed{}: {message}",
+                if transient {
+                    " (transient; running again may succeed)"
+                } else {
+                    ""
+                }
+            );
+            1
+        }
+    })
+}
+
+fn open_session(
+    store: &LocalStore,
+    args: &RunArgs,
+    workspace: &std::path::Path,
+    have_prompt: bool,
+) -> Result<lazarus_session::Session> {
+    let meta = json!({
+        "workspace": workspace,
+        "system_prompt": args.model.system_prompt,
+    });
+    if args.continue_ {
+        let ws = workspace.to_string_lossy();
+        let latest = store
+            .list()?
+            .into_iter()
+            .filter(|s| {
+                s.meta
+                    .as_ref()
+                    .and_then(|m| m.get("workspace"))
+                    .and_then(|w| w.as_str())
+                    == Some(&*ws)
+            })
+            .max_by(|a, b| a.updated_at.cmp(&b.updated_at));
+        let Some(latest) = latest else {
+            bail!("no session of workspace {ws} to continue; start one with -p");
+        };
+        return Ok(store.open(&latest.id)?);
+    }
+    if let Some(id) = &args.session {
+        return match store.open(id) {
+            Ok(s) => Ok(s),
+            Err(SessionError::NotFound { .. }) => Ok(store.create(CreateOptions {
+                id: Some(id.clone()),
+                meta: Some(meta),
+            })?),
+            Err(e) => Err(e.into()),
+        };
+    }
+    if !have_prompt {
+        bail!("nothing to do: give a prompt (-p or standard input), --session ID or --continue");
+    }
+    Ok(store.create(CreateOptions {
+        id: None,
+        meta: Some(meta),
+    })?)
+}
+
+fn spawn_signal_handler(cancel: CancellationToken) {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        for n in 0.. {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            if n == 0 {
+                eprintln!("\nstopping: cancelling the model request and any running tool…");
+                cancel.cancel();
+            } else {
+                eprintln!("second signal: exiting now (the session stays resumable)");
+                std::process::exit(EXIT_INTERRUPTED);
+            }
+        }
+    });
+}
+
+/// Prints one line; a closed stdout must not stop the run (every record is durable already).
+fn print_line(s: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{s}").and_then(|_| out.flush());
+}
+
+fn print_raw(s: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = write!(out, "{s}").and_then(|_| out.flush());
+}
+
+fn show_event(ev: &RunEvent<'_>, json: bool) {
+    if json {
+        if let RunEvent::Record {
+            seq,
+            ts,
+            kind,
+            data,
+        } = ev
+        {
+            print_line(&json!({"seq": seq, "ts": ts, "kind": kind, "data": data}).to_string());
+        }
+        return;
+    }
+    match ev {
+        RunEvent::Text(t) => print_raw(t),
+        RunEvent::Reasoning(_) => {}
+        RunEvent::Retry { error, wait } => {
+            eprintln!(
+                "\n[model request failed: {error}; retrying in {} ms]",
+                wait.as_millis()
+            )
+        }
+        RunEvent::ToolRunning {
+            name, arguments, ..
+        } => print_line(&format!("\n→ {name} {arguments}")),
+        RunEvent::Record { kind, data, .. } => match *kind {
+            "tool_outcome" => {
+                let result = data["result"].as_str().unwrap_or("");
+                let mut lines: Vec<&str> = result.lines().take(12).collect();
+                if result.lines().count() > 12 {
+                    lines.push("…");
+                }
+                print_line(&format!(
+                    "← [{}] {}",
+                    data["status"].as_str().unwrap_or("?"),
+                    lines.join("\n  ")
+                ));
+            }
+            "resume" => print_line(&format!(
+                "resumed ({}): {} bytes of crash debris cut, {} records replayed, {} calls reused, {} re-run, {} in doubt, {} not started, {} leftover process groups terminated, {} inputs pending{}; every tool call has exactly one result: {}",
+                data["trigger"].as_str().unwrap_or("?"),
+                data["truncated_bytes"],
+                data["records_replayed"],
+                data["calls_reused"],
+                data["calls_rerun"],
+                data["calls_in_doubt"],
+                data["calls_not_started"],
+                data["processes_terminated"],
+                data["inputs_pending"],
+                data["open_turn"]
+                    .as_u64()
+                    .map(|t| format!(", turn {t} requested again"))
+                    .unwrap_or_default(),
+                data["every_call_has_one_result"]
+            )),
+            "response" if data.get("failure").is_some() => {
+                print_line(&format!("model failed: {}", data["failure"]["message"]))
+            }
+            _ => {}
+        },
+    }
+}
