@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod boot_resume;
 mod paths;
 mod run;
+mod serve;
 mod sessions;
 
 #[derive(Debug, Parser)]
@@ -25,6 +26,8 @@ struct Cli {
 enum Command {
     /// Run an agent session (resumes it when it already exists).
     Run(Box<run::RunArgs>),
+    /// Serve many durable sessions over HTTP (the gateway).
+    Serve(Box<serve::ServeArgs>),
     /// Manage session ledgers: create, send, list, show, verify, repair, fork, tree.
     Sessions(sessions::SessionsArgs),
     /// Find agent sessions cut off by a restart or wake and resume them.
@@ -36,6 +39,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::run(*args),
+        Command::Serve(args) => serve::run(*args),
         Command::Sessions(args) => sessions::run(args),
         Command::BootResume(args) => boot_resume::run(*args),
     };
