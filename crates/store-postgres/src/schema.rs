@@ -1,0 +1,243 @@
+//! Embedded schema migrations and the SQL of the store, for one PostgreSQL schema.
+
+use tokio_postgres::Client;
+
+use crate::error::PgError;
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// Migrations in order: (version, SQL with `{schema}` for the quoted schema name).
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+
+/// Checks a schema name: 1–63 bytes of `[a-z0-9_]`, starting with a letter or `_`.
+pub fn validate_schema_name(name: &str) -> Result<(), PgError> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit()
+        && !name.starts_with("pg_");
+    if ok {
+        Ok(())
+    } else {
+        Err(PgError::Config(format!(
+            "invalid schema name {name:?}: use 1-63 characters of a-z, 0-9 and _, not starting with a digit or pg_"
+        )))
+    }
+}
+
+async fn current_version(client: &Client, schema: &str, location: &str) -> Result<i32, PgError> {
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass(quote_ident($1) || '.schema_version') IS NOT NULL",
+            &[&schema],
+        )
+        .await
+        .map_err(|e| PgError::db(location, "read the schema version", &e))?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let v: i32 = client
+        .query_one(
+            &format!("SELECT coalesce(max(version), 0) FROM \"{schema}\".schema_version"),
+            &[],
+        )
+        .await
+        .map_err(|e| PgError::db(location, "read the schema version", &e))?
+        .get(0);
+    Ok(v)
+}
+
+/// Brings `schema` to [`SCHEMA_VERSION`] (creating it if needed), or refuses a newer one.
+/// Concurrent migrators are serialized by a transaction-scoped advisory lock. Returns the
+/// version found before migrating.
+pub(crate) async fn migrate(
+    client: &mut Client,
+    schema: &str,
+    location: &str,
+    apply: bool,
+) -> Result<i32, PgError> {
+    let found = current_version(client, schema, location).await?;
+    if found > SCHEMA_VERSION {
+        return Err(PgError::SchemaTooNew {
+            location: location.to_string(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found == SCHEMA_VERSION {
+        return Ok(found);
+    }
+    if !apply {
+        return Err(PgError::SchemaTooOld {
+            location: location.to_string(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let db = |op: &'static str| move |e: tokio_postgres::Error| PgError::db(location, op, &e);
+    let tx = client.transaction().await.map_err(db("begin migration"))?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        &[&format!("lazarus-migrate:{schema}")],
+    )
+    .await
+    .map_err(db("lock for migration"))?;
+    let q = format!("\"{schema}\"");
+    let has_schema: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)",
+            &[&schema],
+        )
+        .await
+        .map_err(db("look up the schema"))?
+        .get(0);
+    if !has_schema {
+        tx.batch_execute(&format!("CREATE SCHEMA {q}"))
+            .await
+            .map_err(db("create the schema"))?;
+    }
+    tx.batch_execute(&format!(
+        "CREATE TABLE IF NOT EXISTS {q}.schema_version (
+            version integer PRIMARY KEY,
+            applied_at timestamptz NOT NULL DEFAULT now(),
+            applied_by text NOT NULL
+        )"
+    ))
+    .await
+    .map_err(db("create schema_version"))?;
+    // Someone may have migrated while we waited for the lock: read again under it.
+    let now: i32 = tx
+        .query_one(
+            &format!("SELECT coalesce(max(version), 0) FROM {q}.schema_version"),
+            &[],
+        )
+        .await
+        .map_err(db("read the schema version"))?
+        .get(0);
+    if now > SCHEMA_VERSION {
+        return Err(PgError::SchemaTooNew {
+            location: location.to_string(),
+            found: now,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let by = format!("lazarus-store-postgres {}", env!("CARGO_PKG_VERSION"));
+    for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > now) {
+        tx.batch_execute(&sql.replace("{schema}", &q))
+            .await
+            .map_err(db("apply a migration"))?;
+        tx.execute(
+            &format!("INSERT INTO {q}.schema_version (version, applied_by) VALUES ($1, $2)"),
+            &[&version, &by],
+        )
+        .await
+        .map_err(db("record a migration"))?;
+    }
+    tx.commit().await.map_err(db("commit migration"))?;
+    Ok(found)
+}
+
+/// The statements of the store, with the schema name filled in.
+#[derive(Debug)]
+pub(crate) struct Sql {
+    pub append: String,
+    pub insert_session: String,
+    pub insert_record: String,
+    pub insert_records: String,
+    pub session_row: String,
+    pub replay: String,
+    pub records_after: String,
+    pub exists: String,
+    pub summary: String,
+    pub list: String,
+    pub copy_prefix: String,
+    pub parent_of: String,
+}
+
+/// Advisory locks held in this database, as the bigint keys they were taken with.
+const HELD_LOCKS: &str = "SELECT DISTINCT (l.classid::bigint << 32) | l.objid::bigint AS k
+    FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+
+/// Who holds the advisory lock with key text `$1` (application name, backend pid, since).
+pub(crate) const LOCK_HOLDER: &str = "SELECT a.application_name, a.pid,
+        to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
+        coalesce(host(a.client_addr), 'local')
+    FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended($1, 0)
+    LIMIT 1";
+
+pub(crate) const TRY_LOCK: &str =
+    "SELECT pg_try_advisory_lock(hashtextextended($1, 0)), pg_backend_pid()";
+pub(crate) const UNLOCK: &str = "SELECT pg_advisory_unlock(hashtextextended($1, 0))";
+
+impl Sql {
+    pub(crate) fn new(schema: &str) -> Sql {
+        let s = format!("\"{schema}\"");
+        let summary_cols = "s.id, s.created_at, s.last_seq, s.size, s.last_kind, s.last_data, \
+                            s.last_ts, s.parent_id, s.header->'meta', (h.k IS NOT NULL)";
+        Sql {
+            // One statement, one round trip, atomic: the tail moves from seq-1 to seq and the
+            // record is inserted only if it did; a taken seq also fails the primary key.
+            append: format!(
+                "WITH up AS (
+                    UPDATE {s}.sessions
+                    SET last_seq = $2::bigint, last_kind = $3::text,
+                        last_data = $4::text::jsonb, last_ts = $5::text,
+                        size = size + $6::bigint, updated_at = now()
+                    WHERE id = $1::text AND last_seq = $2::bigint - 1
+                    RETURNING id)
+                 INSERT INTO {s}.records (session_id, seq, kind, line)
+                 SELECT id, $2::bigint, $3::text, $7::bytea FROM up"
+            ),
+            insert_session: format!(
+                "INSERT INTO {s}.sessions (id, header, created_at, parent_id, parent_seq,
+                     last_seq, last_kind, last_data, last_ts, size)
+                 VALUES ($1, $2::text::jsonb, $3, $4, $5::bigint, $6::bigint, $7, $8::text::jsonb, $9, $10::bigint)
+                 ON CONFLICT (id) DO NOTHING"
+            ),
+            insert_record: format!(
+                "INSERT INTO {s}.records (session_id, seq, kind, line) VALUES ($1, $2::bigint, $3, $4)"
+            ),
+            insert_records: format!(
+                "INSERT INTO {s}.records (session_id, seq, kind, line)
+                 SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bytea[])"
+            ),
+            session_row: format!("SELECT last_seq FROM {s}.sessions WHERE id = $1"),
+            replay: format!("SELECT seq, line FROM {s}.records WHERE session_id = $1 ORDER BY seq"),
+            records_after: format!(
+                "SELECT seq, line FROM {s}.records
+                 WHERE session_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT $3::bigint"
+            ),
+            exists: format!("SELECT EXISTS (SELECT 1 FROM {s}.sessions WHERE id = $1)"),
+            summary: format!(
+                "WITH held AS ({HELD_LOCKS})
+                 SELECT {summary_cols} FROM {s}.sessions s
+                 LEFT JOIN held h ON h.k = hashtextextended($1 || s.id, 0)
+                 WHERE s.id = $2"
+            ),
+            list: format!(
+                "WITH held AS ({HELD_LOCKS})
+                 SELECT {summary_cols} FROM {s}.sessions s
+                 LEFT JOIN held h ON h.k = hashtextextended($1 || s.id, 0)
+                 ORDER BY s.created_at, s.id"
+            ),
+            copy_prefix: format!(
+                "WITH c AS (
+                    INSERT INTO {s}.records (session_id, seq, kind, line)
+                    SELECT $1, seq, kind, line FROM {s}.records
+                    WHERE session_id = $2 AND seq >= 1 AND seq <= $3::bigint
+                    RETURNING seq, octet_length(line) AS n)
+                 SELECT count(*), coalesce(sum(n + 1), 0)::bigint, coalesce(max(seq), 0) FROM c"
+            ),
+            parent_of: format!("SELECT parent_id FROM {s}.sessions WHERE id = $1"),
+        }
+    }
+}
