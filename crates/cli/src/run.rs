@@ -51,9 +51,15 @@ pub struct ModelArgs {
     /// Ask for whole responses instead of a stream.
     #[arg(long)]
     pub no_stream: bool,
-    /// Put a one-shot tool-call example before the transcript (small base models need it).
+    /// Put a one-shot tool-call example (a `list_dir` call) before the transcript; small base
+    /// models need one to call tools at all.
     #[arg(long)]
     pub tool_example: bool,
+    /// Put these example messages before the transcript: a JSON array of
+    /// `{"role":"user","content":…}`, `{"role":"assistant","text":…,"tool_calls":[{"call_id",
+    /// "name","arguments"}]}`, `{"role":"tool","call_id":…,"content":…}`.
+    #[arg(long, conflicts_with = "tool_example")]
+    pub examples: Option<PathBuf>,
     /// Default shell timeout in seconds.
     #[arg(long, default_value_t = 120)]
     pub shell_timeout: u64,
@@ -82,7 +88,7 @@ impl ModelArgs {
         Ok(t)
     }
 
-    pub fn runner_config(&self, workspace: PathBuf) -> RunnerConfig {
+    pub fn runner_config(&self, workspace: PathBuf) -> Result<RunnerConfig> {
         let mut provider = ProviderConfig::new(self.base_url.clone());
         provider.api_key = std::env::var(&self.api_key_env)
             .ok()
@@ -97,7 +103,13 @@ impl ModelArgs {
         if self.tool_example {
             cfg.examples = tool_example();
         }
-        cfg
+        if let Some(path) = &self.examples {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading examples {}", path.display()))?;
+            cfg.examples = serde_json::from_str(&text)
+                .with_context(|| format!("examples {} is not a JSON array of messages", path.display()))?;
+        }
+        Ok(cfg)
     }
 }
 
@@ -200,7 +212,7 @@ async fn run_async(args: RunArgs) -> Result<i32> {
         }
     }
     let runner =
-        Runner::new(args.model.runner_config(workspace))?.with_toolbox(args.model.toolbox()?);
+        Runner::new(args.model.runner_config(workspace)?)?.with_toolbox(args.model.toolbox()?);
     let cancel = CancellationToken::new();
     spawn_signal_handler(cancel.clone());
     let json_out = args.json;

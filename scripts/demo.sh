@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The whole product in one command: build, start a real small model locally, run an agent
+# session, kill it with SIGKILL while its shell tool runs, resume it, show the receipt.
+# Exits non-zero if any promise is broken (CI runs it as the end-to-end test).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+say "building lazarus"
+cargo build -q -p lazarus-cli
+bin="$repo/target/debug/lazarus"
+
+say "installing and starting the local model (llama.cpp server + Gemma 3 270M, CPU only)"
+bash scripts/local-model/setup.sh
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+model_pid=$(bash scripts/local-model/serve.sh "$port")
+work=$(mktemp -d)
+cleanup() { kill "$model_pid" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+ws="$work/workspace"; sessions="$work/sessions"; mkdir -p "$ws"
+cat > "$ws/slow.sh" <<'SH'
+echo "slow.sh started" >> ran.log
+sleep 30
+echo "slow.sh finished" >> ran.log
+SH
+chmod +x "$ws/slow.sh"
+export PATH="$ws:$PATH"   # the model tends to call scripts by bare name
+cat > "$work/examples.json" <<'JSON'
+[
+  {"role": "user", "content": "Run the fast script."},
+  {"role": "assistant", "tool_calls": [{"call_id": "ex1", "name": "shell", "arguments": "{\"command\": \"fast.sh\"}"}]},
+  {"role": "tool", "call_id": "ex1", "content": "fast.sh done\n[exit code 0]"},
+  {"role": "assistant", "text": "The fast script ran."}
+]
+JSON
+common=(--session-dir "$sessions" --workspace "$ws" --session demo
+        --base-url "http://127.0.0.1:$port/v1" --model gemma-3-270m
+        --tools shell --examples "$work/examples.json" --max-tokens 48)
+
+say "lazarus run -p 'Run the slow script.'  (will be killed with SIGKILL once the shell tool runs)"
+coproc RUN { exec "$bin" run "${common[@]}" --json --max-turns 2 -p "Run the slow script." 2>&1; }
+run_pid=$RUN_PID
+first_call=""
+while IFS= read -r line <&"${RUN[0]}"; do
+  echo "  $line" | cut -c1-200
+  case "$line" in
+    *'"kind":"response"'*) [ -n "$first_call" ] || first_call=$(printf '%s' "$line" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read())["data"]; c=[i for i in d["items"] if i["type"]=="tool_call"]; print(c[0]["name"] if c else "")') ;;
+    *'"kind":"tool_start"'*) sleep 1; kill -9 "$run_pid"; echo "  ** SIGKILL sent to lazarus (pid $run_pid) while the shell tool runs **"; break ;;
+  esac
+done
+wait "$run_pid" 2>/dev/null || true
+[ "$first_call" = "shell" ] || { echo "FAIL: the model's first tool call was '$first_call', expected shell"; exit 1; }
+
+say "after the crash"
+"$bin" sessions --session-dir "$sessions" list
+"$bin" sessions --session-dir "$sessions" verify demo || true
+echo "ran.log:"; cat "$ws/ran.log" 2>/dev/null || echo "(empty)"
+
+say "lazarus run --session demo  (resume: no prompt, it continues where it stopped)"
+set +e
+"$bin" run "${common[@]}" --max-turns 1 | tee "$work/resume.out"
+set -e
+grep -q "resumed (run)" "$work/resume.out" || { echo "FAIL: no resume receipt shown"; exit 1; }
+grep -q "1 in doubt" "$work/resume.out" || { echo "FAIL: the interrupted shell call was not closed as in doubt"; exit 1; }
+
+say "the receipt in the ledger"
+"$bin" sessions --session-dir "$sessions" show demo --json | grep '"kind":"resume"'
+"$bin" sessions --session-dir "$sessions" verify demo
+started=$(grep -c "slow.sh started" "$ws/ran.log" 2>/dev/null || true)
+echo "slow.sh started $started time(s) before the model's next turn; Lazarus re-ran nothing itself."
+say "done: killed mid-tool, resumed, the in-doubt call was reported to the model, the ledger verifies"

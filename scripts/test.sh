@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite: unit, property, crash and integration tests of every crate, the
+# PostgreSQL store against a throwaway server, and the end-to-end run against a real small
+# model served locally. Needs PostgreSQL 15 binaries and Python 3 with pip (.ci/run installs
+# what is missing). Heavy variants: LAZARUS_CRASH_CYCLES, LAZARUS_POWER_TRIALS,
+# LAZARUS_RUN_CRASH_ROUNDS (see docs/testing.md).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+
+started_pg=""
+if [ -z "${LAZARUS_TEST_PG:-}" ] && [ -x scripts/pg-test-server.sh ]; then
+  eval "$(scripts/pg-test-server.sh start)"
+  started_pg=1
+fi
+stop_pg() { if [ -n "$started_pg" ]; then scripts/pg-test-server.sh stop >/dev/null 2>&1 || true; fi; }
+trap stop_pg EXIT
+
+echo "== local model (for the end-to-end tests)"
+bash scripts/local-model/setup.sh
+
+echo "== end-to-end: a real model, kill -9 mid-tool, resume"
+bash scripts/demo.sh
+
+echo "== the real-model client test"
+cargo nextest run -p lazarus-agent --run-ignored only -E 'test(local_model)' --no-tests=pass
+
+echo "== the workspace test suite"
+cargo nextest run --workspace
