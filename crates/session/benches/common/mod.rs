@@ -338,9 +338,13 @@ fn tool_log(rng: &mut Rng, lo: usize, hi: usize) -> String {
 
 /// (a) The Lazarus replay: CRC + framing + typed parse + meaning checks into the state.
 pub fn lazarus_load(dir: &Path, id: &str) -> u64 {
+    lazarus_load_state(dir, id).last_seq
+}
+
+/// [`lazarus_load`] returning the state, so a caller can time the replay without the drop.
+pub fn lazarus_load_state(dir: &Path, id: &str) -> lazarus_session::SessionState {
     let store = LocalStore::open(dir).expect("store");
-    let st = store.load(id).expect("load");
-    st.last_seq
+    store.load(id).expect("load")
 }
 
 /// The ledger reader alone (CRC + framing + typed parse, no state): splits the cost.
