@@ -1,0 +1,456 @@
+//! Faults and races: a writer's connection killed mid-append, writers racing for one
+//! session, taken seqs, corrupted rows, a newer schema, and calls from inside tokio.
+//! Needs `LAZARUS_TEST_PG` (see `scripts/pg-test-server.sh`).
+
+mod common;
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use lazarus_session::{CreateOptions, Session, SessionError, Store};
+use lazarus_store_postgres::{PgOptions, PgStore, is_conflict};
+
+macro_rules! url_or_skip {
+    ($name:expr) => {
+        match common::pg_url($name) {
+            Some(u) => u,
+            None => return,
+        }
+    };
+}
+
+fn create(store: &PgStore, id: &str) -> Session {
+    store
+        .create(CreateOptions {
+            id: Some(id.into()),
+            meta: None,
+        })
+        .unwrap_or_else(|e| panic!("create {id}: {e}"))
+}
+
+/// Seqs stored for `id`, straight from the table.
+fn stored_seqs(url: &str, store: &PgStore, id: &str) -> Vec<i64> {
+    common::psql(url)
+        .query(
+            &format!(
+                "SELECT seq FROM \"{}\".records WHERE session_id = $1 ORDER BY seq",
+                store.schema()
+            ),
+            &[&id],
+        )
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+fn assert_gap_free(seqs: &[i64]) {
+    for (i, s) in seqs.iter().enumerate() {
+        assert_eq!(
+            *s, i as i64,
+            "seqs must be 0..n without gap or duplicate: {seqs:?}"
+        );
+    }
+}
+
+/// Opens `id`, retrying while the previous holder's backend is still going away.
+fn open_when_free(store: &PgStore, id: &str) -> Session {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match store.open(id) {
+            Ok(s) => return s,
+            Err(e) if e.to_string().contains("in use") && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("open {id}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn second_writer_is_told_who_holds_the_session() {
+    let url = url_or_skip!("second_writer_is_told_who_holds_the_session");
+    let a = common::fresh_store(&url);
+    let b = common::same_schema(&url, &a);
+    let (w, _, _) = {
+        drop(create(&a, "s1"));
+        a.open_writer("s1").unwrap()
+    };
+    let err = b.open("s1").unwrap_err().to_string();
+    let me = format!("in use by pid {} on host ", std::process::id());
+    assert!(err.contains(&me), "{err}");
+    assert!(err.contains(" since 20"), "{err}");
+    let holder = b.lock_holder("s1").unwrap().expect("a holder");
+    assert_eq!(holder.backend_pid, w.backend_pid());
+    assert_eq!(holder.holder().unwrap().pid, std::process::id());
+    // a create of the same id is refused as existing, not as in use
+    let err = b
+        .create(CreateOptions {
+            id: Some("s1".into()),
+            meta: None,
+        })
+        .unwrap_err();
+    assert!(matches!(err, SessionError::AlreadyExists { .. }), "{err}");
+    // readers never need the lock; the listing shows the session running
+    b.load("s1").unwrap();
+    assert_eq!(
+        b.summary("s1").unwrap().status,
+        lazarus_session::Status::Running
+    );
+    drop(w);
+    assert!(b.lock_holder("s1").unwrap().is_none());
+    b.open("s1").expect("free once the writer is dropped");
+}
+
+#[test]
+fn two_writers_racing_one_wins() {
+    let url = url_or_skip!("two_writers_racing_one_wins");
+    let a = Arc::new(common::fresh_store(&url));
+    let b = Arc::new(common::same_schema(&url, &a));
+    for round in 0..15 {
+        let id = format!("s{round}");
+        drop(create(&a, &id));
+        let barrier = Arc::new(Barrier::new(2));
+        let handles: Vec<_> = [a.clone(), b.clone()]
+            .into_iter()
+            .map(|store| {
+                let barrier = barrier.clone();
+                let id = id.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    match store.open(&id) {
+                        Ok(mut s) => {
+                            // the winner writes; hold on so the loser sees it in use
+                            s.append_input(&format!("m-{id}"), "user", "hi").unwrap();
+                            std::thread::sleep(Duration::from_millis(50));
+                            Ok(())
+                        }
+                        Err(e) => Err(e.to_string()),
+                    }
+                })
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let wins = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(wins, 1, "round {round}: {results:?}");
+        let loser = results.iter().find_map(|r| r.clone().err()).unwrap();
+        assert!(loser.contains("in use by"), "round {round}: {loser}");
+        let seqs = stored_seqs(&url, &a, &id);
+        assert_gap_free(&seqs);
+        assert_eq!(seqs.len(), 2, "header and one input");
+    }
+    // racing creates of one new id: one creates it, the other is told it exists (or is
+    // being created: in use)
+    for round in 0..10 {
+        let id = format!("new{round}");
+        let barrier = Arc::new(Barrier::new(2));
+        let handles: Vec<_> = [a.clone(), b.clone()]
+            .into_iter()
+            .map(|store| {
+                let barrier = barrier.clone();
+                let id = id.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    store
+                        .create(CreateOptions {
+                            id: Some(id),
+                            meta: None,
+                        })
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(
+            results.iter().filter(|r| r.is_ok()).count(),
+            1,
+            "{results:?}"
+        );
+        let err = results.iter().find_map(|r| r.clone().err()).unwrap();
+        assert!(
+            err.contains("already exists") || err.contains("in use by"),
+            "{err}"
+        );
+        assert_eq!(stored_seqs(&url, &a, &id), [0]);
+    }
+}
+
+#[test]
+fn connection_killed_mid_append_loses_nothing_acknowledged() {
+    let url = url_or_skip!("connection_killed_mid_append_loses_nothing_acknowledged");
+    let store = common::fresh_store(&url);
+    drop(create(&store, "s1"));
+    let (w, state, report) = store.open_writer("s1").unwrap();
+    let backend = w.backend_pid();
+    let mut session = Session::new(Box::new(w), state, report);
+    let appender = std::thread::spawn(move || {
+        let mut acked = Vec::new();
+        for i in 0.. {
+            match session.append_input(&format!("m{i}"), "user", &format!("text {i}")) {
+                Ok(ack) => acked.push((format!("m{i}"), ack.seq)),
+                Err(e) => {
+                    // once lost, it stays lost: no write sneaks in later
+                    let again = session
+                        .append_input("after", "user", "x")
+                        .unwrap_err()
+                        .to_string();
+                    return (acked, e.to_string(), again);
+                }
+            }
+        }
+        unreachable!()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let killer = common::psql(&url);
+    let rows = killer.query("SELECT pg_terminate_backend($1, 5000)", &[&backend]);
+    assert!(rows[0].get::<_, bool>(0), "terminated");
+    let (acked, err, again) = appender.join().unwrap();
+    assert!(acked.len() > 5, "appended for a while: {}", acked.len());
+    assert!(err.contains("lost its database connection"), "{err}");
+    assert!(again.contains("lost its database connection"), "{again}");
+
+    // another store takes over at once: the lock died with the connection
+    let other = common::same_schema(&url, &store);
+    let s = open_when_free(&other, "s1");
+    let st = s.state();
+    for (id, seq) in &acked {
+        assert_eq!(st.input_ids.get(id), Some(seq), "acknowledged {id} kept");
+    }
+    let max_acked = acked.last().unwrap().1;
+    assert!(
+        st.last_seq == max_acked || st.last_seq == max_acked + 1,
+        "at most the one unacknowledged append may have landed: {} vs {max_acked}",
+        st.last_seq
+    );
+    assert_gap_free(&stored_seqs(&url, &store, "s1"));
+}
+
+#[test]
+fn a_writer_whose_lock_was_taken_over_cannot_write() {
+    let url = url_or_skip!("a_writer_whose_lock_was_taken_over_cannot_write");
+    let a = common::fresh_store(&url);
+    let b = common::same_schema(&url, &a);
+    let mut sa = create(&a, "s1");
+    sa.append_input("a1", "user", "from a").unwrap();
+    let pid = a.lock_holder("s1").unwrap().unwrap().backend_pid;
+    common::psql(&url).query("SELECT pg_terminate_backend($1, 5000)", &[&pid]);
+    let mut sb = open_when_free(&b, "s1");
+    sb.append_input("b1", "user", "from b").unwrap();
+    // a still believes it is the writer: fenced
+    let err = sa.append_input("a2", "user", "late").unwrap_err();
+    assert!(err.to_string().contains("lost"), "{err}");
+    sb.append_input("b2", "user", "from b again").unwrap();
+    drop(sb);
+    let st = a.load("s1").unwrap();
+    assert_eq!(st.last_seq, 3);
+    assert!(st.input_ids.contains_key("b2") && !st.input_ids.contains_key("a2"));
+    assert_gap_free(&stored_seqs(&url, &a, "s1"));
+}
+
+#[test]
+fn a_taken_seq_is_a_conflict_never_an_overwrite() {
+    let url = url_or_skip!("a_taken_seq_is_a_conflict_never_an_overwrite");
+    let store = common::fresh_store(&url);
+    let mut s = create(&store, "s1");
+    for i in 0..3 {
+        s.append_input(&format!("m{i}"), "user", "x").unwrap();
+    }
+    drop(s);
+    let before = store.export("s1").unwrap();
+    let data = br#"{"input_id":"evil","source":"user","text":"overwrite?"}"#;
+
+    let (w, _, _) = store.open_writer("s1").unwrap();
+    assert_eq!(w.next_seq(), 4);
+    let err = w.append_at(2, "input", data).unwrap_err();
+    assert!(is_conflict(&err), "{err}");
+    assert!(err.to_string().contains("seq 2"), "{err}");
+    // the writer no longer trusts its view: it must reopen
+    assert!(w.append_json("input", data).is_err());
+    drop(w);
+
+    // a gap is a conflict too
+    let (w, _, _) = store.open_writer("s1").unwrap();
+    let err = w.append_at(6, "input", data).unwrap_err();
+    assert!(is_conflict(&err), "{err}");
+    drop(w);
+
+    // the table itself refuses a taken seq
+    let raw = common::psql(&url).execute(
+        &format!(
+            "INSERT INTO \"{}\".records (session_id, seq, kind, line) VALUES ('s1', 3, 'input', 'x')",
+            store.schema()
+        ),
+        &[],
+    );
+    let e = raw.unwrap_err();
+    assert_eq!(
+        e.code(),
+        Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
+    );
+
+    assert_eq!(store.export("s1").unwrap(), before, "nothing changed");
+    assert_gap_free(&stored_seqs(&url, &store, "s1"));
+    let (w, _, _) = store.open_writer("s1").unwrap();
+    let ok = w
+        .append_json(
+            "input",
+            br#"{"input_id":"m9","source":"user","text":"fine"}"#,
+        )
+        .unwrap();
+    assert_eq!(ok.seq, 4);
+}
+
+#[test]
+fn corrupted_rows_are_detected_not_skipped() {
+    let url = url_or_skip!("corrupted_rows_are_detected_not_skipped");
+    let store = common::fresh_store(&url);
+    let mut s = create(&store, "s1");
+    for i in 0..4 {
+        s.append_input(&format!("m{i}"), "user", "hello world")
+            .unwrap();
+    }
+    drop(s);
+    drop(create(&store, "ok"));
+    let db = common::psql(&url);
+    let schema = store.schema().to_string();
+    // flip one byte of seq 2's text
+    db.execute(
+        &format!(
+            "UPDATE \"{schema}\".records SET line = overlay(line placing 'J'::bytea from 80 for 1) WHERE session_id = 's1' AND seq = 2"
+        ),
+        &[],
+    )
+    .unwrap();
+    let err = store.load("s1").unwrap_err().to_string();
+    assert!(err.contains("line 3") && err.contains("checksum"), "{err}");
+    let err = store.open("s1").unwrap_err().to_string();
+    assert!(err.contains("checksum"), "{err}");
+    assert!(store.export("s1").is_err());
+    assert!(store.records("s1", 0, 10).is_err());
+    assert!(
+        store.records("s1", 2, 10).is_ok(),
+        "records after the bad one"
+    );
+    // the session is free again after the failed open
+    assert!(store.lock_holder("s1").unwrap().is_none());
+    // a missing record is a gap
+    db.execute(
+        &format!("DELETE FROM \"{schema}\".records WHERE session_id = 's1' AND seq = 2"),
+        &[],
+    )
+    .unwrap();
+    let err = store.load("s1").unwrap_err().to_string();
+    assert!(
+        err.contains("sequence gap: expected seq 2, found 3"),
+        "{err}"
+    );
+    // other sessions are unaffected
+    assert_eq!(store.list().unwrap().len(), 2);
+    store.load("ok").unwrap();
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let url = url_or_skip!("a_newer_schema_is_refused");
+    let store = common::fresh_store(&url);
+    assert_eq!(
+        store.schema_version().unwrap(),
+        lazarus_store_postgres::SCHEMA_VERSION
+    );
+    drop(create(&store, "s1"));
+    let schema = store.schema().to_string();
+    common::psql(&url)
+        .execute(
+            &format!(
+                "INSERT INTO \"{schema}\".schema_version (version, applied_by) VALUES (99, 'the future')"
+            ),
+            &[],
+        )
+        .unwrap();
+    let err = PgStore::connect_with(&url, common::options(&schema)).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("version 99") && msg.contains("newer than this build"),
+        "{msg}"
+    );
+    // without migrations, an empty schema is refused as too old
+    let fresh = common::fresh_schema();
+    let err = PgStore::connect_with(
+        &url,
+        PgOptions {
+            migrate: false,
+            ..common::options(&fresh)
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("lazarus db migrate"), "{err}");
+    // the URL form takes the schema as a parameter
+    let s = PgStore::connect(&format!("{url}?schema={fresh}")).unwrap();
+    assert_eq!(s.schema(), fresh);
+    assert!(s.list().unwrap().is_empty());
+    assert!(s.location().ends_with(&format!("/{fresh}")));
+    assert!(!s.location().contains("password"));
+}
+
+#[test]
+fn concurrent_migrations_and_stores_on_one_schema() {
+    let url = url_or_skip!("concurrent_migrations_and_stores_on_one_schema");
+    let schema = common::fresh_schema();
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            let schema = schema.clone();
+            std::thread::spawn(move || {
+                PgStore::connect_with(&url, common::options(&schema)).map(|s| s.schema_version())
+            })
+        })
+        .collect();
+    for h in handles {
+        let v = h.join().unwrap().unwrap().unwrap();
+        assert_eq!(v, lazarus_store_postgres::SCHEMA_VERSION);
+    }
+}
+
+#[test]
+fn works_from_spawn_blocking_and_async_tasks() {
+    let url = url_or_skip!("works_from_spawn_blocking_and_async_tasks");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let u = url.clone();
+        let store = tokio::task::spawn_blocking(move || common::fresh_store(&u))
+            .await
+            .unwrap();
+        let s2 = store.clone();
+        let seq = tokio::task::spawn_blocking(move || {
+            let mut s = create(&s2, "s1");
+            s.append_input("m1", "user", "hi").unwrap().seq
+        })
+        .await
+        .unwrap();
+        assert_eq!(seq, 1);
+        // straight from an async task (blocks this worker briefly, but works)
+        assert_eq!(store.load("s1").unwrap().last_seq, 1);
+        let mut s = store.open("s1").unwrap();
+        s.append_input("m2", "user", "again").unwrap();
+        drop(s);
+        assert_eq!(store.list().unwrap().len(), 1);
+        // and dropped inside the runtime
+        drop(store);
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = common::pg_url("current_thread").unwrap();
+    rt.block_on(async move {
+        let store = common::fresh_store(&url);
+        let mut s = create(&store, "s1");
+        s.append_input("m1", "user", "hi").unwrap();
+        drop(s);
+        assert_eq!(store.load("s1").unwrap().last_seq, 1);
+    });
+}
