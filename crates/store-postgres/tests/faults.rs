@@ -117,15 +117,16 @@ fn two_writers_racing_one_wins() {
                 let id = id.clone();
                 std::thread::spawn(move || {
                     barrier.wait();
-                    match store.open(&id) {
+                    let r = match store.open(&id) {
                         Ok(mut s) => {
-                            // the winner writes; hold on so the loser sees it in use
                             s.append_input(&format!("m-{id}"), "user", "hi").unwrap();
-                            std::thread::sleep(Duration::from_millis(50));
-                            Ok(())
+                            Ok(s)
                         }
                         Err(e) => Err(e.to_string()),
-                    }
+                    };
+                    // the winner holds on until both have tried
+                    barrier.wait();
+                    r.map(drop)
                 })
             })
             .collect();
