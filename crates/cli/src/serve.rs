@@ -1,11 +1,108 @@
 //! `lazarus serve`: wiring only; the gateway lives in the `lazarus-gateway` crate.
-use anyhow::Result;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
 use clap::Args;
+use lazarus_gateway::auth::{self, TokenSource};
+
+use crate::run::ModelArgs;
+use crate::sessions::StoreArgs;
 
 /// Arguments of `lazarus serve`.
 #[derive(Debug, Args)]
-pub struct ServeArgs {}
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the address is printed).
+    #[arg(long, default_value = "127.0.0.1:7077")]
+    pub listen: SocketAddr,
+    /// Allow listening on a non-loopback address.
+    #[arg(long)]
+    pub allow_remote: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Directory holding the sessions' workspaces [default: $XDG_STATE_HOME/lazarus/workspaces]
+    #[arg(long)]
+    pub workspace_root: Option<PathBuf>,
+    /// Bearer token file, created with mode 0600 on first start [default:
+    /// $XDG_STATE_HOME/lazarus/gateway.token; env LAZARUS_TOKEN wins]
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// Seconds running tool calls may take to finish after SIGTERM before they are cancelled.
+    #[arg(long, default_value_t = 30)]
+    pub drain_timeout: u64,
+    /// Largest request body in bytes.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Largest message text in bytes.
+    #[arg(long, default_value_t = 256 * 1024)]
+    pub max_text_bytes: usize,
+    /// Sessions driven at once (each has at most one model request or tool call in flight).
+    #[arg(long, default_value_t = 64)]
+    pub max_running: usize,
+    /// Sessions waiting for a run slot before new work gets 429.
+    #[arg(long, default_value_t = 4096)]
+    pub max_queued: usize,
+    /// Sessions open (writer lock held) at once.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_open_sessions: usize,
+    /// Concurrent live tails (SSE).
+    #[arg(long, default_value_t = 1024)]
+    pub max_streams: usize,
+    /// Record inputs durably but never drive sessions (benchmarks, maintenance).
+    #[arg(long)]
+    pub no_run: bool,
+    /// Worker threads driving sessions.
+    #[arg(long, default_value_t = 4)]
+    pub run_threads: usize,
+    /// Worker threads serving HTTP.
+    #[arg(long, default_value_t = 2)]
+    pub http_threads: usize,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
 
-pub fn run(_args: ServeArgs) -> Result<i32> {
-    anyhow::bail!("the gateway is not built yet")
+pub fn run(args: ServeArgs) -> Result<i32> {
+    let state = crate::paths::state_dir();
+    let token_file = args
+        .token_file
+        .clone()
+        .unwrap_or_else(|| auth::default_token_file(&state));
+    let (token, source) =
+        auth::load_or_create_token(std::env::var("LAZARUS_TOKEN").ok(), &token_file)?;
+    match source {
+        TokenSource::Env => eprintln!("token: from LAZARUS_TOKEN"),
+        TokenSource::File(p) => eprintln!("token: {}", p.display()),
+        TokenSource::Created(p) => eprintln!("token: created {} (mode 0600)", p.display()),
+    }
+    let workspace_root = args
+        .workspace_root
+        .clone()
+        .unwrap_or_else(|| state.join("workspaces"));
+    let mut runner = args.model.runner_config(workspace_root.clone());
+    runner.max_turns = args.model.max_turns;
+    let cfg = lazarus_gateway::Config {
+        listen: args.listen,
+        allow_remote: args.allow_remote,
+        session_dir: args.store.dir(),
+        workspace_root,
+        token,
+        drain_timeout: Duration::from_secs(args.drain_timeout),
+        limits: lazarus_gateway::Limits {
+            max_body_bytes: args.max_body_bytes,
+            max_text_bytes: args.max_text_bytes,
+            max_running: args.max_running,
+            max_queued: args.max_queued,
+            max_open_sessions: args.max_open_sessions,
+            max_streams: args.max_streams,
+            ..Default::default()
+        },
+        runner,
+        toolbox: args.model.toolbox()?,
+        no_run: args.no_run,
+        run_threads: args.run_threads,
+        http_threads: args.http_threads,
+    };
+    lazarus_gateway::run(cfg).context("gateway")?;
+    Ok(0)
 }

@@ -1,0 +1,170 @@
+//! # lazarus-gateway
+//!
+//! `lazarus serve`: many durable sessions over HTTP. Create, list, inspect, send messages
+//! (durably accepted, deduplicated by message id), post system events (`resume`), fork,
+//! live-tail (SSE), health/readiness and Prometheus metrics. Bearer-token auth, loopback by
+//! default. At startup it resumes its own interrupted sessions, then reports ready
+//! (`READY=1` to `$NOTIFY_SOCKET`). SIGTERM drains: stop accepting, let running tool calls
+//! finish within a budget, cancel the rest; every session stays resumable.
+//!
+//! See `docs/gateway.md` for the API.
+
+pub mod api;
+pub mod auth;
+pub mod error;
+pub mod hub;
+pub mod metrics;
+pub mod notify;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use lazarus_agent::runner::RunnerConfig;
+use lazarus_agent::tools::Toolbox;
+use lazarus_session::LocalStore;
+use tokio_util::sync::CancellationToken;
+
+pub use hub::{Hub, HubConfig, Limits};
+
+/// Everything `lazarus serve` needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub allow_remote: bool,
+    pub session_dir: PathBuf,
+    pub workspace_root: PathBuf,
+    pub token: String,
+    pub drain_timeout: Duration,
+    pub limits: Limits,
+    pub runner: RunnerConfig,
+    pub toolbox: Toolbox,
+    pub no_run: bool,
+    /// Worker threads of the runtime that drives sessions (model requests, tools, their
+    /// appends); the HTTP side has its own runtime so session I/O never stalls it.
+    pub run_threads: usize,
+    /// Worker threads of the HTTP runtime.
+    pub http_threads: usize,
+}
+
+/// Runs the gateway until SIGTERM/SIGINT, then drains. Blocking.
+pub fn run(cfg: Config) -> Result<()> {
+    if !cfg.allow_remote && !cfg.listen.ip().is_loopback() {
+        anyhow::bail!(
+            "refusing to listen on {} (not loopback); pass --allow-remote to serve other hosts",
+            cfg.listen
+        );
+    }
+    let http_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cfg.http_threads.max(1))
+        .thread_name("lazarus-http")
+        .max_blocking_threads(256)
+        .enable_all()
+        .build()
+        .context("starting the HTTP runtime")?;
+    let run_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cfg.run_threads.max(1))
+        .thread_name("lazarus-run")
+        .enable_all()
+        .build()
+        .context("starting the session runtime")?;
+    let r = http_rt.block_on(serve(cfg, run_rt.handle().clone()));
+    run_rt.shutdown_timeout(Duration::from_secs(5));
+    http_rt.shutdown_timeout(Duration::from_secs(1));
+    r
+}
+
+async fn serve(cfg: Config, run_rt: tokio::runtime::Handle) -> Result<()> {
+    let started = Instant::now();
+    let store = LocalStore::open(&cfg.session_dir)
+        .with_context(|| format!("opening session directory {}", cfg.session_dir.display()))?;
+    std::fs::create_dir_all(&cfg.workspace_root)
+        .with_context(|| format!("creating {}", cfg.workspace_root.display()))?;
+    let workspace_root = cfg
+        .workspace_root
+        .canonicalize()
+        .with_context(|| format!("workspace root {}", cfg.workspace_root.display()))?;
+    let hub = Hub::new(
+        store,
+        HubConfig {
+            workspace_root,
+            limits: cfg.limits.clone(),
+            runner: cfg.runner.clone(),
+            toolbox: cfg.toolbox.clone(),
+            no_run: cfg.no_run,
+        },
+        run_rt,
+    );
+    let stop = CancellationToken::new();
+    let state = api::AppState {
+        hub: hub.clone(),
+        token: Arc::from(cfg.token.as_str()),
+        stop: stop.clone(),
+    };
+    let app = api::router(state);
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .with_context(|| format!("listening on {}", cfg.listen))?;
+    let addr = listener.local_addr()?;
+    // Serve health (and 503 readiness) while the recovery scan runs.
+    let server_stop = stop.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { server_stop.cancelled().await })
+            .await
+    });
+    println!("lazarus gateway listening on http://{addr}");
+    let signals = spawn_signals(stop.clone(), hub.clone());
+    let report = hub.recover().await?;
+    println!(
+        "ready: {} sessions scanned, {} re-queued, {} held by another writer, {} unreadable; recovery took {} ms (start to ready {} ms)",
+        report.scanned,
+        report.requeued,
+        report.held_elsewhere,
+        report.failed,
+        report.took.as_millis(),
+        started.elapsed().as_millis()
+    );
+    notify::ready();
+    stop.cancelled().await;
+    eprintln!(
+        "stopping: no new requests; running tool calls may finish within {} s",
+        cfg.drain_timeout.as_secs()
+    );
+    notify::stopping();
+    hub.drain(cfg.drain_timeout).await;
+    match tokio::time::timeout(Duration::from_secs(5), server).await {
+        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server stopped with an error"),
+        Ok(_) => {}
+        Err(_) => tracing::warn!("HTTP connections still open after drain; closing them"),
+    }
+    signals.abort();
+    eprintln!("stopped; every session is resumable");
+    Ok(())
+}
+
+fn spawn_signals(stop: CancellationToken, hub: Arc<Hub>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        for n in 0.. {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            if n == 0 {
+                stop.cancel();
+            } else {
+                eprintln!("second signal: cancelling everything now");
+                hub.cancel_all();
+            }
+        }
+    })
+}
