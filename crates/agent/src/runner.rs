@@ -539,8 +539,12 @@ impl Runner {
                         tool_calls,
                     });
                 }
-                ContextEntry::ToolResult { call_id, text, .. } => {
-                    out.push(Message::tool_result(call_id.clone(), text.clone()))
+                ContextEntry::ToolResult { call, .. } => {
+                    let call = &st.calls[*call];
+                    out.push(Message::tool_result(
+                        call.call_id.clone(),
+                        st.tool_result_text(&call.call_id).to_string(),
+                    ))
                 }
             }
         }

@@ -79,7 +79,7 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         .workspace_root
         .clone()
         .unwrap_or_else(|| state.join("workspaces"));
-    let mut runner = args.model.runner_config(workspace_root.clone());
+    let mut runner = args.model.runner_config(workspace_root.clone())?;
     runner.max_turns = args.model.max_turns;
     let cfg = lazarus_gateway::Config {
         listen: args.listen,

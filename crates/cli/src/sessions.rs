@@ -254,7 +254,9 @@ fn show(store: &LocalStore, id: &str, json: bool, out: &mut impl Write) -> Resul
                     }
                 }
             }
-            ContextEntry::ToolResult { call_id, text, .. } => {
+            ContextEntry::ToolResult { call, .. } => {
+                let call_id = &st.calls[*call].call_id;
+                let text = st.tool_result_text(call_id);
                 let short: String = text.chars().take(400).collect();
                 let more = if text.chars().count() > 400 {
                     " …"

@@ -261,7 +261,7 @@ fn full_turn_replays_into_state(f: Factory) {
         "user, assistant, tool result, assistant"
     );
     assert!(
-        matches!(&st.context[2], ContextEntry::ToolResult { text, .. } if text == "a.txt\nb.txt")
+        matches!(&st.context[2], ContextEntry::ToolResult { call, .. } if st.calls[*call].outcome.as_ref().unwrap().result == "a.txt\nb.txt")
     );
     assert_eq!(st.context, live.context, "replay equals the live state");
     let s = store.open("s1").unwrap();
@@ -420,6 +420,21 @@ fn provider_fields_round_trip(f: Factory) {
     };
     s.append(Record::Response(resp.clone())).unwrap();
     drop(s);
-    let st = store.load("s1").unwrap();
-    assert_eq!(st.last_response, Some(resp));
+    let recs = store.records("s1", 0, 10).unwrap();
+    let stored = recs.iter().find(|r| r.kind == "response").unwrap();
+    assert_eq!(
+        stored.data,
+        serde_json::to_value(&resp).unwrap(),
+        "provider_fields_round_trip"
+    );
+    assert_eq!(
+        store
+            .load("s1")
+            .unwrap()
+            .last_response
+            .unwrap()
+            .stop_reason
+            .as_deref(),
+        Some("stop")
+    );
 }

@@ -17,7 +17,7 @@ pub mod conformance;
 
 pub use local::LocalStore;
 pub use record::{FORMAT, Record};
-pub use state::{Call, CallState, ContextEntry, ReplayError, SessionState, Status};
+pub use state::{Call, CallState, ContextEntry, LastResponse, ReplayError, SessionState, Status};
 pub use store::{
     CreateOptions, InputAck, OpenReport, Result, Session, SessionError, SessionSummary,
     SharedStore, Store, Stored, StoredRecord,

@@ -9,10 +9,7 @@ use std::collections::HashMap;
 
 use lazarus_ledger::Header;
 
-use crate::record::{
-    Control, Input, Interrupted, Item, OutcomeStatus, Record, Response, ResumeReceipt, ToolIntent,
-    ToolOutcome, ToolStart,
-};
+use crate::record::{Control, Input, Interrupted, Item, OutcomeStatus, Record, ResumeReceipt};
 
 /// A record that does not fit the session so far. Each names what was expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,11 +76,22 @@ pub enum ContextEntry {
         turn: u64,
         items: Vec<Item>,
     },
+    /// A tool result: the outcome of `calls[call]` (its text is stored once, there).
     ToolResult {
         seq: u64,
-        call_id: String,
-        text: String,
+        call: usize,
     },
+}
+
+/// The last model response, summarised (its items live in the context).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastResponse {
+    pub seq: u64,
+    pub turn: u64,
+    /// Number of tool calls it made.
+    pub tool_calls: usize,
+    pub stop_reason: Option<String>,
+    pub failure: Option<crate::record::Failure>,
 }
 
 /// An input recorded but not yet delivered to the model.
@@ -106,16 +114,39 @@ pub enum CallState {
     Finished,
 }
 
-/// Everything known about one tool call.
+/// Everything known about one tool call. Holds each piece of text once: the records'
+/// repeated call ids and arguments are not kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
     pub call_id: String,
     pub turn: u64,
     pub name: String,
     pub arguments: String,
-    pub intent: Option<ToolIntent>,
-    pub start: Option<ToolStart>,
-    pub outcome: Option<ToolOutcome>,
+    pub intent: Option<IntentInfo>,
+    pub start: Option<StartInfo>,
+    pub outcome: Option<OutcomeInfo>,
+}
+
+/// What a `tool_intent` recorded beyond the call itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntentInfo {
+    pub idempotent: bool,
+    pub idempotency_key: String,
+}
+
+/// What a `tool_start` recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartInfo {
+    pub process: Option<crate::record::ProcessRef>,
+}
+
+/// What a `tool_outcome` recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutcomeInfo {
+    pub status: OutcomeStatus,
+    pub result: String,
+    pub exit_code: Option<i32>,
+    pub duration_ms: Option<u64>,
 }
 
 impl Call {
@@ -150,7 +181,7 @@ pub struct SessionState {
     pub calls: Vec<Call>,
     call_index: HashMap<String, usize>,
     /// The last response, if any.
-    pub last_response: Option<Response>,
+    pub last_response: Option<LastResponse>,
     pub last_receipt: Option<ResumeReceipt>,
     /// The most recent stop, if nothing happened since.
     pub interrupted: Option<Interrupted>,
@@ -184,6 +215,13 @@ impl SessionState {
 
     pub fn id(&self) -> &str {
         &self.header.id
+    }
+
+    /// The result text of a finished call ("" if it has none).
+    pub fn tool_result_text(&self, call_id: &str) -> &str {
+        self.call(call_id)
+            .and_then(|c| c.outcome.as_ref())
+            .map_or("", |o| o.result.as_str())
     }
 
     pub fn call(&self, call_id: &str) -> Option<&Call> {
@@ -362,33 +400,43 @@ impl SessionState {
                         outcome: None,
                     });
                 }
+                self.last_response = Some(LastResponse {
+                    seq,
+                    turn: r.turn,
+                    tool_calls: r.tool_calls().count(),
+                    stop_reason: r.stop_reason,
+                    failure: r.failure,
+                });
                 if !r.items.is_empty() {
                     self.context.push(ContextEntry::Assistant {
                         seq,
                         turn: r.turn,
-                        items: r.items.clone(),
+                        items: r.items,
                     });
                 }
-                self.last_response = Some(r);
             }
             Record::ToolIntent(i) => {
                 if let Some(&k) = self.call_index.get(&i.call_id) {
-                    self.calls[k].intent = Some(i);
+                    self.calls[k].intent = Some(IntentInfo {
+                        idempotent: i.idempotent,
+                        idempotency_key: i.idempotency_key,
+                    });
                 }
             }
             Record::ToolStart(s) => {
                 if let Some(&k) = self.call_index.get(&s.call_id) {
-                    self.calls[k].start = Some(s);
+                    self.calls[k].start = Some(StartInfo { process: s.process });
                 }
             }
             Record::ToolOutcome(o) => {
-                self.context.push(ContextEntry::ToolResult {
-                    seq,
-                    call_id: o.call_id.clone(),
-                    text: o.result.clone(),
-                });
                 if let Some(&k) = self.call_index.get(&o.call_id) {
-                    self.calls[k].outcome = Some(o);
+                    self.context.push(ContextEntry::ToolResult { seq, call: k });
+                    self.calls[k].outcome = Some(OutcomeInfo {
+                        status: o.status,
+                        result: o.result,
+                        exit_code: o.exit_code,
+                        duration_ms: o.duration_ms,
+                    });
                 }
             }
             Record::Fork(f) => self.forked_at_turn = Some(f.at_turn),
@@ -425,7 +473,7 @@ impl SessionState {
         }
         match &self.last_response {
             Some(r) if r.failure.is_some() => Status::Failed,
-            Some(r) if r.tool_calls().next().is_some() => Status::Interrupted,
+            Some(r) if r.tool_calls > 0 => Status::Interrupted,
             Some(_) => {
                 // the last response's calls are all done: a following turn is owed
                 if self
