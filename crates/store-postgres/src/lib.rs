@@ -6,9 +6,10 @@
 //! * Records are rows keyed by `(session_id, seq)`; each keeps the exact line (CRC included)
 //!   a local ledger file would hold, so [`PgStore::export`] gives back byte for byte the JSONL
 //!   of a local session, and [`PgStore::import_lines`] takes one in.
-//! * An append states the seq it expects: the sessions row's tail moves from `seq - 1` to
-//!   `seq` and the record is inserted in one statement, so a taken seq fails (a conflict,
-//!   see [`is_conflict`]) and never overwrites or leaves a gap.
+//! * An append is one INSERT of the record with the seq it expects, on the writer's locked
+//!   connection: a taken seq fails the primary key (a conflict, see [`is_conflict`]) and
+//!   never overwrites; the writer never skips a seq. Listings read each session's newest
+//!   record through the primary key (one index probe per session, no scan).
 //! * One writer per session: a writer holds the session's advisory lock on its own
 //!   connection for its whole life, and appends on that connection only (the fence). The
 //!   lock dies with the connection; a second writer gets "in use by pid … on host … since …".
@@ -42,9 +43,10 @@ pub use error::{CONFLICT_PREFIX, PgError, is_conflict};
 pub use schema::{SCHEMA_VERSION, validate_schema_name};
 pub use writer::{LockHolder, PgWriter};
 
-use lines::{Replay, check_line, corrupt, parse_header, tail_digest_json};
+use lines::{Replay, check_end, check_line, corrupt, parse_header};
 use rt::Rt;
 use schema::Sql;
+use writer::Locked;
 
 /// The schema used when none is given.
 pub const DEFAULT_SCHEMA: &str = "lazarus";
@@ -292,50 +294,24 @@ impl PgStore {
     /// wraps in a [`Session`]), with the replayed state.
     pub fn open_writer(&self, id: &str) -> Result<(PgWriter, SessionState, OpenReport)> {
         lazarus_ledger::validate_id(id)?;
-        let id_s = id.to_string();
-        let (conn, stmt, state) = self.run(move |ctx| async move {
-            let key = ctx.lock_key(&id_s);
-            let conn = match writer::connect_locked(&ctx, &key).await? {
-                Ok(conn) => conn,
-                Err(holder) => {
-                    let c = ctx.conn().await?;
-                    let exists: bool = c
-                        .query_one(&ctx.sql.exists, &[&id_s])
-                        .await
-                        .map_err(ctx.db("look up the session"))?
-                        .get(0);
-                    if !exists {
-                        return Err(ctx.not_found(&id_s));
-                    }
-                    return Err(writer::locked_error(
-                        &ctx.session_location(&id_s),
-                        holder.as_ref(),
-                    ));
-                }
-            };
-            let prepared = async {
-                let state = replay_on(&ctx, &conn.client, &id_s).await?;
-                let stmt = conn
-                    .client
-                    .prepare(&ctx.sql.append)
-                    .await
-                    .map_err(ctx.db("prepare append"))?;
-                Ok::<_, PgError>((state, stmt))
+        let ctx = self.shared.ctx.clone();
+        let mut locked = match Locked::take(ctx.clone(), id)? {
+            Ok(l) => l,
+            Err(busy) if !busy.exists => return Err(ctx.not_found(id).into()),
+            Err(busy) => {
+                return Err(
+                    writer::locked_error(&ctx.session_location(id), busy.holder.as_ref()).into(),
+                );
             }
-            .await;
-            match prepared {
-                Ok((state, stmt)) => Ok((conn, stmt, state)),
-                Err(e) => {
-                    writer::release(conn, key).await;
-                    Err(e)
-                }
-            }
-        })?;
+        };
+        let Locked { rt, conn, .. } = &mut locked;
+        let conn = conn.as_ref().expect("connection present");
+        let (state, size) = rt.run_here(replay_on(&ctx, &conn.client, id))?;
         let report = OpenReport {
             truncated_bytes: 0,
             records_replayed: state.last_seq,
         };
-        let w = PgWriter::new(self.shared.clone(), id, conn, stmt, state.last_seq + 1);
+        let w = locked.into_writer(state.last_seq + 1, size)?;
         Ok((w, state, report))
     }
 
@@ -372,7 +348,7 @@ impl PgStore {
                 }
                 return Ok(written);
             }
-            for (seq, line) in batch {
+            for (seq, line, end) in batch {
                 if seq != next {
                     return Err(corrupt(
                         &location,
@@ -389,6 +365,7 @@ impl PgStore {
                 } else {
                     check_line(&location, seq as u64, written, &line)?;
                 }
+                check_end(&location, seq as u64, written, &line, end)?;
                 out.write_all(&line)
                     .and_then(|()| out.write_all(b"\n"))
                     .map_err(|e| SessionError::Backend(format!("export {id}: write: {e}")))?;
@@ -398,8 +375,9 @@ impl PgStore {
         }
     }
 
-    /// Lines with seq > `after` (use -1 to include the header), at most `limit`.
-    fn fetch_lines(&self, id: &str, after: i64, limit: i64) -> Result<Vec<(i64, Vec<u8>)>> {
+    /// Lines with seq > `after` (use -1 to include the header), at most `limit`, with their
+    /// end offsets.
+    fn fetch_lines(&self, id: &str, after: i64, limit: i64) -> Result<Vec<(i64, Vec<u8>, i64)>> {
         let id = id.to_string();
         self.run(move |ctx| async move {
             let c = ctx.conn().await?;
@@ -409,7 +387,13 @@ impl PgStore {
                 .map_err(ctx.db("read records"))?;
             Ok(rows
                 .into_iter()
-                .map(|r| (r.get::<_, i64>(0), r.get::<_, Vec<u8>>(1)))
+                .map(|r| {
+                    (
+                        r.get::<_, i64>(0),
+                        r.get::<_, Vec<u8>>(1),
+                        r.get::<_, i64>(2),
+                    )
+                })
                 .collect())
         })
     }
@@ -440,25 +424,14 @@ impl PgStore {
         lazarus_ledger::validate_id(&id)?;
         let location = self.shared.ctx.session_location(&id);
         let mut replay = Replay::new(&location, &id);
+        let mut end: i64 = 0;
         for (i, line) in lines.iter().enumerate() {
-            replay.feed(i as i64, line)?;
+            end += line.len() as i64 + 1;
+            replay.feed(i as i64, line, end)?;
         }
-        let state = replay.finish().expect("at least the header");
-        let last_line = lines[lines.len() - 1];
-        let last_env = check_line(&location, state.last_seq, 0, last_line)?;
-        let tail = Tail {
-            last_seq: state.last_seq as i64,
-            last_kind: last_env.kind.to_string(),
-            last_data: tail_digest_json(
-                serde_json::to_string(&last_env.data)
-                    .unwrap_or_default()
-                    .as_bytes(),
-            ),
-            last_ts: last_env.ts.to_string(),
-            size: jsonl.len() as i64,
-        };
-        let header = state.header.clone();
-        let rows: Vec<(i64, String, Vec<u8>)> = lines
+        let header = replay.finish().expect("at least the header").header.clone();
+        let mut end: i64 = 0;
+        let rows: Vec<(i64, String, Vec<u8>, i64)> = lines
             .iter()
             .enumerate()
             .map(|(i, l)| {
@@ -469,23 +442,28 @@ impl PgStore {
                         .map(|e| e.kind.to_string())
                         .unwrap_or_default()
                 };
-                (i as i64, kind, l.to_vec())
+                end += l.len() as i64 + 1;
+                (i as i64, kind, l.to_vec(), end)
             })
             .collect();
         let id2 = id.clone();
         self.run(move |ctx| async move {
             let mut c = ctx.conn().await?;
             let tx = c.transaction().await.map_err(ctx.db("begin import"))?;
-            if !insert_session(&ctx, &tx, &header, &tail).await? {
+            if !insert_session(&ctx, &tx, &header).await? {
                 return Err(ctx.already_exists(&id2));
             }
             for chunk in rows.chunks(1000) {
                 let seqs: Vec<i64> = chunk.iter().map(|r| r.0).collect();
                 let kinds: Vec<String> = chunk.iter().map(|r| r.1.clone()).collect();
                 let lines: Vec<Vec<u8>> = chunk.iter().map(|r| r.2.clone()).collect();
-                tx.execute(&ctx.sql.insert_records, &[&id2, &seqs, &kinds, &lines])
-                    .await
-                    .map_err(ctx.db("import records"))?;
+                let ends: Vec<i64> = chunk.iter().map(|r| r.3).collect();
+                tx.execute(
+                    &ctx.sql.insert_records,
+                    &[&id2, &seqs, &kinds, &lines, &ends],
+                )
+                .await
+                .map_err(ctx.db("import records"))?;
             }
             tx.commit().await.map_err(ctx.db("commit import"))?;
             Ok(())
@@ -498,21 +476,11 @@ impl PgStore {
     }
 }
 
-/// The tail columns of a sessions row.
-struct Tail {
-    last_seq: i64,
-    last_kind: String,
-    last_data: String,
-    last_ts: String,
-    size: i64,
-}
-
 /// Inserts a sessions row; false when the id exists already.
 async fn insert_session(
     ctx: &Ctx,
     c: &tokio_postgres::Transaction<'_>,
     header: &Header,
-    tail: &Tail,
 ) -> std::result::Result<bool, PgError> {
     let header_json = serde_json::to_string(header).map_err(SessionError::from)?;
     let parent_id = header.parent.as_ref().map(|p| p.id.clone());
@@ -526,11 +494,6 @@ async fn insert_session(
                 &header.created_at,
                 &parent_id,
                 &parent_seq,
-                &tail.last_seq,
-                &tail.last_kind,
-                &tail.last_data,
-                &tail.last_ts,
-                &tail.size,
             ],
         )
         .await
@@ -538,21 +501,21 @@ async fn insert_session(
     Ok(n == 1)
 }
 
-/// Replays session `id` with `client` (all records, one statement), checking that the
-/// sessions row's tail agrees.
+/// Replays session `id` with `client` (all records, one statement); also returns the
+/// session's size in bytes.
 async fn replay_on(
     ctx: &Ctx,
     client: &Client,
     id: &str,
-) -> std::result::Result<SessionState, PgError> {
-    let row = client
-        .query_opt(&ctx.sql.session_row, &[&id])
+) -> std::result::Result<(SessionState, u64), PgError> {
+    if client
+        .query_opt(&ctx.sql.session_exists, &[&id])
         .await
-        .map_err(ctx.db("read the session"))?;
-    let Some(row) = row else {
+        .map_err(ctx.db("read the session"))?
+        .is_none()
+    {
         return Err(ctx.not_found(id));
-    };
-    let row_last: i64 = row.get(0);
+    }
     let location = ctx.session_location(id);
     let mut replay = Replay::new(&location, id);
     let params: [&(dyn ToSql + Sync); 1] = [&id];
@@ -562,44 +525,60 @@ async fn replay_on(
         .map_err(ctx.db("read records"))?;
     pin_mut!(stream);
     while let Some(r) = stream.try_next().await.map_err(ctx.db("read records"))? {
-        let seq: i64 = r.get(0);
-        let line: &[u8] = r.get(1);
-        replay.feed(seq, line)?;
+        replay.feed(r.get(0), r.get(1), r.get(2))?;
     }
-    let last = replay.last_seq();
-    if last != Some(row_last as u64) {
-        return Err(PgError::Session(corrupt(
-            &location,
-            last.map_or(0, |l| l + 1),
-            0,
-            Problem::Invalid(format!(
-                "the sessions row says the last seq is {row_last}, but the records end at {last:?}"
-            )),
-        )));
+    let size = replay.offset();
+    match replay.finish() {
+        Some(state) => Ok((state, size)),
+        None => Err(PgError::ledger(LedgerError::NoHeader {
+            path: location.into(),
+        })),
     }
-    Ok(replay.finish().expect("a header was replayed"))
 }
 
-fn summary_from_row(r: &Row) -> SessionSummary {
-    let last_kind: String = r.get(4);
-    let last_data: serde_json::Value = r.get(5);
-    let running: bool = r.get(9);
+/// A listing row: `id, created_at, parent_id, meta, running, seq, kind, end_offset, line`
+/// (`line` NULL when too long to send with the listing: it is read on its own).
+async fn summary_from_row(
+    ctx: &Ctx,
+    c: &Client,
+    r: &Row,
+) -> std::result::Result<SessionSummary, PgError> {
+    let id: String = r.get(0);
+    let seq: i64 = r.get(5);
+    let end: i64 = r.get(7);
+    let line: Vec<u8> = match r.get::<_, Option<Vec<u8>>>(8) {
+        Some(l) => l,
+        None => c
+            .query_one(&ctx.sql.line_at, &[&id, &seq])
+            .await
+            .map_err(ctx.db("read the last record"))?
+            .get(0),
+    };
+    let location = ctx.session_location(&id);
+    let start = (end - line.len() as i64 - 1).max(0) as u64;
+    let env = if seq == 0 {
+        parse_header(&location, &id, &line)?;
+        check_line(&location, 0, 0, &line)?
+    } else {
+        check_line(&location, seq as u64, start, &line)?
+    };
+    let running: bool = r.get(4);
     let status = if running {
         Status::Running
     } else {
-        status_from_tail(&last_kind, &last_data)
+        status_from_tail(env.kind, &env.data)
     };
-    SessionSummary {
-        id: r.get(0),
+    Ok(SessionSummary {
+        id,
         created_at: r.get(1),
-        records: r.get::<_, i64>(2) as u64,
-        size: r.get::<_, i64>(3) as u64,
+        records: seq as u64,
+        size: end as u64,
         status,
-        parent: r.get(7),
-        last_kind,
-        updated_at: r.get(6),
-        meta: r.get(8),
-    }
+        parent: r.get(2),
+        last_kind: env.kind.to_string(),
+        updated_at: env.ts.to_string(),
+        meta: r.get(3),
+    })
 }
 
 impl Store for PgStore {
@@ -612,62 +591,38 @@ impl Store for PgStore {
         let mut line = Vec::new();
         frame::encode_line(&mut line, 0, &header.created_at, "header", &header_json);
         line.pop();
-        let tail = Tail {
-            last_seq: 0,
-            last_kind: "header".into(),
-            last_data: tail_digest_json(&header_json),
-            last_ts: header.created_at.clone(),
-            size: line.len() as i64 + 1,
+        let size = line.len() as u64 + 1;
+        let ctx = self.shared.ctx.clone();
+        let mut locked = match Locked::take(ctx.clone(), &id)? {
+            Ok(l) => l,
+            Err(busy) if busy.exists => return Err(ctx.already_exists(&id).into()),
+            Err(busy) => {
+                // being created by someone else right now
+                return Err(
+                    writer::locked_error(&ctx.session_location(&id), busy.holder.as_ref()).into(),
+                );
+            }
         };
-        let h = header.clone();
-        let (conn, stmt) = self.run(move |ctx| async move {
-            let key = ctx.lock_key(&h.id);
-            let mut conn = match writer::connect_locked(&ctx, &key).await? {
-                Ok(conn) => conn,
-                Err(holder) => {
-                    let c = ctx.conn().await?;
-                    let exists: bool = c
-                        .query_one(&ctx.sql.exists, &[&h.id])
-                        .await
-                        .map_err(ctx.db("look up the session"))?
-                        .get(0);
-                    if exists {
-                        return Err(ctx.already_exists(&h.id));
-                    }
-                    return Err(writer::locked_error(
-                        &ctx.session_location(&h.id),
-                        holder.as_ref(),
-                    ));
-                }
-            };
-            let created = async {
-                let tx = conn
-                    .client
-                    .transaction()
-                    .await
-                    .map_err(ctx.db("begin create"))?;
-                if !insert_session(&ctx, &tx, &h, &tail).await? {
-                    return Err(ctx.already_exists(&h.id));
-                }
-                tx.execute(&ctx.sql.insert_record, &[&h.id, &0i64, &"header", &line])
-                    .await
-                    .map_err(ctx.db("insert the header"))?;
-                tx.commit().await.map_err(ctx.db("commit create"))?;
-                conn.client
-                    .prepare(&ctx.sql.append)
-                    .await
-                    .map_err(ctx.db("prepare append"))
+        let Locked { rt, conn, .. } = &mut locked;
+        let conn = conn.as_mut().expect("connection present");
+        rt.run_here(async {
+            let tx = conn
+                .client
+                .transaction()
+                .await
+                .map_err(ctx.db("begin create"))?;
+            if !insert_session(&ctx, &tx, &header).await? {
+                return Err(ctx.already_exists(&header.id));
             }
-            .await;
-            match created {
-                Ok(stmt) => Ok((conn, stmt)),
-                Err(e) => {
-                    writer::release(conn, key).await;
-                    Err(e)
-                }
-            }
+            tx.execute(
+                &ctx.sql.insert_record,
+                &[&header.id, &0i64, &"header", &line, &(size as i64)],
+            )
+            .await
+            .map_err(ctx.db("insert the header"))?;
+            tx.commit().await.map_err(ctx.db("commit create"))
         })?;
-        let w = PgWriter::new(self.shared.clone(), &id, conn, stmt, 1);
+        let w = locked.into_writer(1, size)?;
         Ok(Session::new(
             Box::new(w),
             SessionState::new(header),
@@ -695,7 +650,7 @@ impl Store for PgStore {
                 .map_err(ctx.db("begin read"))?;
             let state = replay_on(&ctx, tx.client(), &id).await;
             let _ = tx.rollback().await;
-            state
+            state.map(|(state, _)| state)
         })
     }
 
@@ -723,11 +678,17 @@ impl Store for PgStore {
             }
             Ok(rows
                 .into_iter()
-                .map(|r| (r.get::<_, i64>(0), r.get::<_, Vec<u8>>(1)))
+                .map(|r| {
+                    (
+                        r.get::<_, i64>(0),
+                        r.get::<_, Vec<u8>>(1),
+                        r.get::<_, i64>(2),
+                    )
+                })
                 .collect::<Vec<_>>())
         })?;
         let mut out = Vec::with_capacity(rows.len());
-        for (expected, (seq, line)) in (after + 1..).zip(rows) {
+        for (expected, (seq, line, end)) in (after + 1..).zip(rows) {
             if seq as u64 != expected {
                 return Err(corrupt(
                     &location,
@@ -739,7 +700,8 @@ impl Store for PgStore {
                     },
                 ));
             }
-            let env = check_line(&location, expected, 0, &line)?;
+            let start = (end - line.len() as i64 - 1).max(0) as u64;
+            let env = check_line(&location, expected, start, &line)?;
             out.push(StoredRecord {
                 seq: env.seq,
                 ts: env.ts.to_string(),
@@ -760,7 +722,7 @@ impl Store for PgStore {
                 .await
                 .map_err(ctx.db("read the session"))?;
             match row {
-                Some(r) => Ok(summary_from_row(&r)),
+                Some(r) => summary_from_row(&ctx, &c, &r).await,
                 None => Err(ctx.not_found(&id)),
             }
         })
@@ -773,7 +735,16 @@ impl Store for PgStore {
                 .query(&ctx.sql.list, &[&ctx.lock_prefix()])
                 .await
                 .map_err(ctx.db("list sessions"))?;
-            Ok(rows.iter().map(summary_from_row).collect())
+            let mut out = Vec::with_capacity(rows.len());
+            for r in &rows {
+                match summary_from_row(&ctx, &c, r).await {
+                    Ok(s) => out.push(s),
+                    Err(e) => {
+                        tracing::warn!(session = %r.get::<_, String>(0), error = %e, "unreadable session skipped in listing")
+                    }
+                }
+            }
+            Ok(out)
         })
     }
 
@@ -828,34 +799,30 @@ impl Store for PgStore {
         let mut fork_line = Vec::new();
         frame::encode_line(&mut fork_line, fork_seq, &fork_ts, fork.kind(), &fork_json);
         fork_line.pop();
-        let tail = Tail {
-            last_seq: fork_seq as i64,
-            last_kind: fork.kind().to_string(),
-            last_data: tail_digest_json(&fork_json),
-            last_ts: fork_ts,
-            // the prefix's bytes are added once copied
-            size: header_line.len() as i64 + 1 + fork_line.len() as i64 + 1,
-        };
+        let header_end = header_line.len() as i64 + 1;
         let parent = id.to_string();
         let location = self.location_of(id);
         self.run(move |ctx| async move {
             let mut c = ctx.conn().await?;
             let tx = c.transaction().await.map_err(ctx.db("begin fork"))?;
             let child = header.id.clone();
-            if !insert_session(&ctx, &tx, &header, &tail).await? {
+            if !insert_session(&ctx, &tx, &header).await? {
                 return Err(ctx.already_exists(&child));
             }
             tx.execute(
                 &ctx.sql.insert_record,
-                &[&child, &0i64, &"header", &header_line],
+                &[&child, &0i64, &"header", &header_line, &header_end],
             )
             .await
             .map_err(ctx.db("insert the header"))?;
             let copied = tx
-                .query_one(&ctx.sql.copy_prefix, &[&child, &parent, &(boundary as i64)])
+                .query_one(
+                    &ctx.sql.copy_prefix,
+                    &[&child, &parent, &(boundary as i64), &header_end],
+                )
                 .await
                 .map_err(ctx.db("copy the parent's records"))?;
-            let (n, bytes, max): (i64, i64, i64) = (copied.get(0), copied.get(1), copied.get(2));
+            let (n, max, end): (i64, i64, i64) = (copied.get(0), copied.get(1), copied.get(2));
             if n as u64 != boundary || max as u64 != boundary {
                 return Err(PgError::Session(corrupt(
                     &location,
@@ -866,21 +833,13 @@ impl Store for PgStore {
                     )),
                 )));
             }
+            let fork_end = end + fork_line.len() as i64 + 1;
             tx.execute(
                 &ctx.sql.insert_record,
-                &[&child, &(fork_seq as i64), &"fork", &fork_line],
+                &[&child, &(fork_seq as i64), &"fork", &fork_line, &fork_end],
             )
             .await
             .map_err(ctx.db("insert the fork record"))?;
-            tx.execute(
-                &format!(
-                    "UPDATE \"{}\".sessions SET size = size + $2 WHERE id = $1",
-                    ctx.schema
-                ),
-                &[&child, &bytes],
-            )
-            .await
-            .map_err(ctx.db("update the fork's size"))?;
             tx.commit().await.map_err(ctx.db("commit fork"))?;
             Ok(())
         })?;

@@ -124,8 +124,13 @@ impl Replay {
         }
     }
 
-    /// Feeds the line stored under `seq`.
-    pub(crate) fn feed(&mut self, seq: i64, line: &[u8]) -> Result<(), SessionError> {
+    /// Feeds the line stored under `seq`, whose stored end offset is `end_offset`.
+    pub(crate) fn feed(
+        &mut self,
+        seq: i64,
+        line: &[u8],
+        end_offset: i64,
+    ) -> Result<(), SessionError> {
         let expected = self.next_seq;
         if seq != expected as i64 {
             let found = seq.max(0) as u64;
@@ -173,20 +178,43 @@ impl Replay {
                 state.apply(expected, rec);
             }
         }
+        check_end(&self.location, expected, self.offset, line, end_offset)?;
         self.next_seq += 1;
         self.offset += line.len() as u64 + 1;
         Ok(())
+    }
+
+    /// Bytes of the export so far (the size of the session once every line is fed).
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
     }
 
     /// The replayed state; `None` when no line was fed (no such session).
     pub(crate) fn finish(self) -> Option<SessionState> {
         self.state
     }
+}
 
-    /// Seq of the last line fed (None: none).
-    pub(crate) fn last_seq(&self) -> Option<u64> {
-        self.next_seq.checked_sub(1)
+/// Checks that a line starting at `offset` ends (newline included) at the stored `end`.
+pub(crate) fn check_end(
+    location: &str,
+    seq: u64,
+    offset: u64,
+    line: &[u8],
+    end: i64,
+) -> Result<(), SessionError> {
+    let computed = offset + line.len() as u64 + 1;
+    if end != computed as i64 {
+        return Err(corrupt(
+            location,
+            seq,
+            offset,
+            Problem::Invalid(format!(
+                "stored end offset {end}, but the lines up to here add up to {computed} bytes"
+            )),
+        ));
     }
+    Ok(())
 }
 
 /// Checks a line's CRC and framing and that it carries `seq`; returns the envelope.
@@ -211,63 +239,4 @@ pub(crate) fn check_line<'a>(
         ));
     }
     Ok(env)
-}
-
-/// Longest string kept in a tail digest.
-const DIGEST_STRING_MAX: usize = 256;
-
-/// The last record's data as kept in the sessions row for listings: the data with every
-/// string longer than 256 bytes cut short (texts and tool results are never needed to tell
-/// a session's status, and copying them on every append would double the bytes written).
-pub(crate) fn tail_digest(data: &serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    match data {
-        Value::String(s) if s.len() > DIGEST_STRING_MAX => {
-            let mut end = DIGEST_STRING_MAX;
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
-            Value::String(format!("{}…", &s[..end]))
-        }
-        Value::Array(a) => Value::Array(a.iter().map(tail_digest).collect()),
-        Value::Object(o) => {
-            Value::Object(o.iter().map(|(k, v)| (k.clone(), tail_digest(v))).collect())
-        }
-        other => other.clone(),
-    }
-}
-
-/// The tail digest of raw record data, as JSON text.
-pub(crate) fn tail_digest_json(data_json: &[u8]) -> String {
-    match serde_json::from_slice::<serde_json::Value>(data_json) {
-        Ok(v) => tail_digest(&v).to_string(),
-        Err(_) => "{}".to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use lazarus_session::state::status_from_tail;
-
-    /// Every example line of the session crate's golden file has the same tail status from
-    /// its digest as from its full data.
-    #[test]
-    fn digest_keeps_the_tail_status() {
-        let golden = include_str!("../../session/tests/golden/golden.jsonl");
-        let mut n = 0;
-        for line in golden.lines() {
-            let env: Envelope<serde_json::Value> = frame::decode_line(line.as_bytes()).unwrap();
-            let full = status_from_tail(env.kind, &env.data);
-            let digest = tail_digest(&env.data);
-            assert_eq!(status_from_tail(env.kind, &digest), full, "{line}");
-            n += 1;
-        }
-        assert!(n >= 10);
-        let long =
-            serde_json::json!({"items":[{"type":"text","text":"é".repeat(500)}],"failure":null});
-        let d = tail_digest(&long);
-        assert!(d["items"][0]["text"].as_str().unwrap().len() < 300);
-        assert_eq!(d["items"][0]["type"], "text");
-    }
 }

@@ -148,12 +148,13 @@ pub(crate) struct Sql {
     pub insert_session: String,
     pub insert_record: String,
     pub insert_records: String,
-    pub session_row: String,
+    pub session_exists: String,
     pub replay: String,
     pub records_after: String,
     pub exists: String,
     pub summary: String,
     pub list: String,
+    pub line_at: String,
     pub copy_prefix: String,
     pub parent_of: String,
 }
@@ -181,63 +182,81 @@ pub(crate) const UNLOCK: &str = "SELECT pg_advisory_unlock(hashtextextended($1, 
 impl Sql {
     pub(crate) fn new(schema: &str) -> Sql {
         let s = format!("\"{schema}\"");
-        let summary_cols = "s.id, s.created_at, s.last_seq, s.size, s.last_kind, s.last_data, \
-                            s.last_ts, s.parent_id, s.header->'meta', (h.k IS NOT NULL)";
+        // The newest record of each session: one backwards probe of the primary key. Its
+        // line is sent only when small; a big one is fetched on its own (see lib.rs).
+        let tail = format!(
+            "CROSS JOIN LATERAL (
+                SELECT r.seq, r.kind, r.end_offset,
+                       CASE WHEN octet_length(r.line) <= {TAIL_LINE_MAX} THEN r.line END AS line
+                FROM {s}.records r WHERE r.session_id = s.id ORDER BY r.seq DESC LIMIT 1) t"
+        );
+        let cols = "s.id, s.created_at, s.parent_id, s.header->'meta', (h.k IS NOT NULL), \
+                    t.seq, t.kind, t.end_offset, t.line";
         Sql {
-            // One statement, one round trip, atomic: the tail moves from seq-1 to seq and the
-            // record is inserted only if it did; a taken seq also fails the primary key.
+            // The whole append: one INSERT, one round trip, on the writer's locked
+            // connection. A taken seq fails the primary key.
             append: format!(
-                "WITH up AS (
-                    UPDATE {s}.sessions
-                    SET last_seq = $2::bigint, last_kind = $3::text,
-                        last_data = $4::text::jsonb, last_ts = $5::text,
-                        size = size + $6::bigint, updated_at = now()
-                    WHERE id = $1::text AND last_seq = $2::bigint - 1
-                    RETURNING id)
-                 INSERT INTO {s}.records (session_id, seq, kind, line)
-                 SELECT id, $2::bigint, $3::text, $7::bytea FROM up"
+                "INSERT INTO {s}.records (session_id, seq, kind, line, end_offset)
+                 VALUES ($1, $2, $3, $4, $5)"
             ),
             insert_session: format!(
-                "INSERT INTO {s}.sessions (id, header, created_at, parent_id, parent_seq,
-                     last_seq, last_kind, last_data, last_ts, size)
-                 VALUES ($1, $2::text::jsonb, $3, $4, $5::bigint, $6::bigint, $7, $8::text::jsonb, $9, $10::bigint)
+                "INSERT INTO {s}.sessions (id, header, created_at, parent_id, parent_seq)
+                 VALUES ($1, $2::text::jsonb, $3, $4, $5::bigint)
                  ON CONFLICT (id) DO NOTHING"
             ),
             insert_record: format!(
-                "INSERT INTO {s}.records (session_id, seq, kind, line) VALUES ($1, $2::bigint, $3, $4)"
+                "INSERT INTO {s}.records (session_id, seq, kind, line, end_offset)
+                 VALUES ($1, $2::bigint, $3, $4, $5::bigint)"
             ),
             insert_records: format!(
-                "INSERT INTO {s}.records (session_id, seq, kind, line)
-                 SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bytea[])"
+                "INSERT INTO {s}.records (session_id, seq, kind, line, end_offset)
+                 SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bytea[], $5::bigint[])"
             ),
-            session_row: format!("SELECT last_seq FROM {s}.sessions WHERE id = $1"),
-            replay: format!("SELECT seq, line FROM {s}.records WHERE session_id = $1 ORDER BY seq"),
+            session_exists: format!("SELECT 1 FROM {s}.sessions WHERE id = $1"),
+            replay: format!(
+                "SELECT seq, line, end_offset FROM {s}.records WHERE session_id = $1 ORDER BY seq"
+            ),
             records_after: format!(
-                "SELECT seq, line FROM {s}.records
+                "SELECT seq, line, end_offset FROM {s}.records
                  WHERE session_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT $3::bigint"
             ),
             exists: format!("SELECT EXISTS (SELECT 1 FROM {s}.sessions WHERE id = $1)"),
             summary: format!(
                 "WITH held AS ({HELD_LOCKS})
-                 SELECT {summary_cols} FROM {s}.sessions s
+                 SELECT {cols} FROM {s}.sessions s
                  LEFT JOIN held h ON h.k = hashtextextended($1 || s.id, 0)
+                 {tail}
                  WHERE s.id = $2"
             ),
             list: format!(
                 "WITH held AS ({HELD_LOCKS})
-                 SELECT {summary_cols} FROM {s}.sessions s
+                 SELECT {cols} FROM {s}.sessions s
                  LEFT JOIN held h ON h.k = hashtextextended($1 || s.id, 0)
+                 {tail}
                  ORDER BY s.created_at, s.id"
             ),
+            line_at: format!(
+                "SELECT line FROM {s}.records WHERE session_id = $1 AND seq = $2::bigint"
+            ),
+            // Copies the parent's records 1..=$3 into the child, moving each end offset by
+            // the difference of the two headers' sizes ($4 = child header line + newline).
             copy_prefix: format!(
-                "WITH c AS (
-                    INSERT INTO {s}.records (session_id, seq, kind, line)
-                    SELECT $1, seq, kind, line FROM {s}.records
-                    WHERE session_id = $2 AND seq >= 1 AND seq <= $3::bigint
-                    RETURNING seq, octet_length(line) AS n)
-                 SELECT count(*), coalesce(sum(n + 1), 0)::bigint, coalesce(max(seq), 0) FROM c"
+                "WITH ph AS (
+                    SELECT octet_length(line) + 1 AS n FROM {s}.records
+                    WHERE session_id = $2 AND seq = 0),
+                 c AS (
+                    INSERT INTO {s}.records (session_id, seq, kind, line, end_offset)
+                    SELECT $1, r.seq, r.kind, r.line, r.end_offset - ph.n + $4::bigint
+                    FROM {s}.records r, ph
+                    WHERE r.session_id = $2 AND r.seq >= 1 AND r.seq <= $3::bigint
+                    RETURNING seq, end_offset)
+                 SELECT count(*), coalesce(max(seq), 0), coalesce(max(end_offset), $4::bigint)
+                 FROM c"
             ),
             parent_of: format!("SELECT parent_id FROM {s}.sessions WHERE id = $1"),
         }
     }
 }
+
+/// Longest tail line sent with a listing row (a longer one is read on its own).
+pub(crate) const TAIL_LINE_MAX: usize = 64 * 1024;

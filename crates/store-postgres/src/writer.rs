@@ -13,12 +13,13 @@ use lazarus_session::store::RecordSink;
 use lazarus_session::{Result, SessionError, Stored};
 use tokio::task::JoinHandle;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
 
+use crate::Ctx;
 use crate::error::PgError;
-use crate::lines::tail_digest_json;
+use crate::rt::Rt;
 use crate::schema::{LOCK_HOLDER, TRY_LOCK, UNLOCK};
-use crate::{Ctx, Shared};
 
 /// Who holds a session's writer lock, as PostgreSQL reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,12 +88,19 @@ pub(crate) struct Conn {
     pub backend_pid: i32,
 }
 
-/// Opens a dedicated connection and takes the advisory lock of `key` on it.
-/// `Ok(Err(holder))` when someone else holds it.
+/// Someone else holds a session's lock: who, and whether the session exists.
+pub(crate) struct Busy {
+    pub holder: Option<LockHolder>,
+    pub exists: bool,
+}
+
+/// Opens a dedicated connection and takes the advisory lock of session `id` on it.
+/// `Ok(Err(busy))` when someone else holds it.
 pub(crate) async fn connect_locked(
     ctx: &Ctx,
-    key: &str,
-) -> std::result::Result<std::result::Result<Conn, Option<LockHolder>>, PgError> {
+    id: &str,
+) -> std::result::Result<std::result::Result<Conn, Busy>, PgError> {
+    let key = ctx.lock_key(id);
     let (client, connection) = ctx
         .pg
         .connect(tokio_postgres::NoTls)
@@ -104,15 +112,20 @@ pub(crate) async fn connect_locked(
         }
     });
     let row = client
-        .query_one(TRY_LOCK, &[&key])
+        .query_one(TRY_LOCK, &[&key.as_str()])
         .await
         .map_err(|e| PgError::db(&ctx.location, "take the session lock", &e))?;
     let locked: bool = row.get(0);
     let backend_pid: i32 = row.get(1);
     if !locked {
-        let holder = lock_holder(&client, ctx, key).await.unwrap_or(None);
+        let holder = lock_holder(&client, ctx, &key).await.unwrap_or(None);
+        let exists: bool = client
+            .query_one(&ctx.sql.exists, &[&id])
+            .await
+            .map_err(|e| PgError::db(&ctx.location, "look up the session", &e))?
+            .get(0);
         drop(client);
-        return Ok(Err(holder));
+        return Ok(Err(Busy { holder, exists }));
     }
     Ok(Ok(Conn {
         client,
@@ -133,7 +146,7 @@ pub(crate) async fn release(conn: Conn, key: String) {
 }
 
 struct Live {
-    client: Arc<Client>,
+    client: Client,
     append: Statement,
     task: JoinHandle<()>,
 }
@@ -141,6 +154,8 @@ struct Live {
 struct Inner {
     live: Option<Live>,
     next_seq: u64,
+    /// Bytes of the session's export so far (where the next line starts).
+    size: u64,
     /// Why this writer may no longer write.
     lost: Option<String>,
     buf: Vec<u8>,
@@ -148,14 +163,19 @@ struct Inner {
 
 /// The writer of one session (the [`RecordSink`] behind a PostgreSQL [`Session`]).
 ///
+/// It owns its connection and a current-thread runtime that only the appending thread
+/// drives: an append is one statement, one round trip, and no thread hand-off.
+///
 /// [`Session`]: lazarus_session::Session
 pub struct PgWriter {
-    shared: Arc<Shared>,
+    ctx: Arc<Ctx>,
     id: String,
     key: String,
     location: String,
     backend_pid: i32,
     inner: Mutex<Inner>,
+    // Declared last: dropped after the connection.
+    rt: Rt,
 }
 
 impl std::fmt::Debug for PgWriter {
@@ -167,35 +187,90 @@ impl std::fmt::Debug for PgWriter {
     }
 }
 
-impl PgWriter {
-    pub(crate) fn new(
-        shared: Arc<Shared>,
+/// A session's lock, held on a fresh dedicated connection driven by its own writer
+/// runtime, before it becomes a [`PgWriter`]. Dropping it releases the lock.
+pub(crate) struct Locked {
+    pub ctx: Arc<Ctx>,
+    pub id: String,
+    pub conn: Option<Conn>,
+    pub rt: Rt,
+}
+
+impl Locked {
+    /// Connects and takes the lock of session `id`; `Ok(Err(busy))` when someone holds it.
+    pub(crate) fn take(
+        ctx: Arc<Ctx>,
         id: &str,
-        conn: Conn,
-        append: Statement,
-        next_seq: u64,
-    ) -> PgWriter {
-        let key = shared.ctx.lock_key(id);
-        let location = shared.ctx.session_location(id);
-        PgWriter {
-            shared,
+    ) -> std::result::Result<std::result::Result<Locked, Busy>, PgError> {
+        let rt = Rt::current_thread()?;
+        let got = rt.run_here(connect_locked(&ctx, id))?;
+        Ok(got.map(|conn| Locked {
+            ctx,
             id: id.to_string(),
+            conn: Some(conn),
+            rt,
+        }))
+    }
+
+    /// The writer, appending from `next_seq` on, after `size` bytes.
+    pub(crate) fn into_writer(
+        mut self,
+        next_seq: u64,
+        size: u64,
+    ) -> std::result::Result<PgWriter, PgError> {
+        let conn = self.conn.take().expect("connection present until used");
+        let ctx = self.ctx.clone();
+        let prepared = self.rt.run_here(async {
+            conn.client
+                .prepare(&ctx.sql.append)
+                .await
+                .map_err(|e| PgError::db(&ctx.location, "prepare append", &e))
+        });
+        let append = match prepared {
+            Ok(stmt) => stmt,
+            Err(e) => {
+                self.conn = Some(conn);
+                return Err(e);
+            }
+        };
+        let rt = std::mem::replace(&mut self.rt, Rt::empty());
+        let key = ctx.lock_key(&self.id);
+        let location = ctx.session_location(&self.id);
+        Ok(PgWriter {
+            ctx,
+            id: std::mem::take(&mut self.id),
             key,
             location,
             backend_pid: conn.backend_pid,
             inner: Mutex::new(Inner {
                 live: Some(Live {
-                    client: Arc::new(conn.client),
+                    client: conn.client,
                     append,
                     task: conn.task,
                 }),
                 next_seq,
+                size,
                 lost: None,
                 buf: Vec::new(),
             }),
+            rt,
+        })
+    }
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            let key = self.ctx.lock_key(&self.id);
+            let _ = self.rt.run_here(async move {
+                release(conn, key).await;
+                Ok(())
+            });
         }
     }
+}
 
+impl PgWriter {
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -226,23 +301,20 @@ impl PgWriter {
     }
 
     /// Appends a record stating the seq it expects to take. A seq that is not the session's
-    /// next free one (taken, or beyond the end) fails with a conflict
-    /// ([`is_conflict`](crate::is_conflict)) and writes nothing; the writer must then be
-    /// reopened, since the log is not what it believed.
+    /// next free one fails with a conflict ([`is_conflict`](crate::is_conflict)) and writes
+    /// nothing: a taken seq is refused by the table's primary key, a seq beyond the end (a
+    /// gap) before anything is sent. The writer must then be reopened, since the log is not
+    /// what it believed.
     pub fn append_at(&self, seq: u64, kind: &str, data_json: &[u8]) -> Result<Stored> {
         if data_json.first() != Some(&b'{') || data_json.contains(&b'\n') {
             return Err(SessionError::Ledger(LedgerError::Serialize(
                 "record data must be one-line compact JSON object text".into(),
             )));
         }
-        let mut inner = self.lock();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
         if let Some(cause) = &inner.lost {
-            return Err(PgError::WriterLost {
-                id: self.id.clone(),
-                location: self.shared.ctx.location.clone(),
-                cause: cause.clone(),
-            }
-            .into());
+            return Err(self.lost_error(cause.clone()));
         }
         let Some(live) = &inner.live else {
             return Err(SessionError::Backend(format!(
@@ -250,72 +322,70 @@ impl PgWriter {
                 self.id
             )));
         };
-        let (client, stmt) = (live.client.clone(), live.append.clone());
+        if seq > inner.next_seq {
+            inner.lost = Some(format!("append conflict at seq {seq}"));
+            return Err(self.conflict(seq));
+        }
         let ts = frame::format_ts(jiff::Timestamp::now());
-        let mut buf = std::mem::take(&mut inner.buf);
-        frame::encode_line(&mut buf, seq, &ts, kind, data_json);
+        let buf = &mut inner.buf;
+        frame::encode_line(buf, seq, &ts, kind, data_json);
         buf.pop(); // the newline is not stored
         if buf.len() > LINE_BYTES_MAX_DEFAULT {
-            let len = buf.len();
-            inner.buf = buf;
             return Err(SessionError::Ledger(LedgerError::RecordTooLarge {
-                len,
+                len: buf.len(),
                 max: LINE_BYTES_MAX_DEFAULT,
             }));
         }
-        let digest = tail_digest_json(data_json);
-        let id = self.id.clone();
-        let kind_s = kind.to_string();
-        let ts_s = ts.clone();
-        let line = buf;
-        let result = self.shared.rt.run(async move {
-            let size = line.len() as i64 + 1;
-            let r = client
-                .execute(
-                    &stmt,
-                    &[&id, &(seq as i64), &kind_s, &digest, &ts_s, &size, &line],
-                )
-                .await;
-            Ok((r, line))
-        });
-        let (r, line) = match result {
-            Ok(x) => x,
+        let end = inner.size + buf.len() as u64 + 1;
+        let (seq_i, end_i) = (seq as i64, end as i64);
+        let line: &[u8] = buf;
+        let params: [&(dyn ToSql + Sync); 5] = [&self.id, &seq_i, &kind, &line, &end_i];
+        let r = self
+            .rt
+            .run_here(async { Ok(live.client.execute(&live.append, &params).await) });
+        let r = match r {
+            Ok(r) => r,
             Err(e) => {
                 inner.lost = Some(e.to_string());
                 return Err(e.into());
             }
         };
-        inner.buf = line;
         match r {
             Ok(1) => {
                 inner.next_seq = seq + 1;
+                inner.size = end;
                 Ok(Stored { seq, ts })
-            }
-            Ok(_) => {
-                inner.lost = Some(format!("append conflict at seq {seq}"));
-                Err(self.conflict(seq))
             }
             Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
                 inner.lost = Some(format!("append conflict at seq {seq}"));
                 Err(self.conflict(seq))
             }
+            Ok(n) => {
+                let cause = format!("append of seq {seq} inserted {n} rows");
+                inner.lost = Some(cause.clone());
+                Err(self.lost_error(cause))
+            }
             Err(e) => {
                 let cause = crate::error::describe(&e);
                 inner.lost = Some(cause.clone());
-                Err(PgError::WriterLost {
-                    id: self.id.clone(),
-                    location: self.shared.ctx.location.clone(),
-                    cause,
-                }
-                .into())
+                Err(self.lost_error(cause))
             }
         }
+    }
+
+    fn lost_error(&self, cause: String) -> SessionError {
+        PgError::WriterLost {
+            id: self.id.clone(),
+            location: self.ctx.location.clone(),
+            cause,
+        }
+        .into()
     }
 
     fn conflict(&self, seq: u64) -> SessionError {
         PgError::Conflict {
             id: self.id.clone(),
-            location: self.shared.ctx.location.clone(),
+            location: self.ctx.location.clone(),
             seq,
         }
         .into()
@@ -340,28 +410,14 @@ impl Drop for PgWriter {
         };
         // Release the lock now, so the session is free the moment the writer is gone (closing
         // the connection also releases it, but the server notices that asynchronously).
+        let conn = Conn {
+            client: live.client,
+            task: live.task,
+            backend_pid: self.backend_pid,
+        };
         let key = self.key.clone();
-        let _ = self.shared.rt.run(async move {
-            match Arc::try_unwrap(live.client) {
-                Ok(client) => {
-                    release(
-                        Conn {
-                            client,
-                            task: live.task,
-                            backend_pid: 0,
-                        },
-                        key,
-                    )
-                    .await
-                }
-                Err(client) => {
-                    let _ = tokio::time::timeout(
-                        Duration::from_secs(5),
-                        client.query_one(UNLOCK, &[&key]),
-                    )
-                    .await;
-                }
-            }
+        let _ = self.rt.run_here(async move {
+            release(conn, key).await;
             Ok(())
         });
     }

