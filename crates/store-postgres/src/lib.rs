@@ -250,6 +250,7 @@ impl PgStore {
         let apply = opts.migrate;
         store.run(move |ctx| async move {
             let mut c = ctx.conn().await?;
+            schema::check_durability(&c, &ctx.location).await;
             schema::migrate(&mut c, &ctx.schema, &ctx.location, apply).await?;
             Ok(())
         })?;
@@ -450,6 +451,9 @@ impl PgStore {
         self.run(move |ctx| async move {
             let mut c = ctx.conn().await?;
             let tx = c.transaction().await.map_err(ctx.db("begin import"))?;
+            tx.execute(schema::DURABLE_TX, &[])
+                .await
+                .map_err(ctx.db("begin import"))?;
             if !insert_session(&ctx, &tx, &header).await? {
                 return Err(ctx.already_exists(&id2));
             }
@@ -805,6 +809,9 @@ impl Store for PgStore {
         self.run(move |ctx| async move {
             let mut c = ctx.conn().await?;
             let tx = c.transaction().await.map_err(ctx.db("begin fork"))?;
+            tx.execute(schema::DURABLE_TX, &[])
+                .await
+                .map_err(ctx.db("begin fork"))?;
             let child = header.id.clone();
             if !insert_session(&ctx, &tx, &header).await? {
                 return Err(ctx.already_exists(&child));

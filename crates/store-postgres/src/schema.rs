@@ -51,6 +51,22 @@ async fn current_version(client: &Client, schema: &str, location: &str) -> Resul
     Ok(v)
 }
 
+/// Warns when the server does not flush its WAL (`fsync = off`): nothing is durable then.
+pub(crate) async fn check_durability(client: &Client, location: &str) {
+    if let Ok(row) = client
+        .query_one("SELECT current_setting('fsync')", &[])
+        .await
+    {
+        let fsync: String = row.get(0);
+        if fsync != "on" {
+            tracing::warn!(
+                location,
+                "the PostgreSQL server runs with fsync = {fsync}: acknowledged records are NOT durable across a server crash"
+            );
+        }
+    }
+}
+
 /// Brings `schema` to [`SCHEMA_VERSION`] (creating it if needed), or refuses a newer one.
 /// Concurrent migrators are serialized by a transaction-scoped advisory lock. Returns the
 /// version found before migrating.
@@ -175,8 +191,20 @@ pub(crate) const LOCK_HOLDER: &str = "SELECT a.application_name, a.pid,
       AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended($1, 0)
     LIMIT 1";
 
-pub(crate) const TRY_LOCK: &str =
-    "SELECT pg_try_advisory_lock(hashtextextended($1, 0)), pg_backend_pid()";
+/// Takes a session's lock on a writer connection, in the same round trip making its commits
+/// durable (`synchronous_commit` never `off`: an acknowledged append is flushed) and the
+/// connection exempt from `idle_session_timeout` (an idle writer must keep its lock).
+pub(crate) const TRY_LOCK: &str = "SELECT pg_try_advisory_lock(hashtextextended($1, 0)),
+        pg_backend_pid(),
+        (SELECT count(set_config(name,
+            CASE WHEN name = 'synchronous_commit' THEN 'on' ELSE '0' END, false))
+         FROM pg_settings
+         WHERE (name = 'synchronous_commit' AND setting = 'off')
+            OR (name = 'idle_session_timeout' AND setting <> '0'))";
+
+/// Inside a transaction: commit it durably even if the session default is `off`.
+pub(crate) const DURABLE_TX: &str = "SELECT set_config('synchronous_commit', 'on', true)
+    WHERE current_setting('synchronous_commit') = 'off'";
 pub(crate) const UNLOCK: &str = "SELECT pg_advisory_unlock(hashtextextended($1, 0))";
 
 impl Sql {

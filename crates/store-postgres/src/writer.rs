@@ -285,6 +285,22 @@ impl PgWriter {
         self.lock().next_seq
     }
 
+    /// A setting of the writer's own connection (for tests and diagnostics).
+    #[doc(hidden)]
+    pub fn connection_setting(&self, name: &str) -> Result<String> {
+        let guard = self.lock();
+        let Some(live) = &guard.live else {
+            return Err(SessionError::Backend("the writer is closed".into()));
+        };
+        let r = self.rt.run_here(async {
+            live.client
+                .query_one("SELECT current_setting($1)", &[&name])
+                .await
+                .map_err(|e| PgError::db(&self.ctx.location, "read a setting", &e))
+        })?;
+        Ok(r.get(0))
+    }
+
     /// Why this writer can no longer write, if it can't.
     pub fn lost(&self) -> Option<String> {
         self.lock().lost.clone()

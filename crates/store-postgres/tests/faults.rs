@@ -494,3 +494,29 @@ fn works_from_spawn_blocking_and_async_tasks() {
         assert_eq!(store.load("s1").unwrap().last_seq, 1);
     });
 }
+
+#[test]
+fn writers_commit_durably_and_survive_idle_timeouts() {
+    let url = url_or_skip!("writers_commit_durably_and_survive_idle_timeouts");
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let hostile = format!(
+        "{url}{sep}options=-c%20synchronous_commit%3Doff%20-c%20idle_session_timeout%3D300"
+    );
+    let store =
+        PgStore::connect_with(&hostile, common::options(&common::fresh_schema())).expect("connect");
+    let mut s = create(&store, "s1");
+    drop(s);
+    let (w, _, _) = store.open_writer("s1").unwrap();
+    assert_eq!(w.connection_setting("synchronous_commit").unwrap(), "on");
+    assert_eq!(w.connection_setting("idle_session_timeout").unwrap(), "0");
+    std::thread::sleep(Duration::from_millis(800));
+    // still the writer after idling longer than the server's timeout
+    w.append_json(
+        "input",
+        br#"{"input_id":"m1","source":"user","text":"still here"}"#,
+    )
+    .unwrap();
+    drop(w);
+    s = store.open("s1").unwrap();
+    assert_eq!(s.state().last_seq, 1);
+}
