@@ -4,6 +4,8 @@
 #   scripts/pg-test-server.sh start   # start (or reuse) one; prints `export LAZARUS_TEST_PG=…`
 #   scripts/pg-test-server.sh url     # prints the URL of the running one
 #   scripts/pg-test-server.sh stop    # stops it and deletes its data directory
+#   scripts/pg-test-server.sh restart # crash-restart: stop -m immediate (no checkpoint, WAL
+#                                     # recovery at start, like a power cut), same port
 #
 # Typical use:  eval "$(scripts/pg-test-server.sh start)"; cargo nextest run …; scripts/pg-test-server.sh stop
 #
@@ -170,6 +172,16 @@ cmd_stop() {
     rm -f "$STATE"
 }
 
+cmd_restart() {
+    read_state && is_running || die "no test server running (run: $0 start)"
+    as_pg "$PG_BIN_DIR/pg_ctl" -D "$PG_TMP/data" -m immediate -w -t 60 stop >/dev/null 2>&1 || true
+    as_pg "$PG_BIN_DIR/pg_ctl" -D "$PG_TMP/data" -l "$PG_TMP/server.log" -o "-p $PG_PORT" -w -t 60 start \
+        >/dev/null 2>&1 || {
+        tail -20 "$PG_TMP/server.log" >&2 || true
+        die "restart failed"
+    }
+}
+
 cmd_url() {
     read_state && is_running || die "no test server running (run: $0 start)"
     url_of "$PG_PORT"
@@ -179,8 +191,9 @@ case "${1:-}" in
 start) cmd_start ;;
 stop) cmd_stop ;;
 url) cmd_url ;;
+restart) cmd_restart ;;
 *)
-    echo "usage: $0 start|stop|url" >&2
+    echo "usage: $0 start|stop|url|restart" >&2
     exit 2
     ;;
 esac
