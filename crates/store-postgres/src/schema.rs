@@ -191,16 +191,26 @@ pub(crate) const LOCK_HOLDER: &str = "SELECT a.application_name, a.pid,
       AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended($1, 0)
     LIMIT 1";
 
-/// Takes a session's lock on a writer connection, in the same round trip making its commits
-/// durable (`synchronous_commit` never `off`: an acknowledged append is flushed) and the
-/// connection exempt from `idle_session_timeout` (an idle writer must keep its lock).
+/// Takes a session's lock on a writer connection, and in the same round trip sets the
+/// connection up for it:
+/// * `synchronous_commit` never `off`: an acknowledged append is flushed;
+/// * `idle_session_timeout` 0: an idle writer keeps its lock;
+/// * server-side TCP keepalives (10 s idle, 5 s interval, 3 probes) and a 30 s
+///   `tcp_user_timeout`: if the writer's host vanishes (power loss, partition) the server
+///   drops the connection, and with it the lock, within about 30 s instead of the OS
+///   default of two hours. Stricter settings already in force are kept.
 pub(crate) const TRY_LOCK: &str = "SELECT pg_try_advisory_lock(hashtextextended($1, 0)),
         pg_backend_pid(),
-        (SELECT count(set_config(name,
-            CASE WHEN name = 'synchronous_commit' THEN 'on' ELSE '0' END, false))
-         FROM pg_settings
-         WHERE (name = 'synchronous_commit' AND setting = 'off')
-            OR (name = 'idle_session_timeout' AND setting <> '0'))";
+        (SELECT count(set_config(name, want.v, false))
+         FROM (VALUES ('synchronous_commit', 'on'), ('idle_session_timeout', '0'),
+                      ('tcp_keepalives_idle', '10'), ('tcp_keepalives_interval', '5'),
+                      ('tcp_keepalives_count', '3'), ('tcp_user_timeout', '30000'))
+              AS want(name, v)
+         JOIN pg_settings USING (name)
+         WHERE CASE name
+            WHEN 'synchronous_commit' THEN setting = 'off'
+            WHEN 'idle_session_timeout' THEN setting <> '0'
+            ELSE setting::bigint = 0 OR setting::bigint > want.v::bigint END)";
 
 /// Inside a transaction: commit it durably even if the session default is `off`.
 pub(crate) const DURABLE_TX: &str = "SELECT set_config('synchronous_commit', 'on', true)

@@ -509,6 +509,14 @@ fn writers_commit_durably_and_survive_idle_timeouts() {
     let (w, _, _) = store.open_writer("s1").unwrap();
     assert_eq!(w.connection_setting("synchronous_commit").unwrap(), "on");
     assert_eq!(w.connection_setting("idle_session_timeout").unwrap(), "0");
+    // a vanished writer host is noticed by the server within ~30 s, not hours
+    assert_eq!(w.connection_setting("tcp_keepalives_idle").unwrap(), "10");
+    assert_eq!(
+        w.connection_setting("tcp_keepalives_interval").unwrap(),
+        "5"
+    );
+    assert_eq!(w.connection_setting("tcp_keepalives_count").unwrap(), "3");
+    assert_eq!(w.connection_setting("tcp_user_timeout").unwrap(), "30000");
     std::thread::sleep(Duration::from_millis(800));
     // still the writer after idling longer than the server's timeout
     w.append_json(
