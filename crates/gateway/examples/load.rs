@@ -109,7 +109,7 @@ fn start_gateway(a: &Args, model_url: &str, extra: &[&str]) -> Gw {
         .env("LAZARUS_TOKEN", TOKEN)
         .env("OPENAI_API_KEY", "bench")
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::null())
         .spawn()
         .expect("start lazarus serve");
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
@@ -245,7 +245,9 @@ async fn accept(mut a: Args) {
     let gw = start_gateway(&a, &model.base_url(), &extra);
     let mut c = Conn::new(&gw.url).await;
     for s in 0..a.sessions {
-        let (st, b) = c.post("/v1/sessions", &format!("{{\"id\":\"s{s}\"}}")).await;
+        let (st, b) = c
+            .post("/v1/sessions", &format!("{{\"id\":\"s{s}\"}}"))
+            .await;
         assert_eq!(st, 201, "{b}");
     }
     let deadline = Instant::now() + Duration::from_secs(a.seconds);
@@ -314,7 +316,10 @@ async fn accept(mut a: Args) {
         pct(&lat, 0.99),
         pct(&lat, 1.0)
     );
-    println!("bare write+fdatasync on the same disk ({}):", a.dir.display());
+    println!(
+        "bare write+fdatasync on the same disk ({}):",
+        a.dir.display()
+    );
     println!("  one file, one thread:     {single:.0} /s");
     println!("  64 files, 64 threads:     {parallel:.0} /s");
     println!(
@@ -336,8 +341,7 @@ async fn recover(mut a: Args) {
     let dir = a.dir.clone();
     let t0 = Instant::now();
     tokio::task::spawn_blocking(move || {
-        let store =
-            LocalStore::with_durability(&dir.join("sessions"), Durability::None).unwrap();
+        let store = LocalStore::with_durability(&dir.join("sessions"), Durability::None).unwrap();
         for i in 0..n {
             let id = format!("r{i:05}");
             let ws = dir.join("workspaces").join(&id);
@@ -373,20 +377,23 @@ async fn recover(mut a: Args) {
     let store = LocalStore::open(&a.dir.join("sessions")).unwrap();
     let t1 = Instant::now();
     loop {
-        let list = store.list().unwrap();
-        let idle = list
+        // the gateway holds every lock, so listings say "running": replay each instead
+        let ids: Vec<String> = store.list().unwrap().into_iter().map(|s| s.id).collect();
+        let idle = ids
             .iter()
-            .filter(|s| matches!(s.status, Status::Idle | Status::Running))
+            .filter(|id| {
+                store
+                    .load(id)
+                    .map(|st| st.status() == Status::Idle)
+                    .unwrap_or(false)
+            })
             .count();
-        let interrupted = list
-            .iter()
-            .filter(|s| s.status == Status::Interrupted)
-            .count();
-        if interrupted == 0 && idle == n {
+        let interrupted = n - idle;
+        if idle == n {
             break;
         }
         if t1.elapsed() > Duration::from_secs(120) {
-            println!("  not all finished after 120 s: {interrupted} still interrupted");
+            println!("  not all finished after 120 s: {interrupted} not idle yet");
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
