@@ -60,7 +60,7 @@ fn sigkill_mid_run_then_restart_finishes_every_session_once() {
     ));
     let url = g.url.clone();
     let ids: Vec<String> = (0..n).map(|i| format!("s{i:03}")).collect();
-    let tool = |i: usize| i % 2 == 0;
+    let tool = |i: usize| i.is_multiple_of(2);
     for (i, id) in ids.iter().enumerate() {
         let (st, v) = call(&url, "POST", "/v1/sessions", Some(json!({"id": id})));
         assert_eq!(st, 201, "{v}");
@@ -230,12 +230,12 @@ fn sigterm_drains_tool_calls_and_leaves_sessions_resumable() {
     let store = LocalStore::open(&dir.path().join("sessions")).unwrap();
     for id in ["d1", "d2"] {
         let t0 = Instant::now();
-        while !store
+        while store
             .load(id)
             .unwrap()
             .calls
             .first()
-            .is_some_and(|c| c.start.is_some())
+            .is_none_or(|c| c.start.is_none())
         {
             assert!(t0.elapsed() < Duration::from_secs(10));
             std::thread::sleep(Duration::from_millis(20));

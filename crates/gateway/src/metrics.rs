@@ -68,6 +68,9 @@ const FAMILIES: &[(&str, Family)] = &[
     ),
 ];
 
+/// A gauge family computed at scrape time: name, help, (labels, value) series.
+pub type Gauge<'a> = (&'a str, &'a str, Vec<(String, f64)>);
+
 /// Process-wide metrics.
 #[derive(Default)]
 pub struct Metrics {
@@ -118,7 +121,7 @@ impl Metrics {
     }
 
     /// The exposition text; `gauges` are (name, help, [(labels, value)]).
-    pub fn render(&self, gauges: &[(&str, &str, Vec<(String, f64)>)]) -> String {
+    pub fn render(&self, gauges: &[Gauge<'_>]) -> String {
         let mut out = String::new();
         let c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
         for (name, fam) in FAMILIES {
