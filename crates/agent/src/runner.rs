@@ -314,7 +314,9 @@ impl Runner {
             (s.state().clone(), s.open_report().clone())
         };
         let status = st.status();
-        let cut_off = matches!(status, Status::Interrupted | Status::Stopped);
+        // A resume event counts as a resume even when only inputs are owed.
+        let cut_off =
+            matches!(status, Status::Interrupted | Status::Stopped) || st.pending_control.is_some();
         if !cut_off && report.truncated_bytes == 0 {
             return Ok(());
         }

@@ -6,6 +6,7 @@
 use clap::{Parser, Subcommand};
 
 mod boot_resume;
+mod db;
 mod paths;
 mod run;
 mod serve;
@@ -30,6 +31,8 @@ enum Command {
     Serve(Box<serve::ServeArgs>),
     /// Manage session ledgers: create, send, list, show, verify, repair, fork, tree.
     Sessions(sessions::SessionsArgs),
+    /// PostgreSQL store administration.
+    Db(db::DbArgs),
     /// Find agent sessions cut off by a restart or wake and resume them.
     BootResume(Box<boot_resume::BootResumeArgs>),
 }
@@ -42,6 +45,7 @@ fn main() {
         Command::Serve(args) => serve::run(*args),
         Command::Sessions(args) => sessions::run(args),
         Command::BootResume(args) => boot_resume::run(*args),
+        Command::Db(args) => db::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -11,7 +11,7 @@ use lazarus_agent::model::{Message, ToolCall};
 use lazarus_agent::provider::{CancellationToken, ProviderConfig};
 use lazarus_agent::runner::{RunEvent, RunOutcome, Runner, RunnerConfig};
 use lazarus_agent::tools::Toolbox;
-use lazarus_session::{CreateOptions, LocalStore, SessionError, Store};
+use lazarus_session::{CreateOptions, SessionError, Store};
 use serde_json::json;
 
 use crate::sessions::StoreArgs;
@@ -106,8 +106,12 @@ impl ModelArgs {
         if let Some(path) = &self.examples {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading examples {}", path.display()))?;
-            cfg.examples = serde_json::from_str(&text)
-                .with_context(|| format!("examples {} is not a JSON array of messages", path.display()))?;
+            cfg.examples = serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "examples {} is not a JSON array of messages",
+                    path.display()
+                )
+            })?;
         }
         Ok(cfg)
     }
@@ -176,7 +180,7 @@ async fn run_async(args: RunArgs) -> Result<i32> {
     let workspace = workspace
         .canonicalize()
         .with_context(|| format!("workspace {} must exist", workspace.display()))?;
-    let store = args.store.local()?;
+    let store = args.store.open()?;
     let prompt = match &args.prompt {
         Some(p) => Some(p.clone()),
         None if !std::io::stdin().is_terminal() => {
@@ -189,7 +193,7 @@ async fn run_async(args: RunArgs) -> Result<i32> {
         }
         None => None,
     };
-    let session = open_session(&store, &args, &workspace, prompt.is_some())?;
+    let session = open_session(&*store, &args, &workspace, prompt.is_some())?;
     let id = session.id().to_string();
     eprintln!("session {id} ({})", session.location());
     let session = Arc::new(Mutex::new(session));
@@ -248,7 +252,7 @@ async fn run_async(args: RunArgs) -> Result<i32> {
 }
 
 fn open_session(
-    store: &LocalStore,
+    store: &dyn Store,
     args: &RunArgs,
     workspace: &std::path::Path,
     have_prompt: bool,

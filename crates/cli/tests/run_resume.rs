@@ -71,11 +71,9 @@ fn session_with_call(store: &LocalStore, tool: &str, args: Value, idempotent: bo
 }
 
 fn final_text_server(rt: &tokio::runtime::Runtime) -> ScriptedServer {
-    rt.block_on(ScriptedServer::start(Script::new([Step::after_tool_result(
-        "c1",
-        ScriptedResponse::text("ok, finished"),
-    )
-    .repeat()])))
+    rt.block_on(ScriptedServer::start(Script::new([
+        Step::after_tool_result("c1", ScriptedResponse::text("ok, finished")).repeat(),
+    ])))
     .unwrap()
 }
 
@@ -94,8 +92,15 @@ fn started_idempotent_call_is_rerun_with_the_same_key() {
     }))
     .unwrap();
     drop(s);
-    let out = lazarus(dir.path(), ws.path(), &server.base_url()).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = lazarus(dir.path(), ws.path(), &server.base_url())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let st = store.load("s").unwrap();
     let r = st.last_receipt.clone().unwrap();
     assert_eq!((r.calls_rerun, r.calls_in_doubt), (1, 0));
@@ -118,12 +123,17 @@ fn intent_only_call_runs_once_and_not_started_is_not_in_doubt() {
         json!({"command": "echo once >> side.txt"}),
         false,
     ));
-    let out = lazarus(dir.path(), ws.path(), &server.base_url()).output().unwrap();
+    let out = lazarus(dir.path(), ws.path(), &server.base_url())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let st = store.load("s").unwrap();
     let r = st.last_receipt.clone().unwrap();
     assert_eq!((r.calls_not_started, r.calls_in_doubt), (1, 0));
-    assert_eq!(std::fs::read_to_string(ws.path().join("side.txt")).unwrap(), "once\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("side.txt")).unwrap(),
+        "once\n"
+    );
 }
 
 #[test]
@@ -150,8 +160,15 @@ fn in_doubt_call_kills_its_leftover_process_group_and_tells_the_model() {
     }))
     .unwrap();
     drop(s);
-    let out = lazarus(dir.path(), ws.path(), &server.base_url()).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = lazarus(dir.path(), ws.path(), &server.base_url())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let st = store.load("s").unwrap();
     let r = st.last_receipt.clone().unwrap();
     assert_eq!((r.calls_in_doubt, r.processes_terminated), (1, 1));
@@ -188,7 +205,10 @@ fn sigterm_stops_cleanly_and_the_session_resumes() {
         .unwrap();
     let t0 = Instant::now();
     while !ws.path().join("side.txt").exists() {
-        assert!(t0.elapsed() < Duration::from_secs(20), "shell never started");
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "shell never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let pid = rustix::process::Pid::from_child(&child);
@@ -201,12 +221,17 @@ fn sigterm_stops_cleanly_and_the_session_resumes() {
     assert_eq!(st.status(), Status::Stopped);
     assert!(st.interrupted.is_some());
     // run again: the interrupted call is in doubt (it started), the session finishes
-    let out = lazarus(dir.path(), ws.path(), &server.base_url()).output().unwrap();
+    let out = lazarus(dir.path(), ws.path(), &server.base_url())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let st = store.load("s").unwrap();
     assert_eq!(st.status(), Status::Idle);
     assert_eq!(st.last_receipt.as_ref().unwrap().calls_in_doubt, 1);
-    assert_eq!(std::fs::read_to_string(ws.path().join("side.txt")).unwrap(), "started\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("side.txt")).unwrap(),
+        "started\n"
+    );
 }
 
 #[test]
@@ -235,7 +260,12 @@ fn retries_are_recorded_and_text_tool_calls_recognised() {
         .args(["-p", "list the files"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let store = LocalStore::open(dir.path()).unwrap();
     let recs = store.records("s", 0, 100).unwrap();
     let first = recs.iter().find(|r| r.kind == "response").unwrap();
@@ -251,9 +281,10 @@ fn retries_are_recorded_and_text_tool_calls_recognised() {
 fn continue_resumes_the_latest_session_of_the_workspace() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt
-        .block_on(ScriptedServer::start(Script::new([
-            Step::reply(ScriptedResponse::text("hi")).repeat(),
-        ])))
+        .block_on(ScriptedServer::start(Script::new([Step::reply(
+            ScriptedResponse::text("hi"),
+        )
+        .repeat()])))
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
@@ -269,9 +300,15 @@ fn continue_resumes_the_latest_session_of_the_workspace() {
             .output()
             .unwrap()
     };
-    assert_eq!(run(&["--session", "old", "-p", "one"]).status.code(), Some(0));
+    assert_eq!(
+        run(&["--session", "old", "-p", "one"]).status.code(),
+        Some(0)
+    );
     std::thread::sleep(Duration::from_millis(5));
-    assert_eq!(run(&["--session", "new", "-p", "two"]).status.code(), Some(0));
+    assert_eq!(
+        run(&["--session", "new", "-p", "two"]).status.code(),
+        Some(0)
+    );
     let out = run(&["--continue", "-p", "three"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("session new"));

@@ -164,7 +164,7 @@ pub struct Scanner<R> {
 
 impl<R: Read> Scanner<R> {
     /// Starts at the beginning of the file; reads and checks the header.
-    pub(crate) fn from_start(
+    pub fn from_start(
         path: &Path,
         r: R,
         max: usize,

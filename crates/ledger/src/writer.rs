@@ -205,6 +205,46 @@ impl Writer {
         Ok(w)
     }
 
+    /// Creates a ledger from complete, exported lines (header first), byte for byte, after
+    /// checking every line. Never overwrites; syncs the file and its directory.
+    pub fn import(dir: &Path, bytes: &[u8], opts: Options) -> Result<Writer> {
+        let (mut sc, header) = Scanner::from_start(
+            Path::new("<import>"),
+            bytes,
+            opts.line_bytes_max,
+            opts.format.as_deref(),
+        )?;
+        while sc.next_record::<serde::de::IgnoredAny>()?.is_some() {}
+        if let Some(cut) = sc.cut() {
+            return Err(LedgerError::Serialize(format!(
+                "import: line {} (offset {}) is not a complete, valid line: {}",
+                cut.line, cut.offset, cut.reason
+            )));
+        }
+        let next_seq = sc.next_seq();
+        validate_id(&header.id)?;
+        let id = header.id.clone();
+        let path = ledger_path(dir, &id);
+        let lock = lock_if(&opts, dir, &id, &path)?;
+        let file = opts.fs.create_new(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                LedgerError::AlreadyExists { path: path.clone() }
+            } else {
+                LedgerError::io("create", &path, e)
+            }
+        })?;
+        let w = Writer::assemble(path, header, file, opts, lock, next_seq, bytes.len() as u64);
+        w.write_pieces(bytes)?;
+        w.file
+            .sync_data()
+            .map_err(|e| LedgerError::io("fdatasync", &w.path, e))?;
+        w.opts
+            .fs
+            .sync_dir(dir)
+            .map_err(|e| LedgerError::io("fsync directory", dir, e))?;
+        Ok(w)
+    }
+
     /// Opens an existing ledger for appending: takes the lock, reads and validates every line
     /// (calling `on_record` for each, typed by `P`), cuts crash debris after the last good
     /// record (reported in [`Recovery`]), and refuses a corrupt file.

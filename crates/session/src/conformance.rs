@@ -32,6 +32,7 @@ pub fn checks() -> Vec<Check> {
         ("fork_keeps_parent_and_prefix", fork_keeps_parent_and_prefix),
         ("listing_and_records_after", listing_and_records_after),
         ("provider_fields_round_trip", provider_fields_round_trip),
+        ("export_import_is_lossless", export_import_is_lossless),
     ]
 }
 
@@ -437,4 +438,46 @@ fn provider_fields_round_trip(f: Factory) {
             .as_deref(),
         Some("stop")
     );
+}
+
+fn export_import_is_lossless(f: Factory) {
+    let a = f();
+    let mut s = create(&*a, "p");
+    run_one_tool_turn(&mut s);
+    drop(s);
+    a.fork("p", 1, Some("child")).unwrap();
+    let mut exported = Vec::new();
+    let n = a.export_to("child", &mut exported).unwrap();
+    assert_eq!(n as usize, exported.len());
+    assert_eq!(
+        a.summary("child").unwrap().size,
+        n,
+        "export_import_is_lossless: size"
+    );
+    let b = f();
+    let imported = b.import(&exported).unwrap();
+    assert_eq!(imported.id, "child");
+    assert_eq!(imported.parent.as_deref(), Some("p"));
+    let mut again = Vec::new();
+    b.export_to("child", &mut again).unwrap();
+    assert_eq!(again, exported, "export_import_is_lossless: same bytes");
+    assert_eq!(
+        b.load("child").unwrap().context,
+        a.load("child").unwrap().context
+    );
+    // never overwrites; bad input changes nothing
+    assert!(matches!(
+        b.import(&exported),
+        Err(SessionError::AlreadyExists { .. })
+    ));
+    let mut broken = exported.clone();
+    let k = broken.len() / 2;
+    broken[k] ^= 0x20;
+    let c = f();
+    assert!(c.import(&broken).is_err(), "a damaged export is refused");
+    assert!(
+        c.list().unwrap().is_empty(),
+        "nothing written by a refused import"
+    );
+    assert!(c.import(b"not json\n").is_err());
 }

@@ -1,5 +1,6 @@
 //! The embedded default store: one ledger file per session in a directory.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use lazarus_ledger::{
@@ -345,6 +346,70 @@ impl Store for LocalStore {
         Err(SessionError::Backend(format!(
             "fork lineage of {id:?} is deeper than 10,000"
         )))
+    }
+
+    fn export_to(&self, id: &str, out: &mut dyn std::io::Write) -> Result<u64> {
+        let path = self.path_of(id)?;
+        let mut reader = Reader::open(&path, &self.opts).map_err(|e| self.map_missing(id, e))?;
+        let io = |e: std::io::Error| SessionError::Backend(format!("export of {id}: {e}"));
+        // The header line, then every good record line (a torn tail is not part of the log).
+        let mut header_line = Vec::new();
+        {
+            use std::io::BufRead;
+            let f = std::fs::File::open(&path).map_err(io)?;
+            std::io::BufReader::new(f)
+                .take(self.opts.line_bytes_max as u64 + 1)
+                .read_until(b'\n', &mut header_line)
+                .map_err(io)?;
+        }
+        out.write_all(&header_line).map_err(io)?;
+        let mut n = header_line.len() as u64;
+        while let Some((_, _, line)) = reader.next_line()? {
+            out.write_all(line).map_err(io)?;
+            out.write_all(b"\n").map_err(io)?;
+            n += line.len() as u64 + 1;
+        }
+        out.flush().map_err(io)?;
+        Ok(n)
+    }
+
+    fn import(&self, jsonl: &[u8]) -> Result<SessionSummary> {
+        // Check meaning before anything is written: replay the lines into a state.
+        let header = {
+            let (mut sc, header) = lazarus_ledger::scan::Scanner::from_start(
+                Path::new("<import>"),
+                jsonl,
+                self.opts.line_bytes_max,
+                self.opts.format.as_deref(),
+            )?;
+            let mut state = SessionState::new(header.clone());
+            while let Some((_, env)) = sc.next_record::<Record>()? {
+                let seq = env.seq;
+                state
+                    .check(&env.data)
+                    .map_err(|source| SessionError::Replay {
+                        location: "import".into(),
+                        seq,
+                        source,
+                    })?;
+                state.apply(seq, env.data);
+            }
+            if let Some(cut) = sc.cut() {
+                return Err(SessionError::Backend(format!(
+                    "import: line {} (offset {}): {}; nothing was written",
+                    cut.line, cut.offset, cut.reason
+                )));
+            }
+            header
+        };
+        Writer::import(&self.dir, jsonl, self.opts.clone()).map_err(|e| match e {
+            LedgerError::AlreadyExists { .. } => SessionError::AlreadyExists {
+                id: header.id.clone(),
+                location: self.dir.display().to_string(),
+            },
+            e => SessionError::Ledger(e),
+        })?;
+        self.summary(&header.id)
     }
 
     fn location(&self) -> String {

@@ -354,9 +354,8 @@ impl SessionState {
     /// Applies a record already checked with [`SessionState::check`], written at `seq`.
     pub fn apply(&mut self, seq: u64, rec: Record) {
         self.last_seq = seq;
-        if !matches!(rec, Record::Resume(_)) {
-            self.interrupted = None;
-        }
+        // Anything after a stop (a resume receipt included) means the stop was dealt with.
+        self.interrupted = None;
         match rec {
             Record::Input(i) => {
                 self.input_ids.insert(i.input_id.clone(), seq);

@@ -230,6 +230,13 @@ pub trait Store: Send + Sync {
     fn fork(&self, id: &str, at_turn: u64, new_id: Option<&str>) -> Result<SessionSummary>;
     /// `id` and its ancestors, nearest first.
     fn lineage(&self, id: &str) -> Result<Vec<String>>;
+    /// Writes the session's exact JSON Lines (header included, crash debris excluded) to
+    /// `out`; returns the bytes written. The same bytes a local session file holds.
+    fn export_to(&self, id: &str, out: &mut dyn std::io::Write) -> Result<u64>;
+    /// Creates a session from exported JSON Lines, after checking every line (framing, seqs,
+    /// meaning). Never overwrites an existing session. Lossless: exporting it again gives
+    /// the same bytes.
+    fn import(&self, jsonl: &[u8]) -> Result<SessionSummary>;
     /// Human-readable location of the store.
     fn location(&self) -> String;
 }

@@ -887,6 +887,14 @@ impl Store for PgStore {
         })
     }
 
+    fn export_to(&self, id: &str, out: &mut dyn std::io::Write) -> Result<u64> {
+        PgStore::export_to(self, id, out)
+    }
+
+    fn import(&self, jsonl: &[u8]) -> Result<SessionSummary> {
+        self.import_lines(jsonl)
+    }
+
     fn location(&self) -> String {
         self.shared.ctx.location.clone()
     }
