@@ -19,8 +19,14 @@ pub struct ServeArgs {
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     pub allow_remote: bool,
+    /// Sessions in local files (`--session-dir`, the default) or a PostgreSQL store shared
+    /// with other gateways (`--store postgres://…`).
     #[command(flatten)]
     pub store: StoreArgs,
+    /// With a shared store (`--store postgres://…`): how often, in milliseconds, to look for
+    /// sessions whose gateway is gone and resume them here. 0 turns takeover off.
+    #[arg(long, default_value_t = 1000)]
+    pub takeover_interval_ms: u64,
     /// Directory holding the sessions' workspaces [default: $XDG_STATE_HOME/lazarus/workspaces]
     #[arg(long)]
     pub workspace_root: Option<PathBuf>,
@@ -81,10 +87,16 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         .unwrap_or_else(|| state.join("workspaces"));
     let mut runner = args.model.runner_config(workspace_root.clone())?;
     runner.max_turns = args.model.max_turns;
+    let shared = args.store.store.is_some();
+    let store: std::sync::Arc<dyn lazarus_session::Store> =
+        std::sync::Arc::from(args.store.open()?);
+    eprintln!("store: {}", store.location());
     let cfg = lazarus_gateway::Config {
         listen: args.listen,
         allow_remote: args.allow_remote,
-        session_dir: args.store.dir(),
+        store,
+        takeover_interval: (shared && args.takeover_interval_ms > 0)
+            .then(|| Duration::from_millis(args.takeover_interval_ms)),
         workspace_root,
         token,
         drain_timeout: Duration::from_secs(args.drain_timeout),

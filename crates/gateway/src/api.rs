@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::Stream;
-use lazarus_session::{CallState, SessionState, Status, Store, StoredRecord};
+use lazarus_session::{CallState, SessionState, Status, StoredRecord};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -435,7 +435,7 @@ async fn stream(
             })?,
         None => q.after.unwrap_or(0),
     };
-    if !st.hub.store.path_of(&id)?.exists() {
+    if !st.hub.exists(&id).await? {
         return Err(ApiError::not_found(format!("no session {id:?}")));
     }
     let permit = st.hub.streams.clone().try_acquire_owned().map_err(|_| {

@@ -13,7 +13,7 @@ use lazarus_agent::runner::{RunEvent, RunOutcome, Runner, RunnerConfig, SharedSe
 use lazarus_agent::tools::Toolbox;
 use lazarus_session::record::{Control, Input};
 use lazarus_session::{
-    ContextEntry, CreateOptions, LocalStore, Record, Session, SessionState, Status, Store,
+    ContextEntry, CreateOptions, Record, Session, SessionError, SessionState, SharedStore, Status,
     StoredRecord,
 };
 use serde_json::{Value, json};
@@ -119,9 +119,18 @@ pub struct RecoveryReport {
     pub took: Duration,
 }
 
+/// Result of one takeover pass.
+#[derive(Debug, Clone, Default)]
+pub struct TakeoverReport {
+    pub scanned: usize,
+    pub taken: usize,
+    pub held_elsewhere: usize,
+    pub failed: usize,
+}
+
 /// All sessions of one gateway.
 pub struct Hub {
-    pub store: LocalStore,
+    pub store: SharedStore,
     pub cfg: HubConfig,
     pub metrics: Metrics,
     actors: Mutex<HashMap<String, Arc<OnceCell<Arc<Actor>>>>>,
@@ -139,7 +148,7 @@ pub struct Hub {
 }
 
 impl Hub {
-    pub fn new(store: LocalStore, cfg: HubConfig, run_rt: tokio::runtime::Handle) -> Arc<Self> {
+    pub fn new(store: SharedStore, cfg: HubConfig, run_rt: tokio::runtime::Handle) -> Arc<Self> {
         Arc::new(Hub {
             store,
             run_slots: Arc::new(Semaphore::new(cfg.limits.max_running.max(1))),
@@ -314,7 +323,7 @@ impl Hub {
     ) -> ApiResult<Arc<Actor>> {
         let id = id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         lazarus_ledger::validate_id(&id)?;
-        if self.store.path_of(&id)?.exists() {
+        if self.exists(&id).await? {
             return Err(ApiError::new(
                 axum::http::StatusCode::CONFLICT,
                 "already_exists",
@@ -646,6 +655,110 @@ impl Hub {
         report.took = t0.elapsed();
         self.ready.store(true, Ordering::SeqCst);
         Ok(report)
+    }
+
+    /// True when the store has a session `id` (one that exists but cannot be read counts).
+    pub async fn exists(self: &Arc<Self>, id: &str) -> ApiResult<bool> {
+        let hub = self.clone();
+        let idc = id.to_string();
+        let r = tokio::task::spawn_blocking(move || hub.store.summary(&idc))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        match r {
+            Ok(_) => Ok(true),
+            Err(SessionError::NotFound { .. })
+            | Err(SessionError::Ledger(lazarus_ledger::LedgerError::NotFound { .. })) => Ok(false),
+            Err(e @ SessionError::Backend(_)) => Err(e.into()),
+            Err(_) => Ok(true),
+        }
+    }
+
+    /// One takeover pass (shared stores): every session whose listing says it may owe work
+    /// (`interrupted`, `pending`, `stopped` — a session whose writer lock is held anywhere
+    /// lists as `running` and is skipped) and that is not open here is opened, which takes
+    /// its exclusive writer lock; "in use by" means another live gateway got it first and is
+    /// skipped quietly. A session opened here that owes work is driven with trigger
+    /// `gateway-takeover` (the runner writes the usual resume receipt). `failed` remembers
+    /// unreadable sessions so each is reported once.
+    pub async fn takeover_tick(
+        self: &Arc<Self>,
+        failed: &mut std::collections::HashSet<String>,
+    ) -> anyhow::Result<TakeoverReport> {
+        let mut report = TakeoverReport::default();
+        if self.is_draining() || self.cfg.no_run {
+            return Ok(report);
+        }
+        let hub = self.clone();
+        let list = tokio::task::spawn_blocking(move || hub.store.list()).await??;
+        report.scanned = list.len();
+        let candidates: Vec<String> = {
+            let actors = lock(&self.actors);
+            list.into_iter()
+                .filter(|s| {
+                    matches!(
+                        s.status,
+                        Status::Interrupted | Status::Pending | Status::Stopped
+                    ) && !actors.contains_key(&s.id)
+                })
+                .map(|s| s.id)
+                .collect()
+        };
+        for id in candidates {
+            if self.is_draining() {
+                break;
+            }
+            match self.actor(&id).await {
+                Ok(actor) => {
+                    failed.remove(&id);
+                    let owed = work_owed(lock(&actor.session).state());
+                    if owed && self.schedule(&actor, "gateway-takeover") {
+                        tracing::info!(session = %id, "took over a session whose gateway is gone");
+                        self.metrics.inc("lazarus_takeovers_total", &[]);
+                        report.taken += 1;
+                    }
+                }
+                Err(e) if e.code == "locked" => report.held_elsewhere += 1,
+                Err(e) => {
+                    if failed.insert(id.clone()) {
+                        tracing::warn!(session = %id, error = %e.message, "cannot take over session");
+                    }
+                    report.failed += 1;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Runs [`Hub::takeover_tick`] every `every` until `stop` (or the drain).
+    pub fn spawn_takeover(
+        self: &Arc<Self>,
+        every: Duration,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let hub = self.clone();
+        tokio::spawn(async move {
+            let mut failed = std::collections::HashSet::new();
+            let mut tick = tokio::time::interval(every.max(Duration::from_millis(10)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                if hub.is_draining() {
+                    return;
+                }
+                match hub.takeover_tick(&mut failed).await {
+                    Ok(r) if r.taken > 0 => tracing::info!(
+                        taken = r.taken,
+                        scanned = r.scanned,
+                        "takeover: resumed sessions of a gateway that is gone"
+                    ),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "takeover scan failed; retrying"),
+                }
+            }
+        })
     }
 
     /// SIGTERM: no new runs; sessions not inside a tool call stop now, a running tool call

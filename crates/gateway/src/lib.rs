@@ -5,7 +5,10 @@
 //! live-tail (SSE), health/readiness and Prometheus metrics. Bearer-token auth, loopback by
 //! default. At startup it resumes its own interrupted sessions, then reports ready
 //! (`READY=1` to `$NOTIFY_SOCKET`). SIGTERM drains: stop accepting, let running tool calls
-//! finish within a budget, cancel the rest; every session stays resumable.
+//! finish within a budget, cancel the rest; every session stays resumable. On a shared store
+//! (PostgreSQL) several gateways serve the same sessions: a session runs on the one holding
+//! its writer lock, and a periodic takeover pass resumes the sessions of a gateway that died
+//! (trigger `gateway-takeover`).
 //!
 //! See `docs/gateway.md` for the API.
 
@@ -24,17 +27,21 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use lazarus_agent::runner::RunnerConfig;
 use lazarus_agent::tools::Toolbox;
-use lazarus_session::LocalStore;
+use lazarus_session::SharedStore;
 use tokio_util::sync::CancellationToken;
 
-pub use hub::{Hub, HubConfig, Limits};
+pub use hub::{Hub, HubConfig, Limits, TakeoverReport};
 
 /// Everything `lazarus serve` needs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Config {
     pub listen: SocketAddr,
     pub allow_remote: bool,
-    pub session_dir: PathBuf,
+    /// Where sessions live: local files, or a store shared with other gateways.
+    pub store: SharedStore,
+    /// Shared stores only: how often to look for sessions whose gateway is gone (their
+    /// writer lock is free) and take them over. `None`: never (local files: one gateway).
+    pub takeover_interval: Option<Duration>,
     pub workspace_root: PathBuf,
     pub token: String,
     pub drain_timeout: Duration,
@@ -78,8 +85,7 @@ pub fn run(cfg: Config) -> Result<()> {
 
 async fn serve(cfg: Config, run_rt: tokio::runtime::Handle) -> Result<()> {
     let started = Instant::now();
-    let store = LocalStore::open(&cfg.session_dir)
-        .with_context(|| format!("opening session directory {}", cfg.session_dir.display()))?;
+    let store = cfg.store.clone();
     std::fs::create_dir_all(&cfg.workspace_root)
         .with_context(|| format!("creating {}", cfg.workspace_root.display()))?;
     let workspace_root = cfg
@@ -127,8 +133,18 @@ async fn serve(cfg: Config, run_rt: tokio::runtime::Handle) -> Result<()> {
         report.took.as_millis(),
         started.elapsed().as_millis()
     );
+    let takeover = cfg.takeover_interval.map(|every| {
+        println!(
+            "takeover: every {} ms, sessions of gateways that are gone are resumed here",
+            every.as_millis()
+        );
+        hub.spawn_takeover(every, stop.clone())
+    });
     notify::ready();
     stop.cancelled().await;
+    if let Some(t) = takeover {
+        t.abort();
+    }
     eprintln!(
         "stopping: no new requests; running tool calls may finish within {} s",
         cfg.drain_timeout.as_secs()

@@ -32,6 +32,13 @@ const FAMILIES: &[(&str, Family)] = &[
         },
     ),
     (
+        "lazarus_takeovers_total",
+        Family {
+            help: "Sessions taken over from a gateway that is gone (shared store only).",
+            kind: "counter",
+        },
+    ),
+    (
         "lazarus_model_requests_total",
         Family {
             help: "Model requests recorded, by result (ok or failed after retries).",

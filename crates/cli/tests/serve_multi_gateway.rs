@@ -1,0 +1,237 @@
+//! Two gateways on one PostgreSQL store. Gateway A owns ten sessions, each mid-run (inside a
+//! slow shell tool that appends one line to the session's own side file, the model answering
+//! in slow chunks); A is SIGKILLed. Gateway B notices on its takeover tick (the writer locks
+//! died with A's connections) and finishes every session: exactly one input each, at most one
+//! shell side effect each, a `gateway-takeover` receipt each, and the store verifies (no
+//! record duplicated, seqs contiguous).
+//!
+//! Needs `LAZARUS_TEST_PG` (a throwaway server, e.g. `scripts/pg-test-server.sh start`);
+//! without it the test is skipped loudly. Each run uses a fresh schema.
+
+mod serve_common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use lazarus_session::{Status, Store};
+use lazarus_store_postgres::PgStore;
+use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step, When};
+use serde_json::json;
+use serve_common::*;
+
+const N: usize = 10;
+
+fn script() -> Script {
+    Script::new([
+        Step::reply(
+            ScriptedResponse::tool_call(
+                "c1",
+                "shell",
+                json!({"command": "echo ran >> side.txt; sleep 1"}),
+            )
+            .with_text("Running the tool now.")
+            .chunk_delay_ms(50),
+        )
+        .when(When::LastUserContains {
+            text: "use the tool".into(),
+        })
+        .repeat(),
+        Step::after_tool_result(
+            "c1",
+            ScriptedResponse::text("the tool part is done and all is well here")
+                .chunk_delay_ms(100),
+        )
+        .repeat(),
+    ])
+}
+
+/// `lazarus serve` on the shared store (no `--session-dir`).
+fn serve_pg(state: &Path, store: &str, model_url: &str, name: &str) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(["serve", "--listen", "127.0.0.1:0", "--max-tokens", "64"])
+        .args(["--store", store])
+        .args(["--takeover-interval-ms", "500"])
+        .arg("--workspace-root")
+        .arg(state.join("workspaces"))
+        .arg("--token-file")
+        .arg(state.join(format!("{name}.token")))
+        .args(["--base-url", model_url])
+        .env("LAZARUS_TOKEN", TOKEN)
+        .env("OPENAI_API_KEY", "test")
+        .env("XDG_STATE_HOME", state.join(format!("xdg-{name}")))
+        .env_remove("LAZARUS_SESSION_DIR")
+        .env_remove("LAZARUS_STORE")
+        .env_remove("NOTIFY_SOCKET");
+    c
+}
+
+fn metric(url: &str, line_prefix: &str) -> Option<u64> {
+    let (code, text) = get(url, "/metrics", None).ok()?;
+    assert_eq!(code, 200);
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_prefix))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn sigkill_one_gateway_the_other_takes_over_every_session_once() {
+    let Ok(base) = std::env::var("LAZARUS_TEST_PG") else {
+        eprintln!(
+            "\n*** SKIPPED serve_multi_gateway: LAZARUS_TEST_PG is not set (start one with \
+             scripts/pg-test-server.sh start) ***\n"
+        );
+        return;
+    };
+    let t_test = Instant::now();
+    let schema = format!("t_{:016x}", rand::random::<u64>());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}schema={schema}");
+    // creates the schema before the gateways start
+    let store = PgStore::connect(&url).expect("connect to LAZARUS_TEST_PG");
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(ScriptedServer::start(script())).unwrap();
+    let dir = tempdir();
+    let mut a = Gateway::start(&mut serve_pg(dir.path(), &url, &server.base_url(), "a"));
+    let b = Gateway::start(&mut serve_pg(dir.path(), &url, &server.base_url(), "b"));
+
+    let ids: Vec<String> = (0..N).map(|i| format!("m{i:02}")).collect();
+    for id in &ids {
+        let (st, v) = call(&a.url, "POST", "/v1/sessions", Some(json!({"id": id})));
+        assert_eq!(st, 201, "{v}");
+        let (st, v) = call(
+            &a.url,
+            "POST",
+            &format!("/v1/sessions/{id}/messages"),
+            Some(json!({"message_id": format!("msg-{id}"), "text": "please use the tool"})),
+        );
+        assert_eq!(st, 202, "{v}");
+    }
+    // B sees the sessions but cannot open them while A lives: a message via B is refused
+    let (st, v) = call(
+        &b.url,
+        "POST",
+        &format!("/v1/sessions/{}/messages", ids[0]),
+        Some(json!({"message_id": "via-b", "text": "hello from b"})),
+    );
+    assert_eq!(st, 409, "B must not write a session A holds: {v}");
+    assert_eq!(v["error"]["code"], "locked", "{v}");
+
+    // every session inside its shell call on A
+    let t0 = Instant::now();
+    loop {
+        let mid = ids
+            .iter()
+            .filter(|id| {
+                let st = store.load(id).unwrap();
+                st.calls.first().is_some_and(|c| c.start.is_some())
+            })
+            .count();
+        if mid == N {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "only {mid}/{N} sessions reached their tool call on A"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        metric(&b.url, "lazarus_takeovers_total "),
+        None,
+        "B took something over while A was alive"
+    );
+    a.kill9();
+    let t_kill = Instant::now();
+    for id in &ids {
+        let st = store.load(id).unwrap();
+        assert_eq!(
+            st.status(),
+            Status::Interrupted,
+            "{id}: not mid-run at the kill"
+        );
+    }
+
+    // B takes every session over within a few seconds, and finishes it
+    let mut taken_after = None;
+    loop {
+        let states: Vec<_> = ids.iter().map(|id| store.load(id).unwrap()).collect();
+        if taken_after.is_none() && states.iter().all(|s| s.last_receipt.is_some()) {
+            taken_after = Some(t_kill.elapsed());
+        }
+        let done = states.iter().filter(|s| s.status() == Status::Idle).count();
+        if done == N {
+            break;
+        }
+        assert!(
+            t_kill.elapsed() < Duration::from_secs(15),
+            "only {done}/{N} sessions finished on B after the kill"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let taken_after = taken_after.expect("receipts");
+    eprintln!(
+        "{N} sessions taken over {} ms after the kill, all finished after {} ms",
+        taken_after.as_millis(),
+        t_kill.elapsed().as_millis()
+    );
+    assert!(
+        taken_after < Duration::from_secs(5),
+        "takeover took {taken_after:?}"
+    );
+
+    for id in &ids {
+        let st = store.load(id).unwrap();
+        assert_eq!(st.input_ids.len(), 1, "{id}: one input, recorded once");
+        let receipt = st.last_receipt.as_ref().expect("a resume receipt");
+        assert_eq!(receipt.trigger, "gateway-takeover", "{id}");
+        assert!(receipt.every_call_has_one_result, "{id}");
+        assert!(st.every_call_has_one_result(), "{id}");
+        let resumes = store
+            .records(id, 0, 10_000)
+            .unwrap()
+            .iter()
+            .filter(|r| r.kind == "resume")
+            .count();
+        assert_eq!(resumes, 1, "{id}: exactly one takeover");
+        let side = std::fs::read_to_string(dir.path().join("workspaces").join(id).join("side.txt"))
+            .unwrap_or_default();
+        assert!(side.lines().count() <= 1, "{id}: side effect {side:?}");
+        // B holds it now
+        let holder = store.lock_holder(id).unwrap();
+        assert!(holder.is_some(), "{id}: B holds the writer lock");
+    }
+    assert_eq!(
+        metric(&b.url, "lazarus_takeovers_total "),
+        Some(N as u64),
+        "B counted the takeovers"
+    );
+    assert_eq!(
+        metric(
+            &b.url,
+            "lazarus_resumes_total{trigger=\"gateway-takeover\"} "
+        ),
+        Some(N as u64)
+    );
+
+    let out = Command::new(BIN)
+        .args(["sessions", "--store", &url, "verify", "--all"])
+        .env_remove("LAZARUS_SESSION_DIR")
+        .env_remove("LAZARUS_STORE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "verify --all: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(b);
+    rt.block_on(server.shutdown());
+    eprintln!("test took {} ms", t_test.elapsed().as_millis());
+}
