@@ -441,12 +441,17 @@ impl Hub {
         if self.cfg.no_run || actor.is_running() {
             return Ok(());
         }
-        if self.queued.load(Ordering::SeqCst) >= self.cfg.limits.max_queued {
+        let queued = self.queued.load(Ordering::SeqCst);
+        // A free run slot (nobody waiting for it) takes the work at once.
+        if self.run_slots.available_permits() > queued {
+            return Ok(());
+        }
+        if queued >= self.cfg.limits.max_queued {
             return Err(ApiError::busy(
                 "queue_full",
                 format!(
-                    "{} sessions are waiting for a run slot (limit --max-queued); retry later",
-                    self.cfg.limits.max_queued
+                    "all {} run slots are busy and {queued} sessions are waiting for one (limit --max-queued {}); retry later",
+                    self.cfg.limits.max_running, self.cfg.limits.max_queued
                 ),
                 1,
             ));
