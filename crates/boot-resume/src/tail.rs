@@ -24,7 +24,7 @@ pub struct TailOptions {
 impl Default for TailOptions {
     fn default() -> Self {
         TailOptions {
-            first_window: 16 * 1024,
+            first_window: 4 * 1024,
             max_window: 8 * 1024 * 1024,
         }
     }

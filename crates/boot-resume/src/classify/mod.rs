@@ -115,7 +115,9 @@ pub fn detect(header: Option<&[u8]>, tail: &[u8], path_hint: &str) -> Option<For
 /// Lines of a window parsed lazily into `T`, with a torn last line removed.
 pub(crate) struct Parsed<'a, T> {
     pub lines: Vec<&'a [u8]>,
-    cells: Vec<OnceCell<Option<T>>>,
+    /// Parsed lazily, boxed: most lines of a window are never looked at, and a record type
+    /// can be hundreds of bytes, so the cells must stay small.
+    cells: Vec<OnceCell<Option<Box<T>>>>,
     /// The last line was torn (no newline, or the last complete line does not parse).
     pub torn: bool,
     /// The torn bytes, for sniffing.
@@ -129,7 +131,7 @@ impl<'a, T: Deserialize<'a>> Parsed<'a, T> {
             fragment,
             ..
         } = lines::split(tail, at_start);
-        let mut cells: Vec<OnceCell<Option<T>>> =
+        let mut cells: Vec<OnceCell<Option<Box<T>>>> =
             (0..lines.len()).map(|_| OnceCell::new()).collect();
         let mut torn = false;
         let mut torn_bytes = None;
@@ -137,7 +139,7 @@ impl<'a, T: Deserialize<'a>> Parsed<'a, T> {
             torn = true;
             torn_bytes = Some(f);
         } else if let Some(last) = lines.last().copied() {
-            let parsed = serde_json::from_slice::<T>(last).ok();
+            let parsed = serde_json::from_slice::<T>(last).ok().map(Box::new);
             if parsed.is_none() {
                 torn = true;
                 torn_bytes = Some(last);
@@ -162,8 +164,12 @@ impl<'a, T: Deserialize<'a>> Parsed<'a, T> {
     /// The parsed record at `i`, or `None` if it does not parse.
     pub fn get(&self, i: usize) -> Option<&T> {
         let cell = self.cells.get(i)?;
-        cell.get_or_init(|| serde_json::from_slice::<T>(self.lines[i]).ok())
-            .as_ref()
+        cell.get_or_init(|| {
+            serde_json::from_slice::<T>(self.lines[i])
+                .ok()
+                .map(Box::new)
+        })
+        .as_deref()
     }
 
     /// Whether the torn bytes contain `needle`.
