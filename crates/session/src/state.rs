@@ -459,6 +459,24 @@ impl SessionState {
             .all(|c| c.outcome.is_some())
     }
 
+    /// The last seq a fork at the end of turn `at_turn` keeps: the prefix ends right before
+    /// the next turn starts (or at the end of the log). The turn must be complete.
+    /// `Err` says why that is not a fork point. Every backend forks by this rule.
+    pub fn fork_boundary(&self, at_turn: u64) -> Result<u64, String> {
+        if at_turn > self.turn {
+            return Err(format!("the session has {} turns", self.turn));
+        }
+        if !self.turn_is_complete(at_turn) {
+            return Err(
+                "that turn is not complete (no response, or a tool call without result)".into(),
+            );
+        }
+        Ok(match self.turn_seqs.get(at_turn as usize) {
+            Some(&next_turn_seq) => next_turn_seq - 1,
+            None => self.last_seq,
+        })
+    }
+
     /// What the model will see next: the status of the work, in one word.
     pub fn status(&self) -> Status {
         if self.interrupted.is_some() {

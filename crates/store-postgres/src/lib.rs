@@ -754,24 +754,14 @@ impl Store for PgStore {
 
     fn fork(&self, id: &str, at_turn: u64, new_id: Option<&str>) -> Result<SessionSummary> {
         let state = self.load(id)?;
-        let bad = |reason: String| SessionError::BadForkPoint {
-            id: id.to_string(),
-            turn: at_turn,
-            reason,
-        };
-        if at_turn > state.turn {
-            return Err(bad(format!("the session has {} turns", state.turn)));
-        }
-        if !state.turn_is_complete(at_turn) {
-            return Err(bad(
-                "that turn is not complete (no response, or a tool call without result)".into(),
-            ));
-        }
-        // The prefix ends right before the next turn starts (or at the end of the log).
-        let boundary = match state.turn_seqs.get(at_turn as usize) {
-            Some(&next_turn_seq) => next_turn_seq - 1,
-            None => state.last_seq,
-        };
+        let boundary =
+            state
+                .fork_boundary(at_turn)
+                .map_err(|reason| SessionError::BadForkPoint {
+                    id: id.to_string(),
+                    turn: at_turn,
+                    reason,
+                })?;
         let child_id = new_id
             .map(str::to_string)
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
