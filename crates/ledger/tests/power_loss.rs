@@ -169,3 +169,42 @@ fn new_file_without_directory_sync_is_gone_after_power_cut() {
     .unwrap_err();
     assert!(matches!(err, LedgerError::NotFound { .. }), "{err}");
 }
+
+#[test]
+fn failed_fsync_poisons_the_writer_and_is_never_retried() {
+    for durability in [Durability::PerRecord, Durability::Grouped] {
+        let fs = SimFs::new();
+        let w = Writer::create(
+            Path::new("/sim"),
+            Header::new("test.ledger", "p"),
+            b"",
+            opts(&fs, 1, durability),
+        )
+        .unwrap();
+        w.append("note", &json!({"i": 1})).unwrap();
+        // the next write succeeds, its fdatasync fails
+        fs.arm_power_cut(1, |_| Loss::Prefix(0));
+        let err = w.append("note", &json!({"i": 2})).unwrap_err();
+        assert!(err.to_string().contains("simulated power cut"), "{err}");
+        assert!(w.is_poisoned(), "{durability:?}");
+        let err = w.append("note", &json!({"i": 3})).unwrap_err();
+        assert!(
+            matches!(err, LedgerError::Poisoned { .. }),
+            "{durability:?}: {err}"
+        );
+        // reopening re-reads from disk: the acknowledged record is there, the other is not
+        let disk = fs.after_power_cut().unwrap();
+        let mut seen = Vec::new();
+        Writer::open_with::<Value, _>(
+            Path::new("/sim"),
+            "p",
+            opts(&disk, 1, durability),
+            |_, e| {
+                seen.push(e.data["i"].clone());
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(seen, [json!(1)]);
+    }
+}
