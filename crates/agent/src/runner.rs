@@ -323,6 +323,7 @@ impl Runner {
         let mut receipt = ResumeReceipt {
             trigger: trigger.to_string(),
             truncated_bytes: report.truncated_bytes,
+            truncated_saved_to: report.truncated_saved_to.clone(),
             records_replayed: report.records_replayed,
             inputs_pending: st.pending_inputs.len() as u64,
             open_turn: st.open_turn,

@@ -214,7 +214,7 @@ fn create_send_dedup_verify_torn_tail_corruption_repair_and_usage() {
             .file_name()
             .unwrap()
             .to_string_lossy()
-            .starts_with("s.jsonl.corrupt-"),
+            .starts_with("s.jsonl.cut-"),
         "{saved:?}"
     );
     assert_eq!(saved.parent(), Some(dir));

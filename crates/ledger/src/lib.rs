@@ -12,8 +12,10 @@
 //! * **Durable** ([`writer`]): a record is acknowledged only after its whole line, newline
 //!   included, is written in one `write` on an `O_APPEND` handle and `fdatasync`ed; a new
 //!   file's directory is fsynced too. A failed fsync poisons the writer (never retried).
-//! * **Atomic** ([`scan`]): bytes after the last newline, or a final line that fails its
-//!   checksum, are never visible to readers and are cut (and reported) before the next append.
+//! * **Atomic** ([`scan`]): damage a crash can have left at the end of the file (a torn
+//!   line, lost sectors inside the ledger's crash window) is never visible to readers and is
+//!   saved aside, cut and reported before the next append. Damage a crash cannot explain is
+//!   corruption, and the file is refused. A new ledger appears whole or not at all.
 //! * **Detected** ([`scan`], [`repair`]): a flipped bit, a missing, duplicated or reordered
 //!   line is reported with file, line, byte offset and what was expected; nothing is skipped.
 //! * **Versioned** ([`header`]): an unknown format name or version is a named error.
@@ -26,6 +28,7 @@ pub mod frame;
 pub mod fs;
 pub mod header;
 pub mod id;
+pub mod layout;
 pub mod lock;
 pub mod reader;
 pub mod repair;
@@ -38,8 +41,9 @@ pub use error::{Corruption, LedgerError, Problem, Result};
 pub use frame::{Envelope, Payload};
 pub use header::{FORMAT_VERSION, Header, Parent};
 pub use id::validate_id;
+pub use layout::{ledger_path, lock_path};
 pub use lock::{Holder, read_holder};
 pub use reader::{Reader, Tail, read_tail};
 pub use repair::{Finding, RepairOutcome, VerifyReport, repair, verify_file};
-pub use scan::{Cut, LineInfo};
-pub use writer::{Appended, Durability, Options, Recovery, Writer, ledger_path, lock_path};
+pub use scan::{CrashWindow, Cut, LineInfo};
+pub use writer::{Appended, Durability, Options, Recovery, Writer};

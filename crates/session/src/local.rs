@@ -200,6 +200,11 @@ impl Store for LocalStore {
         };
         let report = OpenReport {
             truncated_bytes: recovery.cut.as_ref().map_or(0, |c| c.bytes),
+            truncated_saved_to: recovery
+                .saved_to
+                .as_ref()
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned()),
             records_replayed: recovery.records,
         };
         Ok(Session::new(Box::new(LocalSink { writer }), state, report))

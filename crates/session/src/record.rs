@@ -329,6 +329,9 @@ pub struct ResumeReceipt {
     pub trigger: String,
     /// Crash debris cut from the end of the file at open.
     pub truncated_bytes: u64,
+    /// The file beside the session that holds the cut bytes (never deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated_saved_to: Option<String>,
     pub records_replayed: u64,
     /// Finished calls whose recorded result is reused.
     pub calls_reused: u64,

@@ -62,6 +62,9 @@ pub trait RecordSink: Send + Sync {
 pub struct OpenReport {
     /// Crash debris cut from the end.
     pub truncated_bytes: u64,
+    /// Where the cut bytes were saved (a file name in the session directory), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated_saved_to: Option<String>,
     /// Records replayed into the state.
     pub records_replayed: u64,
 }

@@ -310,6 +310,7 @@ impl PgStore {
         let (state, size) = rt.run_here(replay_on(&ctx, &conn.client, id))?;
         let report = OpenReport {
             truncated_bytes: 0,
+            truncated_saved_to: None,
             records_replayed: state.last_seq,
         };
         let w = locked.into_writer(state.last_seq + 1, size)?;
