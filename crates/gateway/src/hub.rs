@@ -359,32 +359,37 @@ impl Hub {
         Ok(actor)
     }
 
-    /// Appends `rec` unless `input_id` was seen; returns (seq, duplicate). Runs on the
-    /// blocking pool (write + fdatasync must not stall the async workers).
-    async fn append_once(
-        &self,
-        actor: &Arc<Actor>,
-        input_id: String,
-        rec: Record,
-    ) -> ApiResult<(u64, bool)> {
+    /// Records an input through the session's own exactly-once rule
+    /// ([`Session::append_input`] / [`Session::append_control`]) and, if it was new, shows it
+    /// to live tails. Runs on the blocking pool (write + fdatasync must not stall the async
+    /// workers). Returns (seq, duplicate).
+    async fn append_once(&self, actor: &Arc<Actor>, rec: Record) -> ApiResult<(u64, bool)> {
         let a = actor.clone();
         let t0 = Instant::now();
         let r = tokio::task::spawn_blocking(move || -> ApiResult<(u64, bool)> {
             let mut s = lock(&a.session);
-            if let Some(&seq) = s.state().input_ids.get(&input_id) {
-                return Ok((seq, true));
+            let ack = match &rec {
+                Record::Input(i) => s.append_input(&i.input_id, &i.source, &i.text)?,
+                Record::Control(c) => {
+                    s.append_control(&c.input_id, &c.action, c.reason.as_deref())?
+                }
+                other => {
+                    return Err(ApiError::internal(format!(
+                        "not an input record: {}",
+                        other.kind()
+                    )));
+                }
+            };
+            if let Some(ts) = ack.ts {
+                // sent under the session lock: inputs reach live tails in seq order
+                let _ = a.tx.send(Arc::new(StoredRecord {
+                    seq: ack.seq,
+                    ts,
+                    kind: rec.kind().to_string(),
+                    data: rec.data_value(),
+                }));
             }
-            let kind = rec.kind();
-            let data = rec.data_value();
-            let stored = s.append(rec)?;
-            // sent under the session lock: inputs reach live tails in seq order
-            let _ = a.tx.send(Arc::new(StoredRecord {
-                seq: stored.seq,
-                ts: stored.ts,
-                kind: kind.to_string(),
-                data,
-            }));
-            Ok((stored.seq, false))
+            Ok((ack.seq, ack.duplicate))
         })
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
@@ -402,11 +407,11 @@ impl Hub {
         text: String,
     ) -> ApiResult<(u64, bool)> {
         let rec = Record::Input(Input {
-            input_id: message_id.clone(),
+            input_id: message_id,
             source: "user".into(),
             text,
         });
-        let r = self.append_once(actor, message_id, rec).await?;
+        let r = self.append_once(actor, rec).await?;
         if !r.1 {
             self.metrics
                 .inc("lazarus_appends_total", &[("kind", "input")]);
@@ -423,11 +428,11 @@ impl Hub {
         reason: Option<String>,
     ) -> ApiResult<(u64, bool)> {
         let rec = Record::Control(Control {
-            input_id: input_id.clone(),
+            input_id,
             action: action.to_string(),
             reason,
         });
-        let r = self.append_once(actor, input_id, rec).await?;
+        let r = self.append_once(actor, rec).await?;
         if !r.1 {
             self.metrics
                 .inc("lazarus_appends_total", &[("kind", "control")]);
