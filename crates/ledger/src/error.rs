@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::lock::Holder;
+use crate::holder::{Holder, describe};
 
 /// Everything that can go wrong in the ledger.
 #[derive(Debug, thiserror::Error)]
@@ -22,11 +22,12 @@ pub enum LedgerError {
     #[error("no session file at {path}")]
     NotFound { path: PathBuf },
     #[error(
-        "session {path} is in use by {holder}; only one writer at a time (stop that process, or read without writing)"
+        "session {path} is in use by {}; only one writer at a time (stop that process, or read without writing)",
+        describe(.holder)
     )]
     Locked {
         path: PathBuf,
-        holder: HolderDisplay,
+        holder: Option<Holder>,
     },
     #[error("{0}")]
     Corrupt(Box<Corruption>),
@@ -99,19 +100,6 @@ impl LedgerError {
         match self {
             LedgerError::Corrupt(c) => Some(c),
             _ => None,
-        }
-    }
-}
-
-/// Who holds a session's writer lock, for error messages.
-#[derive(Debug, Clone)]
-pub struct HolderDisplay(pub Option<Holder>);
-
-impl fmt::Display for HolderDisplay {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
-            Some(h) => write!(f, "pid {} on host {} since {}", h.pid, h.host, h.since),
-            None => write!(f, "another process (holder details unavailable)"),
         }
     }
 }

@@ -23,10 +23,12 @@
 //!
 //! The exact line format is in [`frame`].
 
+pub mod clock;
 pub mod error;
 pub mod frame;
 pub mod fs;
 pub mod header;
+pub mod holder;
 pub mod id;
 pub mod layout;
 pub mod lock;
@@ -40,9 +42,10 @@ pub mod writer;
 pub use error::{Corruption, LedgerError, Problem, Result};
 pub use frame::{Envelope, Payload};
 pub use header::{FORMAT_VERSION, Header, Parent};
+pub use holder::Holder;
 pub use id::validate_id;
 pub use layout::{ledger_path, lock_path};
-pub use lock::{Holder, read_holder};
+pub use lock::read_holder;
 pub use reader::{Reader, Tail, read_tail};
 pub use repair::{Finding, RepairOutcome, VerifyReport, repair, verify_file};
 pub use scan::{CrashWindow, Cut, LineInfo};

@@ -9,52 +9,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use crate::error::{LedgerError, Result};
+pub use crate::holder::{Holder, hostname};
 use rustix::fs::{FlockOperation, flock};
-use serde::{Deserialize, Serialize};
-
-use crate::error::{HolderDisplay, LedgerError, Result};
-
-/// Who holds (or held) a writer lock.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Holder {
-    pub pid: u32,
-    pub host: String,
-    pub since: String,
-}
-
-impl Holder {
-    /// The current process.
-    pub fn current() -> Self {
-        Holder {
-            pid: std::process::id(),
-            host: hostname(),
-            since: crate::frame::format_ts(jiff::Timestamp::now()),
-        }
-    }
-
-    /// True when the holder runs on this host and its pid is alive.
-    pub fn is_alive_here(&self) -> bool {
-        if self.host != hostname() {
-            return false;
-        }
-        let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) else {
-            return false;
-        };
-        // Signal 0 checks existence; EPERM still means "exists".
-        match rustix::process::test_kill_process(pid) {
-            Ok(()) => true,
-            Err(e) => e == rustix::io::Errno::PERM,
-        }
-    }
-}
-
-/// This machine's host name.
-pub fn hostname() -> String {
-    rustix::system::uname()
-        .nodename()
-        .to_string_lossy()
-        .into_owned()
-}
 
 /// A held writer lock. Dropping it (or the process dying) releases it.
 #[derive(Debug)]
@@ -73,7 +30,7 @@ impl WriterLock {
             Err(e) if e == rustix::io::Errno::WOULDBLOCK || e == rustix::io::Errno::AGAIN => {
                 return Err(LedgerError::Locked {
                     path: session_path.to_path_buf(),
-                    holder: HolderDisplay(read_holder_from(&mut file)),
+                    holder: read_holder_from(&mut file),
                 });
             }
             Err(e) => {

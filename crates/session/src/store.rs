@@ -28,6 +28,25 @@ pub enum SessionError {
     NotFound { id: String, location: String },
     #[error("session {id:?} already exists in {location}; a session is never overwritten")]
     AlreadyExists { id: String, location: String },
+    #[error(
+        "session {id:?} in {location} is in use by {}; only one writer at a time (stop that process, or read without writing)",
+        lazarus_ledger::holder::describe(.holder)
+    )]
+    Locked {
+        id: String,
+        location: String,
+        holder: Option<lazarus_ledger::Holder>,
+    },
+    /// An append stated a seq that is not the session's next free one (taken by another
+    /// writer, or out of order). Nothing was written; the writer must reopen.
+    #[error(
+        "session {id:?} in {location}: seq {seq} is not the next free seq (already taken, or out of order); nothing was written, reopen the session"
+    )]
+    Conflict {
+        id: String,
+        location: String,
+        seq: u64,
+    },
     #[error("cannot fork {id:?} at turn {turn}: {reason}")]
     BadForkPoint {
         id: String,

@@ -7,7 +7,7 @@
 //!   a local ledger file would hold, so [`PgStore::export`] gives back byte for byte the JSONL
 //!   of a local session, and [`PgStore::import_lines`] takes one in.
 //! * An append is one INSERT of the record with the seq it expects, on the writer's locked
-//!   connection: a taken seq fails the primary key (a conflict, see [`is_conflict`]) and
+//!   connection: a taken seq fails the primary key ([`SessionError::Conflict`]) and
 //!   never overwrites; the writer never skips a seq. Listings read each session's newest
 //!   record through the primary key (one index probe per session, no scan).
 //! * One writer per session: a writer holds the session's advisory lock on its own
@@ -39,7 +39,7 @@ mod rt;
 mod schema;
 mod writer;
 
-pub use error::{CONFLICT_PREFIX, PgError, is_conflict};
+pub use error::PgError;
 pub use schema::{SCHEMA_VERSION, validate_schema_name};
 pub use writer::{LockHolder, PgWriter};
 
@@ -300,9 +300,7 @@ impl PgStore {
             Ok(l) => l,
             Err(busy) if !busy.exists => return Err(ctx.not_found(id).into()),
             Err(busy) => {
-                return Err(
-                    writer::locked_error(&ctx.session_location(id), busy.holder.as_ref()).into(),
-                );
+                return Err(writer::locked_error(id, &ctx.location, busy.holder.as_ref()).into());
             }
         };
         let Locked { rt, conn, .. } = &mut locked;
@@ -603,9 +601,7 @@ impl Store for PgStore {
             Err(busy) if busy.exists => return Err(ctx.already_exists(&id).into()),
             Err(busy) => {
                 // being created by someone else right now
-                return Err(
-                    writer::locked_error(&ctx.session_location(&id), busy.holder.as_ref()).into(),
-                );
+                return Err(writer::locked_error(&id, &ctx.location, busy.holder.as_ref()).into());
             }
         };
         let Locked { rt, conn, .. } = &mut locked;
