@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
-use crate::hub::{Hub, work_owed};
+use crate::hub::Hub;
 
 /// Shared by the handlers.
 #[derive(Clone)]
@@ -314,7 +314,7 @@ fn describe(st: &SessionState, running: bool) -> Value {
         "in_doubt_calls": st.in_doubt_calls().count(),
         "last_receipt": st.last_receipt,
         "workspace": meta.get("workspace"),
-        "work_owed": work_owed(st),
+        "work_owed": st.owes_work(),
     })
 }
 
@@ -580,7 +580,7 @@ async fn post_event(
                 .as_ref()
                 .and_then(|k| s.input_ids.get(k).copied()),
             s.status(),
-            work_owed(s),
+            s.owes_work(),
         )
     });
     let answer = |code: StatusCode, v: Value| Ok((code, Json(v)).into_response());

@@ -13,8 +13,7 @@ use lazarus_agent::runner::{RunEvent, RunOutcome, Runner, RunnerConfig, SharedSe
 use lazarus_agent::tools::Toolbox;
 use lazarus_session::record::{Control, Input};
 use lazarus_session::{
-    ContextEntry, CreateOptions, Record, Session, SessionError, SessionState, SharedStore, Status,
-    StoredRecord,
+    CreateOptions, Record, Session, SessionError, SessionState, SharedStore, Status, StoredRecord,
 };
 use serde_json::{Value, json};
 use tokio::sync::{OnceCell, Semaphore, broadcast};
@@ -98,15 +97,6 @@ impl Actor {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// True when the session owes work: an open turn, a call without outcome, an input not yet
-/// answered, or tool results the model has not seen.
-pub fn work_owed(st: &SessionState) -> bool {
-    st.open_turn.is_some()
-        || st.unresolved_calls().next().is_some()
-        || !st.pending_inputs.is_empty()
-        || matches!(st.context.last(), Some(ContextEntry::ToolResult { .. }))
 }
 
 /// Result of the startup recovery scan.
@@ -646,7 +636,7 @@ impl Hub {
             let Ok((id, r)) = j else { continue };
             match r {
                 Ok(actor) => {
-                    let owed = work_owed(lock(&actor.session).state());
+                    let owed = lock(&actor.session).state().owes_work();
                     if owed {
                         self.schedule(&actor, "gateway-start");
                         report.requeued += 1;
@@ -720,7 +710,7 @@ impl Hub {
             match self.actor(&id).await {
                 Ok(actor) => {
                     failed.remove(&id);
-                    let owed = work_owed(lock(&actor.session).state());
+                    let owed = lock(&actor.session).state().owes_work();
                     if owed && self.schedule(&actor, "gateway-takeover") {
                         tracing::info!(session = %id, "took over a session whose gateway is gone");
                         self.metrics.inc("lazarus_takeovers_total", &[]);
