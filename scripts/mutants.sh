@@ -42,12 +42,18 @@ trap cleanup EXIT
 git -C "$repo" worktree add --detach --quiet "$tree" HEAD
 echo "mutants: testing $(git -C "$repo" rev-parse --short HEAD) in $tree"
 export CARGO_TARGET_DIR="$out/build"
+# Faster builds (no debug info), and the heavy tests at a size that still catches what they
+# catch at full size (a survivor is re-checked at full size before it is called a survivor).
+export CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
+export LAZARUS_POWER_TRIALS=${LAZARUS_POWER_TRIALS:-2000}
+export LAZARUS_GROUPED_TRIALS=${LAZARUS_GROUPED_TRIALS:-400}
+export LAZARUS_CRASH_CYCLES=${LAZARUS_CRASH_CYCLES:-100}
 
 run_group() {
   local group=$1; shift
   echo "== $group"
   (cd "$tree" && nice cargo mutants --in-place --test-tool nextest --no-shuffle \
-      --timeout 600 --build-timeout 900 --output "$out/$group" "$@" "${extra[@]}") || true
+      --timeout 300 --build-timeout 900 --output "$out/$group" "$@" "${extra[@]}") || true
   local o="$out/$group/mutants.out"
   local caught missed timeout unviable
   caught=$(wc -l < "$o/caught.txt" 2>/dev/null || echo 0)
