@@ -29,3 +29,6 @@ cargo nextest run -p lazarus-agent --run-ignored only -E 'test(local_model)' --n
 
 echo "== the workspace test suite"
 cargo nextest run --workspace
+
+echo "== the documentation examples (nextest does not run doctests)"
+cargo test --workspace --doc
