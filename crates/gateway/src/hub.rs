@@ -342,8 +342,7 @@ impl Hub {
         })
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
-        self.metrics
-            .inc("lazarus_appends_total", &[("kind", "header")]);
+        self.metrics.appended("header");
         let cell = Arc::new(OnceCell::new_with(Some(actor.clone())));
         lock(&self.actors).insert(actor.id.clone(), cell);
         Ok(actor)
@@ -403,8 +402,7 @@ impl Hub {
         });
         let r = self.append_once(actor, rec).await?;
         if !r.1 {
-            self.metrics
-                .inc("lazarus_appends_total", &[("kind", "input")]);
+            self.metrics.appended("input");
         }
         Ok(r)
     }
@@ -424,8 +422,7 @@ impl Hub {
         });
         let r = self.append_once(actor, rec).await?;
         if !r.1 {
-            self.metrics
-                .inc("lazarus_appends_total", &[("kind", "control")]);
+            self.metrics.appended("control");
         }
         Ok(r)
     }
@@ -530,8 +527,7 @@ impl Hub {
                 Ok(RunOutcome::Failed { .. }) => "failed",
                 Err(_) => "error",
             };
-            self.metrics
-                .inc("lazarus_runs_total", &[("outcome", outcome)]);
+            self.metrics.run_finished(outcome);
             if let Err(e) = &r {
                 tracing::warn!(session = %actor.id, error = %e, "run stopped with an error; the session stays resumable");
             }
@@ -559,24 +555,15 @@ impl Hub {
                 data,
             } => {
                 let m = &self.metrics;
-                m.inc("lazarus_appends_total", &[("kind", kind)]);
+                m.appended(kind);
                 match kind {
-                    "resume" => m.inc(
-                        "lazarus_resumes_total",
-                        &[("trigger", data["trigger"].as_str().unwrap_or("?"))],
-                    ),
+                    "resume" => m.resumed(data["trigger"].as_str().unwrap_or("?")),
                     "response" => {
                         let failed = data.get("failure").is_some_and(|f| !f.is_null());
-                        m.inc(
-                            "lazarus_model_requests_total",
-                            &[("result", if failed { "failed" } else { "ok" })],
-                        );
+                        m.model_request(if failed { "failed" } else { "ok" });
                     }
                     "tool_outcome" => {
-                        m.inc(
-                            "lazarus_tool_calls_total",
-                            &[("outcome", data["status"].as_str().unwrap_or("?"))],
-                        );
+                        m.tool_call(data["status"].as_str().unwrap_or("?"));
                         lock(&actor.run).in_tool = false;
                         if self.is_draining() {
                             // the running call finished: stop here, resumable
@@ -593,7 +580,7 @@ impl Hub {
                 }));
             }
             RunEvent::ToolRunning { .. } => lock(&actor.run).in_tool = true,
-            RunEvent::Retry { .. } => self.metrics.inc("lazarus_model_retries_total", &[]),
+            RunEvent::Retry { .. } => self.metrics.model_retry(),
             RunEvent::Text(_) | RunEvent::Reasoning(_) => {}
         }
     }
@@ -713,7 +700,7 @@ impl Hub {
                     let owed = lock(&actor.session).state().owes_work();
                     if owed && self.schedule(&actor, "gateway-takeover") {
                         tracing::info!(session = %id, "took over a session whose gateway is gone");
-                        self.metrics.inc("lazarus_takeovers_total", &[]);
+                        self.metrics.took_over();
                         report.taken += 1;
                     }
                 }
