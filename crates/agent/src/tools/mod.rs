@@ -26,6 +26,7 @@ pub use shell::{GATE_REFUSED_EXIT, ShellTool};
 
 use crate::model::ToolSpec;
 pub use crate::process::ProcessGroupRef;
+use crate::sandbox::Sandbox;
 
 /// How a tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -149,14 +150,19 @@ pub struct ToolContext {
     /// Cancelled when the runner stops (SIGINT/SIGTERM).
     pub cancel: CancellationToken,
     pub limits: ToolLimits,
+    /// How `shell` commands are confined.
+    pub sandbox: Arc<Sandbox>,
 }
 
 impl ToolContext {
+    /// A context with the default sandbox (`workspace-write`, no network), probed once per
+    /// process.
     pub fn new(workspace: impl Into<PathBuf>) -> Self {
         ToolContext {
             workspace: workspace.into(),
             cancel: CancellationToken::new(),
             limits: ToolLimits::default(),
+            sandbox: crate::sandbox::default_probed(),
         }
     }
 }
