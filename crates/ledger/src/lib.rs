@@ -21,6 +21,7 @@
 //!
 //! The exact line format is in [`frame`].
 
+pub mod durable_replace;
 pub mod error;
 pub mod frame;
 pub mod fs;
