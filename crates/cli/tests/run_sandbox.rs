@@ -409,3 +409,63 @@ fn an_imported_root_workspace_is_not_used() {
 fn an_imported_dot_workspace_is_not_used() {
     imported_workspace_is_ignored(".");
 }
+
+/// `read_file` is idempotent, so an interrupted one is re-run on resume: a FIFO at its path
+/// must not hang the resume (it used to, on every resume).
+#[test]
+fn resume_rerunning_read_file_on_a_fifo_does_not_hang() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([
+            Step::after_tool_result("c1", ScriptedResponse::text("ok")).repeat(),
+        ])))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        ws.path().join("where.txt"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    interrupted_session(&store, None);
+    {
+        let mut s = store.open("s").unwrap();
+        s.append(Record::ToolStart(lazarus_session::record::ToolStart {
+            call_id: "c1".into(),
+            process: None,
+        }))
+        .unwrap();
+    }
+    let mut child = Command::new(BIN)
+        .args(["run", "--session", "s", "--base-url", &server.base_url()])
+        .arg("--session-dir")
+        .arg(dir.path())
+        .arg("--workspace")
+        .arg(ws.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("lazarus run hung re-running read_file on a FIFO");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
+    let st = store.load("s").unwrap();
+    assert_eq!(st.last_receipt.as_ref().unwrap().calls_rerun, 1);
+    let text = st.tool_result_text("c1");
+    assert!(text.contains("a FIFO"), "{text}");
+}
