@@ -191,6 +191,15 @@ impl Sandbox {
             return sb;
         }
         if let Err(e) = sb.trial() {
+            if sb.privileged {
+                // root without CAP_SYS_ADMIN (in a container, say) may still make a user
+                // namespace
+                sb.privileged = false;
+                if sb.trial().is_ok() {
+                    return sb;
+                }
+                sb.privileged = true;
+            }
             sb.unavailable = Some(e);
         }
         sb

@@ -44,15 +44,17 @@ async fn sh(c: &ToolContext, command: &str) -> ToolOutput {
         .await
 }
 
-/// Processes whose command line contains `marker`.
+/// Processes running `sh -c 'sleep 1000; : MARKER'` (not the shell whose command line
+/// merely mentions it).
 fn processes_with(marker: &str) -> Vec<i32> {
+    let marker = format!("-c\0sleep 1000; : {marker}");
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
         };
         if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline"))
-            && String::from_utf8_lossy(&cmd).contains(marker)
+            && String::from_utf8_lossy(&cmd).contains(&marker)
         {
             out.push(pid);
         }
@@ -198,7 +200,7 @@ async fn nothing_outlives_the_call() {
     let f = fixture();
     let marker = format!("lazarus-outlive-{}", std::process::id());
     let cmd = format!(
-        "setsid sh -c 'sleep 1000; echo {marker}' >/dev/null 2>&1 & (nohup sh -c 'sleep 1000; : {marker}' >/dev/null 2>&1 &); echo started"
+        "setsid sh -c 'sleep 1000; : {marker}' >/dev/null 2>&1 & (nohup sh -c 'sleep 1000; : {marker}' >/dev/null 2>&1 &); echo started"
     );
     let c = ctx(
         f.ws.path(),
@@ -224,7 +226,7 @@ async fn nothing_outlives_the_call() {
     std::thread::sleep(Duration::from_millis(200));
     let escaped = processes_with(&marker);
     for pid in &escaped {
-        let _ = rustix::process::kill_process(
+        let _ = rustix::process::kill_process_group(
             rustix::process::Pid::from_raw(*pid).unwrap(),
             rustix::process::Signal::KILL,
         );

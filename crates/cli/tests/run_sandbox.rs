@@ -183,7 +183,7 @@ fn sandbox_off_allows_every_escape_and_says_so() {
     let store = LocalStore::open(&a.sessions).unwrap();
     let escaped = processes_with(&a.marker);
     for pid in &escaped {
-        let _ = rustix::process::kill_process(
+        let _ = rustix::process::kill_process_group(
             rustix::process::Pid::from_raw(*pid).unwrap(),
             rustix::process::Signal::KILL,
         );
@@ -468,4 +468,84 @@ fn resume_rerunning_read_file_on_a_fifo_does_not_hang() {
     assert_eq!(st.last_receipt.as_ref().unwrap().calls_rerun, 1);
     let text = st.tool_result_text("c1");
     assert!(text.contains("a FIFO"), "{text}");
+}
+
+/// Run as root, the sandbox needs no user namespace; everyone else gets one first. This runs
+/// the attack as an unprivileged user (`setpriv`, uid 65534) on files that user owns, so only
+/// the sandbox can refuse. When the suite itself runs unprivileged, every test above already
+/// takes that path.
+#[test]
+fn an_unprivileged_user_gets_the_same_sandbox() {
+    use std::os::unix::fs::PermissionsExt;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("not root: the other tests of this file already run the unprivileged path");
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let a = attack("nobody");
+    let server = rt.block_on(ScriptedServer::start(script(&a))).unwrap();
+    // a copy of the binary the unprivileged user can run, wherever the build lives
+    let bin_dir = tempfile::tempdir().unwrap();
+    let bin = bin_dir.path().join("lazarus");
+    std::fs::copy(BIN, &bin).unwrap();
+    for (p, mode) in [(bin_dir.path(), 0o755), (bin.as_path(), 0o755)] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let nobody = rustix::process::Uid::from_raw(65534);
+    let nogroup = rustix::process::Gid::from_raw(65534);
+    for d in [
+        &a.sessions,
+        &a.ws,
+        &a.home,
+        &a.outside,
+        &a.home.join(".ssh"),
+    ] {
+        rustix::fs::chown(d, Some(nobody), Some(nogroup)).unwrap();
+    }
+    rustix::fs::chown(&a.home.join(".ssh/id_ed25519"), Some(nobody), Some(nogroup)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&bin)
+        .args(["run", "--session", "s", "-p", "attack"])
+        .arg("--session-dir")
+        .arg(&a.sessions)
+        .arg("--workspace")
+        .arg(&a.ws)
+        .args(["--base-url", &server.base_url()])
+        .env("HOME", &a.home)
+        .env_remove("LAZARUS_SANDBOX_TEST_UNSUPPORTED")
+        .current_dir(&a.ws)
+        .stdin(Stdio::null())
+        .output()
+        .expect("setpriv (util-linux) runs the binary as uid 65534");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("user namespace"), "{stderr}");
+    let store = LocalStore::open(&a.sessions).unwrap();
+    assert!(
+        !a.outside.join("x").exists(),
+        "{}",
+        result(&store, "write_out")
+    );
+    assert!(!result(&store, "read_ssh").contains("FAKE PRIVATE KEY"));
+    assert!(!result(&store, "connect").contains("connected"));
+    assert!(!accepted(&a.listener));
+    let mut left = processes_with(&a.marker);
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        left = processes_with(&a.marker);
+    }
+    assert!(left.is_empty(), "processes outlived the call: {left:?}");
+    // and the same user without the sandbox does write there: the refusals above were the
+    // sandbox's, not file permissions'
+    let st = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .args(["sh", "-c"])
+        .arg(format!("echo ok > {}/y", a.outside.display()))
+        .status()
+        .unwrap();
+    assert!(st.success() && a.outside.join("y").exists());
 }
