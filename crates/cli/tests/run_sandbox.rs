@@ -502,7 +502,7 @@ fn an_unprivileged_user_gets_the_same_sandbox() {
     ] {
         rustix::fs::chown(d, Some(nobody), Some(nogroup)).unwrap();
     }
-    rustix::fs::chown(&a.home.join(".ssh/id_ed25519"), Some(nobody), Some(nogroup)).unwrap();
+    rustix::fs::chown(a.home.join(".ssh/id_ed25519"), Some(nobody), Some(nogroup)).unwrap();
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(&bin)
