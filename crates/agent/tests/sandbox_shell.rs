@@ -342,3 +342,35 @@ async fn resume_still_finds_and_terminates_a_sandboxed_group() {
         "left after terminating the group: {left:?}"
     );
 }
+
+/// What the sandbox costs per call (`true` run N times, off vs workspace-write). Prints the
+/// figures; asserts nothing about time. `cargo nextest run -p lazarus-agent --test
+/// sandbox_shell --run-ignored only --no-capture -E 'test(overhead)'`
+#[tokio::test]
+#[ignore = "measurement; run by hand"]
+async fn overhead_per_call() {
+    let f = fixture();
+    let n = 100;
+    let mut figures = Vec::new();
+    for (name, sb) in [
+        ("off", Sandbox::off()),
+        (
+            "workspace-write",
+            confined(SandboxMode::WorkspaceWrite, f.home.path()),
+        ),
+    ] {
+        let c = ctx(f.ws.path(), sb);
+        let t0 = std::time::Instant::now();
+        for _ in 0..n {
+            let o = sh(&c, "true").await;
+            assert_eq!(o.status, ToolStatus::Ok, "{}", o.text);
+        }
+        let per = t0.elapsed() / n;
+        eprintln!("{name}: {per:?} per `true` call ({n} calls)");
+        figures.push(per.as_secs_f64());
+    }
+    eprintln!(
+        "ratio workspace-write / off: {:.2}",
+        figures[1] / figures[0]
+    );
+}
