@@ -151,6 +151,15 @@ fn a_refused_workspace_creates_nothing_outside_the_root() {
         Some(json!({"workspace": "team"})),
     );
     assert_eq!(st, 201, "{v}");
+    // the new session's header records the shell sandbox of this gateway
+    let id = v["id"].as_str().unwrap().to_string();
+    let header = LocalStore::open(&state.path().join("sessions"))
+        .unwrap()
+        .load(&id)
+        .unwrap()
+        .header;
+    let meta = header.meta.unwrap();
+    assert_eq!(meta["sandbox"]["mode"], "workspace-write", "{meta}");
     let (st, v) = call(
         &gw.url,
         "POST",
