@@ -461,10 +461,38 @@ pub(crate) struct PrivateTmp {
     pub(crate) path: PathBuf,
 }
 
+/// Removes the private temporary directories of runners that are gone (killed with
+/// SIGKILL, say): `lazarus-shell-PID-*` of this user whose PID no longer exists. A reused
+/// PID only delays the removal.
+fn sweep_stale_tmp(base: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let uid = rustix::process::getuid().as_raw();
+    let Ok(rd) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("lazarus-shell-"))
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let mine = std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if mine && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 impl PrivateTmp {
     fn create() -> io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
         let base = std::env::temp_dir();
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| sweep_stale_tmp(&base));
         for _ in 0..16 {
             let path = base.join(format!(
                 "lazarus-shell-{}-{:016x}",

@@ -154,10 +154,7 @@ async fn a_directory_swapped_for_a_symlink_never_lets_a_tool_out() {
     eprintln!(
         "{iterations} calls per tool, {swaps} swaps: {reads_ok} reads, {writes_ok} writes, {lists_ok} listings succeeded inside; 0 escapes"
     );
-    assert!(
-        swaps > iterations as u64,
-        "the swapper barely ran ({swaps} swaps)"
-    );
+    assert!(swaps >= 100, "the swapper barely ran ({swaps} swaps)");
     for (what, ok) in [
         ("reads", reads_ok),
         ("writes", writes_ok),

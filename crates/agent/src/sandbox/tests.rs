@@ -37,3 +37,23 @@ fn modes_parse_and_print() {
     assert!(off.describe().contains("sandbox: off"));
     assert_eq!(off.note().detail, "unconfined");
 }
+
+#[test]
+fn stale_private_tmp_dirs_of_dead_runners_are_swept() {
+    let base = tempfile::tempdir().unwrap();
+    // a pid that cannot exist (above pid_max's ceiling), and this process's own
+    let dead = base.path().join("lazarus-shell-4194305-00000000000000aa");
+    let alive = base.path().join(format!(
+        "lazarus-shell-{}-00000000000000bb",
+        std::process::id()
+    ));
+    let other = base.path().join("unrelated-4194305");
+    for d in [&dead, &alive, &other] {
+        std::fs::create_dir(d).unwrap();
+    }
+    std::fs::write(dead.join("leftover"), "x").unwrap();
+    sweep_stale_tmp(base.path());
+    assert!(!dead.exists());
+    assert!(alive.exists());
+    assert!(other.exists());
+}
