@@ -315,6 +315,9 @@ fn show(store: &dyn Store, id: &str, json: bool, out: &mut impl Write) -> Result
     if let Some(p) = &st.header.parent {
         writeln!(out, "forked from {} at seq {}", p.id, p.seq)?;
     }
+    if let Some(sb) = st.header.meta.as_ref().and_then(|m| m.get("sandbox")) {
+        writeln!(out, "shell sandbox at creation: {sb}")?;
+    }
     for entry in &st.context {
         match entry {
             ContextEntry::User { text, .. } => writeln!(out, "\n> {text}")?,

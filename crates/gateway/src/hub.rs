@@ -3,24 +3,27 @@
 //! queue, live record fan-out, startup recovery and drain.
 
 use std::collections::HashMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use lazarus_agent::provider::CancellationToken;
-use lazarus_agent::runner::{RunEvent, RunOutcome, Runner, RunnerConfig, SharedSession};
+use lazarus_agent::runner::{
+    RunEvent, RunOutcome, Runner, RunnerConfig, SharedSession, sandbox_record,
+};
 use lazarus_agent::tools::Toolbox;
 use lazarus_session::record::{Control, Input};
 use lazarus_session::{
     CreateOptions, Record, Session, SessionError, SessionState, SharedStore, Status, StoredRecord,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::{OnceCell, Semaphore, broadcast};
 use tokio_util::task::TaskTracker;
 
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
+use crate::workspace::WorkspacePolicy;
 
 /// Limits of one gateway. Every queue is bounded.
 #[derive(Debug, Clone)]
@@ -232,17 +235,16 @@ impl Hub {
         lock(&self.actors).get(id).and_then(|c| c.get().cloned())
     }
 
+    /// The operator's workspace policy (see [`crate::workspace`]).
+    pub fn workspaces(&self) -> WorkspacePolicy {
+        WorkspacePolicy::new(self.cfg.workspace_root.clone())
+    }
+
     fn make_actor(&self, s: Session) -> Arc<Actor> {
         let id = s.id().to_string();
-        let workspace = s
-            .state()
-            .header
-            .meta
-            .as_ref()
-            .and_then(|m| m.get("workspace"))
-            .and_then(Value::as_str)
-            .map(PathBuf::from)
-            .unwrap_or_else(|| self.cfg.workspace_root.join(&id));
+        let workspace = self
+            .workspaces()
+            .for_existing_session(s.state().header.meta.as_ref(), &id);
         Arc::new(Actor {
             tx: self.channel(&id),
             id,
@@ -251,57 +253,6 @@ impl Hub {
             run: Mutex::new(RunFlags::default()),
             event_lock: tokio::sync::Mutex::new(()),
         })
-    }
-
-    /// Resolves a requested workspace (relative to the root, or absolute inside it), creating
-    /// the directory. Anything outside the root is refused.
-    pub fn resolve_workspace(&self, requested: Option<&str>, id: &str) -> ApiResult<PathBuf> {
-        let root = &self.cfg.workspace_root;
-        let p = match requested {
-            None => root.join(id),
-            Some(w) => {
-                let wp = Path::new(w);
-                if w.is_empty() || w.len() > 4096 || w.contains('\0') {
-                    return Err(ApiError::bad_request(
-                        "bad_workspace",
-                        "workspace must be a non-empty path",
-                    ));
-                }
-                if wp
-                    .components()
-                    .any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)))
-                {
-                    return Err(ApiError::bad_request(
-                        "bad_workspace",
-                        "workspace must not contain '..'",
-                    ));
-                }
-                if wp.is_absolute() {
-                    wp.to_path_buf()
-                } else {
-                    root.join(wp)
-                }
-            }
-        };
-        if !p.starts_with(root) {
-            return Err(ApiError::bad_request(
-                "bad_workspace",
-                format!("workspace must be inside {}", root.display()),
-            ));
-        }
-        std::fs::create_dir_all(&p).map_err(|e| {
-            ApiError::internal(format!("cannot create workspace {}: {e}", p.display()))
-        })?;
-        let canon = p
-            .canonicalize()
-            .map_err(|e| ApiError::internal(format!("workspace {}: {e}", p.display())))?;
-        if !canon.starts_with(root) {
-            return Err(ApiError::bad_request(
-                "bad_workspace",
-                format!("workspace resolves outside {} (symlink?)", root.display()),
-            ));
-        }
-        Ok(canon)
     }
 
     /// Creates a session and keeps it open.
@@ -329,9 +280,12 @@ impl Hub {
         }
         let hub = self.clone();
         let actor = tokio::task::spawn_blocking(move || -> ApiResult<Arc<Actor>> {
-            let ws = hub.resolve_workspace(workspace.as_deref(), &id)?;
+            let ws = hub
+                .workspaces()
+                .for_new_session(workspace.as_deref(), &id)?;
             let meta = json!({
                 "workspace": ws,
+                "sandbox": sandbox_record(&hub.cfg.runner.sandbox),
                 "system_prompt": system_prompt.or_else(|| hub.cfg.runner.system_prompt.clone()),
             });
             let s = hub.store.create(CreateOptions {
@@ -503,8 +457,9 @@ impl Hub {
         };
         self.running.fetch_add(1, Ordering::SeqCst);
         let mut cfg = self.cfg.runner.clone();
-        cfg.workspace = actor.workspace.clone();
-        let _ = std::fs::create_dir_all(&cfg.workspace);
+        cfg.workspace = self
+            .workspaces()
+            .for_existing_session(Some(&json!({ "workspace": actor.workspace })), &actor.id);
         let runner = Runner::new(cfg).map(|r| r.with_toolbox(self.cfg.toolbox.clone()));
         let mut trigger = trigger;
         loop {

@@ -18,6 +18,7 @@ pub mod error;
 pub mod hub;
 pub mod metrics;
 pub mod notify;
+pub mod workspace;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -55,6 +55,7 @@
 //! ```
 
 pub mod clock;
+pub mod durable_replace;
 pub mod error;
 pub mod frame;
 pub mod fs;
