@@ -66,7 +66,9 @@ fn script(a: &Attack) -> Script {
         .with_call(
             "leave",
             "shell",
-            json!({"command": format!("setsid sh -c 'sleep 1000; : {}' >/dev/null 2>&1 & echo left", a.marker)}),
+            // The call returns only once the child has left the call's process group (it
+            // writes `detached` after setsid), so only a sandbox can take it down.
+            json!({"command": format!("setsid sh -c 'touch detached; sleep 1000; : {}' >/dev/null 2>&1 & i=0; while [ ! -e detached ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; echo left", a.marker)}),
         );
     Script::new([
         Step::reply(calls).when(When::LastUserContains {
