@@ -54,8 +54,7 @@ impl WorkspacePolicy {
         if requested.is_some() {
             match self.walk(&rel, false) {
                 Ok(_) => {
-                    return Err(ApiError::new(
-                        axum::http::StatusCode::CONFLICT,
+                    return Err(ApiError::conflict(
                         "workspace_in_use",
                         format!(
                             "workspace {} already exists; workspaces are distinct per session (omit `workspace` for {}/<id>)",
@@ -90,6 +89,15 @@ impl WorkspacePolicy {
                 e
             )),
         })
+    }
+
+    /// Where an existing session's workspace is (what [`WorkspacePolicy::for_existing_session`]
+    /// would use), without creating anything: for describing a session that is not open.
+    pub fn path_for_existing(&self, meta: Option<&Value>, id: &str) -> PathBuf {
+        meta.and_then(|m| m.get("workspace"))
+            .and_then(Value::as_str)
+            .and_then(|w| self.recorded_relative(w))
+            .map_or_else(|| self.root.join(id), |rel| self.root.join(rel))
     }
 
     /// The workspace of an existing session (opened from the store): the one its header
