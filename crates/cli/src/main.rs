@@ -5,6 +5,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod args;
 mod boot_resume;
 mod db;
 mod paths;

@@ -7,153 +7,17 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use lazarus_agent::model::{Message, ToolCall};
-use lazarus_agent::provider::{CancellationToken, ProviderConfig};
+use lazarus_agent::provider::CancellationToken;
 use lazarus_agent::runner::{RunEvent, RunOutcome, Runner, RunnerConfig, sandbox_record};
-use lazarus_agent::sandbox::{Sandbox, SandboxMode, SandboxPolicy};
-use lazarus_agent::tools::Toolbox;
 use lazarus_session::{CreateOptions, SessionError, Store};
 use serde_json::json;
 
-use crate::sessions::StoreArgs;
+use crate::args::{ModelArgs, StoreArgs};
 
 /// Exit code when stopped by SIGINT/SIGTERM.
 pub const EXIT_INTERRUPTED: i32 = 130;
 /// Exit code when `--max-turns` was reached with work left.
 pub const EXIT_MAX_TURNS: i32 = 3;
-
-/// Model settings shared by `run` and `serve`.
-#[derive(Debug, Clone, Args)]
-pub struct ModelArgs {
-    /// Model name sent to the server.
-    #[arg(long, env = "LAZARUS_MODEL", default_value = "default")]
-    pub model: String,
-    /// Base URL of an OpenAI-compatible API (OpenAI, Ollama, vLLM, llama.cpp, LM Studio).
-    #[arg(
-        long,
-        env = "OPENAI_BASE_URL",
-        default_value = "http://127.0.0.1:8080/v1"
-    )]
-    pub base_url: String,
-    /// Name of the environment variable holding the API key.
-    #[arg(long, default_value = "OPENAI_API_KEY")]
-    pub api_key_env: String,
-    /// System prompt for new sessions.
-    #[arg(long)]
-    pub system_prompt: Option<String>,
-    /// Model requests per run at most.
-    #[arg(long, default_value_t = 20)]
-    pub max_turns: u32,
-    /// Tokens per model answer at most.
-    #[arg(long)]
-    pub max_tokens: Option<u32>,
-    #[arg(long)]
-    pub temperature: Option<f64>,
-    /// Ask for whole responses instead of a stream.
-    #[arg(long)]
-    pub no_stream: bool,
-    /// Put a one-shot tool-call example (a `list_dir` call) before the transcript; small base
-    /// models need one to call tools at all.
-    #[arg(long)]
-    pub tool_example: bool,
-    /// Put these example messages before the transcript: a JSON array of
-    /// `{"role":"user","content":…}`, `{"role":"assistant","text":…,"tool_calls":[{"call_id",
-    /// "name","arguments"}]}`, `{"role":"tool","call_id":…,"content":…}`.
-    #[arg(long, conflicts_with = "tool_example")]
-    pub examples: Option<PathBuf>,
-    /// Default shell timeout in seconds.
-    #[arg(long, default_value_t = 120)]
-    pub shell_timeout: u64,
-    /// Offer only these tools (comma-separated) [default: all five]
-    #[arg(long, value_delimiter = ',')]
-    pub tools: Vec<String>,
-    /// How shell commands are confined: `workspace-write` (read anywhere except credential
-    /// stores such as ~/.ssh; write only in the workspace and a private $TMPDIR; no network;
-    /// nothing outlives the call), `read-only` (write only in the private $TMPDIR), or `off`
-    /// (unconfined). Where the kernel cannot enforce it, shell calls are refused.
-    #[arg(long, default_value = "workspace-write", value_parser = parse_sandbox_mode)]
-    pub sandbox: SandboxMode,
-    /// Let sandboxed shell commands use the network.
-    #[arg(long)]
-    pub sandbox_network: bool,
-}
-
-fn parse_sandbox_mode(s: &str) -> Result<SandboxMode, String> {
-    s.parse()
-}
-
-impl ModelArgs {
-    /// The tools offered to the model.
-    pub fn toolbox(&self) -> Result<Toolbox> {
-        let all = Toolbox::standard();
-        if self.tools.is_empty() {
-            return Ok(all);
-        }
-        let mut t = Toolbox::empty();
-        for name in &self.tools {
-            let tool = all.get(name).with_context(|| {
-                format!(
-                    "unknown tool {name:?}; available: {}",
-                    all.names().collect::<Vec<_>>().join(", ")
-                )
-            })?;
-            t.register(tool.clone());
-        }
-        Ok(t)
-    }
-
-    pub fn runner_config(&self, workspace: PathBuf) -> Result<RunnerConfig> {
-        let mut provider = ProviderConfig::new(self.base_url.clone());
-        provider.api_key = std::env::var(&self.api_key_env)
-            .ok()
-            .filter(|k| !k.is_empty());
-        let mut cfg = RunnerConfig::new(provider, self.model.clone(), workspace);
-        cfg.system_prompt = self.system_prompt.clone();
-        cfg.max_turns = self.max_turns;
-        cfg.max_tokens = self.max_tokens;
-        cfg.temperature = self.temperature;
-        cfg.stream = !self.no_stream;
-        cfg.tool_limits.shell_default_timeout_secs = self.shell_timeout;
-        cfg.sandbox = Arc::new(Sandbox::probe(SandboxPolicy {
-            mode: self.sandbox,
-            network: self.sandbox_network,
-        }));
-        if self.tool_example {
-            cfg.examples = tool_example();
-        }
-        if let Some(path) = &self.examples {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading examples {}", path.display()))?;
-            cfg.examples = serde_json::from_str(&text).with_context(|| {
-                format!(
-                    "examples {} is not a JSON array of messages",
-                    path.display()
-                )
-            })?;
-        }
-        Ok(cfg)
-    }
-}
-
-/// One example exchange: ask → tool call → result → answer.
-fn tool_example() -> Vec<Message> {
-    vec![
-        Message::user("What files are in the notes folder?"),
-        Message::Assistant {
-            text: None,
-            tool_calls: vec![ToolCall {
-                call_id: "example_1".into(),
-                name: "list_dir".into(),
-                arguments: r#"{"path":"notes"}"#.into(),
-            }],
-        },
-        Message::tool_result("example_1", "todo.md\nideas.md"),
-        Message::Assistant {
-            text: Some("The notes folder has todo.md and ideas.md.".into()),
-            tool_calls: vec![],
-        },
-    ]
-}
 
 #[derive(Debug, Args)]
 pub struct RunArgs {

@@ -7,8 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use lazarus_gateway::auth::{self, TokenSource};
 
-use crate::run::ModelArgs;
-use crate::sessions::StoreArgs;
+use crate::args::{ModelArgs, StoreArgs, parse_millis, parse_secs};
 
 /// Arguments of `lazarus serve`.
 #[derive(Debug, Args)]
@@ -23,10 +22,11 @@ pub struct ServeArgs {
     /// with other gateways (`--store postgres://…`).
     #[command(flatten)]
     pub store: StoreArgs,
-    /// With a shared store (`--store postgres://…`): how often, in milliseconds, to look for
-    /// sessions whose gateway is gone and resume them here. 0 turns takeover off.
-    #[arg(long, default_value_t = 1000)]
-    pub takeover_interval_ms: u64,
+    /// With a shared store (`--store postgres://…`): how often to look for sessions whose
+    /// gateway is gone and resume them here (`1s`, `500ms`; a bare number is milliseconds).
+    /// 0 turns takeover off.
+    #[arg(long, alias = "takeover-interval-ms", default_value = "1s", value_parser = parse_millis)]
+    pub takeover_interval: Duration,
     /// Directory holding the sessions' workspaces [default: $XDG_STATE_HOME/lazarus/workspaces]
     #[arg(long)]
     pub workspace_root: Option<PathBuf>,
@@ -34,9 +34,10 @@ pub struct ServeArgs {
     /// $XDG_STATE_HOME/lazarus/gateway.token; env LAZARUS_TOKEN wins]
     #[arg(long)]
     pub token_file: Option<PathBuf>,
-    /// Seconds running tool calls may take to finish after SIGTERM before they are cancelled.
-    #[arg(long, default_value_t = 30)]
-    pub drain_timeout: u64,
+    /// How long running tool calls may take to finish after SIGTERM before they are
+    /// cancelled (`30s`, `2m`; a bare number is seconds).
+    #[arg(long, default_value = "30s", value_parser = parse_secs)]
+    pub drain_timeout: Duration,
     /// Largest request body in bytes.
     #[arg(long, default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -96,11 +97,11 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         listen: args.listen,
         allow_remote: args.allow_remote,
         store,
-        takeover_interval: (shared && args.takeover_interval_ms > 0)
-            .then(|| Duration::from_millis(args.takeover_interval_ms)),
+        takeover_interval: (shared && !args.takeover_interval.is_zero())
+            .then_some(args.takeover_interval),
         workspace_root,
         token,
-        drain_timeout: Duration::from_secs(args.drain_timeout),
+        drain_timeout: args.drain_timeout,
         limits: lazarus_gateway::Limits {
             max_body_bytes: args.max_body_bytes,
             max_text_bytes: args.max_text_bytes,

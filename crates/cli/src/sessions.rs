@@ -10,50 +10,7 @@ use lazarus_ledger::{Problem, verify_file};
 use lazarus_session::{ContextEntry, CreateOptions, LocalStore, SessionSummary, Store};
 use serde_json::json;
 
-/// Where sessions live.
-#[derive(Debug, Clone, Args)]
-pub struct StoreArgs {
-    /// Session directory [default: $XDG_STATE_HOME/lazarus/sessions]
-    #[arg(long, env = "LAZARUS_SESSION_DIR", global = true)]
-    pub session_dir: Option<PathBuf>,
-    /// A PostgreSQL store instead of local files: `postgres://user@host:port/db[?schema=NAME]`
-    #[arg(
-        long,
-        env = "LAZARUS_STORE",
-        global = true,
-        conflicts_with = "session_dir"
-    )]
-    pub store: Option<String>,
-}
-
-impl StoreArgs {
-    /// The configured store: PostgreSQL with `--store`, local files otherwise.
-    pub fn open(&self) -> Result<Box<dyn Store>> {
-        match &self.store {
-            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-                let pg = lazarus_store_postgres::PgStore::connect(url)
-                    .with_context(|| "connecting to the PostgreSQL store".to_string())?;
-                Ok(Box::new(pg))
-            }
-            Some(other) => anyhow::bail!(
-                "unsupported --store {other:?}: give a postgres:// URL, or use --session-dir for local files"
-            ),
-            None => Ok(Box::new(self.local()?)),
-        }
-    }
-
-    pub fn dir(&self) -> PathBuf {
-        self.session_dir
-            .clone()
-            .unwrap_or_else(crate::paths::default_session_dir)
-    }
-
-    pub fn local(&self) -> Result<LocalStore> {
-        let dir = self.dir();
-        LocalStore::open(&dir)
-            .with_context(|| format!("opening session directory {}", dir.display()))
-    }
-}
+use crate::args::StoreArgs;
 
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
@@ -176,12 +133,29 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
         SessionsCommand::Export { id, output } => {
             let n = match &output {
                 Some(path) => {
-                    let tmp = path.with_extension("partial");
-                    let mut f = std::fs::File::create(&tmp)
-                        .with_context(|| format!("creating {}", tmp.display()))?;
-                    let n = store.export_to(&id, &mut f)?;
-                    f.sync_all()?;
-                    std::fs::rename(&tmp, path)?;
+                    // Replaced atomically and durably (0600: sessions hold user text); a
+                    // failed export leaves what was there.
+                    let mut n = 0;
+                    let mut failure = None;
+                    lazarus_ledger::durable_replace::replace_file_with(
+                        path,
+                        &lazarus_ledger::durable_replace::ReplaceOptions::default(),
+                        |f| match store.export_to(&id, f) {
+                            Ok(bytes) => {
+                                n = bytes;
+                                Ok(())
+                            }
+                            Err(e) => {
+                                failure = Some(e);
+                                Err(std::io::Error::other("export failed"))
+                            }
+                        },
+                    )
+                    .map_err(|e| match failure.take() {
+                        Some(f) => anyhow::Error::from(f),
+                        None => anyhow::Error::from(e),
+                    })
+                    .with_context(|| format!("writing {}", path.display()))?;
                     n
                 }
                 None => store.export_to(&id, &mut out)?,

@@ -479,3 +479,39 @@ fn different_texts_are_never_taken_for_duplicates_and_the_same_text_is() {
         .count();
     assert_eq!(inputs, 2);
 }
+
+/// `sessions export -o` writes the exact JSONL atomically, owner-only; `import` takes it
+/// back as a new session; a failed export leaves the old file as it was.
+#[test]
+fn export_is_exact_private_and_atomic() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("a");
+    let other = tmp.path().join("b");
+    expect(&dir, &["create", "--id", "e1"], 0);
+    expect(&dir, &["send", "e1", "hello"], 0);
+    let out = tmp.path().join("e1.export.jsonl");
+    expect(&dir, &["export", "e1", "-o", out.to_str().unwrap()], 0);
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        std::fs::read(file_of(&dir, "e1")).unwrap()
+    );
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "exported sessions hold user text: owner only");
+    // a failed export (no such session) leaves the existing file untouched
+    let before = std::fs::read(&out).unwrap();
+    expect(&dir, &["export", "nope", "-o", out.to_str().unwrap()], 1);
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+    let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("lazarus-tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    expect(&other, &["import", out.to_str().unwrap()], 0);
+    assert_eq!(
+        std::fs::read(file_of(&other, "e1")).unwrap(),
+        before,
+        "import takes it back byte for byte"
+    );
+}

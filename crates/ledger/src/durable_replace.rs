@@ -60,6 +60,18 @@ pub fn replace_in_dir(
     content: &[u8],
     opts: &ReplaceOptions,
 ) -> io::Result<()> {
+    replace_in_dir_with(dir, name, opts, |f| f.write_all(content))
+}
+
+/// [`replace_in_dir`] with the content streamed by `write` into the temporary file (for
+/// content too large to hold in memory, such as an exported session). If `write` fails,
+/// nothing is replaced.
+pub fn replace_in_dir_with(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    opts: &ReplaceOptions,
+    write: impl FnOnce(&mut std::fs::File) -> io::Result<()>,
+) -> io::Result<()> {
     let bytes = name.as_bytes();
     if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') {
         return Err(invalid(format!(
@@ -99,7 +111,7 @@ pub fn replace_in_dir(
     let (tmp_name, file) = create_temp(dir, name, existing_mode.unwrap_or(opts.new_file_mode))?;
     let written = (|| -> io::Result<()> {
         let mut f = std::fs::File::from(file);
-        f.write_all(content)?;
+        write(&mut f)?;
         if let Some(mode) = existing_mode {
             // the umask may have cut the existing file's mode at creation: restore it exactly
             rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(errno)?;
@@ -156,6 +168,15 @@ fn random_u64() -> u64 {
 /// [`replace_in_dir`] by path: opens `path`'s parent directory (which must exist) and
 /// replaces the last component.
 pub fn replace_file(path: &Path, content: &[u8], opts: &ReplaceOptions) -> io::Result<()> {
+    replace_file_with(path, opts, |f| f.write_all(content))
+}
+
+/// [`replace_in_dir_with`] by path.
+pub fn replace_file_with(
+    path: &Path,
+    opts: &ReplaceOptions,
+    write: impl FnOnce(&mut std::fs::File) -> io::Result<()>,
+) -> io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| invalid(format!("{} has no file name", path.display())))?;
@@ -169,7 +190,7 @@ pub fn replace_file(path: &Path, content: &[u8], opts: &ReplaceOptions) -> io::R
         Mode::empty(),
     )
     .map_err(errno)?;
-    replace_in_dir(dir.as_fd(), name, content, opts)
+    replace_in_dir_with(dir.as_fd(), name, opts, write)
 }
 
 #[cfg(test)]

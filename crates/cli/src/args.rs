@@ -1,0 +1,235 @@
+//! Argument groups shared by several commands: where sessions live ([`StoreArgs`]), the model
+//! and tools ([`ModelArgs`]), and the one syntax every duration flag takes.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use lazarus_agent::model::{Message, ToolCall};
+use lazarus_agent::provider::ProviderConfig;
+use lazarus_agent::runner::RunnerConfig;
+use lazarus_agent::sandbox::{Sandbox, SandboxMode, SandboxPolicy};
+use lazarus_agent::tools::Toolbox;
+use lazarus_session::{LocalStore, Store};
+
+/// A duration flag: `500ms`, `30s`, `2m`, `1h30m` (humantime syntax); a bare number is in the
+/// flag's old unit, so `--drain-timeout 30` still means 30 seconds.
+fn parse_duration(s: &str, bare_unit: Duration) -> Result<Duration, String> {
+    let s = s.trim();
+    if let Ok(n) = s.parse::<u64>() {
+        return bare_unit
+            .checked_mul(u32::try_from(n).map_err(|_| format!("{s} is too large"))?)
+            .ok_or_else(|| format!("{s} is too large"));
+    }
+    humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration ({e}); write e.g. 500ms, 30s, 2m or 1h30m"))
+}
+
+/// [`parse_duration`] where a bare number is seconds.
+pub fn parse_secs(s: &str) -> Result<Duration, String> {
+    parse_duration(s, Duration::from_secs(1))
+}
+
+/// [`parse_duration`] where a bare number is milliseconds.
+pub fn parse_millis(s: &str) -> Result<Duration, String> {
+    parse_duration(s, Duration::from_millis(1))
+}
+
+/// Where sessions live.
+#[derive(Debug, Clone, Args)]
+pub struct StoreArgs {
+    /// Session directory [default: $XDG_STATE_HOME/lazarus/sessions]
+    #[arg(long, env = "LAZARUS_SESSION_DIR", global = true)]
+    pub session_dir: Option<PathBuf>,
+    /// A PostgreSQL store instead of local files: `postgres://user@host:port/db[?schema=NAME]`
+    #[arg(
+        long,
+        env = "LAZARUS_STORE",
+        global = true,
+        conflicts_with = "session_dir"
+    )]
+    pub store: Option<String>,
+}
+
+impl StoreArgs {
+    /// The configured store: PostgreSQL with `--store`, local files otherwise.
+    pub fn open(&self) -> Result<Box<dyn Store>> {
+        match &self.store {
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                let pg = lazarus_store_postgres::PgStore::connect(url)
+                    .with_context(|| "connecting to the PostgreSQL store".to_string())?;
+                Ok(Box::new(pg))
+            }
+            Some(other) => anyhow::bail!(
+                "unsupported --store {other:?}: give a postgres:// URL, or use --session-dir for local files"
+            ),
+            None => Ok(Box::new(self.local()?)),
+        }
+    }
+
+    pub fn dir(&self) -> PathBuf {
+        self.session_dir
+            .clone()
+            .unwrap_or_else(crate::paths::default_session_dir)
+    }
+
+    pub fn local(&self) -> Result<LocalStore> {
+        let dir = self.dir();
+        LocalStore::open(&dir)
+            .with_context(|| format!("opening session directory {}", dir.display()))
+    }
+}
+
+/// Model settings shared by `run` and `serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ModelArgs {
+    /// Model name sent to the server.
+    #[arg(long, env = "LAZARUS_MODEL", default_value = "default")]
+    pub model: String,
+    /// Base URL of an OpenAI-compatible API (OpenAI, Ollama, vLLM, llama.cpp, LM Studio).
+    #[arg(
+        long,
+        env = "OPENAI_BASE_URL",
+        default_value = "http://127.0.0.1:8080/v1"
+    )]
+    pub base_url: String,
+    /// Name of the environment variable holding the API key.
+    #[arg(long, default_value = "OPENAI_API_KEY")]
+    pub api_key_env: String,
+    /// System prompt for new sessions.
+    #[arg(long)]
+    pub system_prompt: Option<String>,
+    /// Model requests per run at most.
+    #[arg(long, default_value_t = 20)]
+    pub max_turns: u32,
+    /// Tokens per model answer at most.
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Ask for whole responses instead of a stream.
+    #[arg(long)]
+    pub no_stream: bool,
+    /// Put a one-shot tool-call example (a `list_dir` call) before the transcript; small base
+    /// models need one to call tools at all.
+    #[arg(long)]
+    pub tool_example: bool,
+    /// Put these example messages before the transcript: a JSON array of
+    /// `{"role":"user","content":…}`, `{"role":"assistant","text":…,"tool_calls":[{"call_id",
+    /// "name","arguments"}]}`, `{"role":"tool","call_id":…,"content":…}`.
+    #[arg(long, conflicts_with = "tool_example")]
+    pub examples: Option<PathBuf>,
+    /// Default shell timeout (`90s`, `2m`; a bare number is seconds).
+    #[arg(long, default_value = "120s", value_parser = parse_secs)]
+    pub shell_timeout: Duration,
+    /// Offer only these tools (comma-separated) [default: all five]
+    #[arg(long, value_delimiter = ',')]
+    pub tools: Vec<String>,
+    /// How shell commands are confined: `workspace-write` (read anywhere except credential
+    /// stores such as ~/.ssh; write only in the workspace and a private $TMPDIR; no network;
+    /// nothing outlives the call), `read-only` (write only in the private $TMPDIR), or `off`
+    /// (unconfined). Where the kernel cannot enforce it, shell calls are refused.
+    #[arg(long, default_value = "workspace-write", value_parser = parse_sandbox_mode)]
+    pub sandbox: SandboxMode,
+    /// Let sandboxed shell commands use the network.
+    #[arg(long)]
+    pub sandbox_network: bool,
+}
+
+fn parse_sandbox_mode(s: &str) -> Result<SandboxMode, String> {
+    s.parse()
+}
+
+impl ModelArgs {
+    /// The tools offered to the model.
+    pub fn toolbox(&self) -> Result<Toolbox> {
+        let all = Toolbox::standard();
+        if self.tools.is_empty() {
+            return Ok(all);
+        }
+        let mut t = Toolbox::empty();
+        for name in &self.tools {
+            let tool = all.get(name).with_context(|| {
+                format!(
+                    "unknown tool {name:?}; available: {}",
+                    all.names().collect::<Vec<_>>().join(", ")
+                )
+            })?;
+            t.register(tool.clone());
+        }
+        Ok(t)
+    }
+
+    pub fn runner_config(&self, workspace: PathBuf) -> Result<RunnerConfig> {
+        let mut provider = ProviderConfig::new(self.base_url.clone());
+        provider.api_key = std::env::var(&self.api_key_env)
+            .ok()
+            .filter(|k| !k.is_empty());
+        let mut cfg = RunnerConfig::new(provider, self.model.clone(), workspace);
+        cfg.system_prompt = self.system_prompt.clone();
+        cfg.max_turns = self.max_turns;
+        cfg.max_tokens = self.max_tokens;
+        cfg.temperature = self.temperature;
+        cfg.stream = !self.no_stream;
+        cfg.tool_limits.shell_default_timeout_secs = self.shell_timeout.as_secs().max(1);
+        cfg.sandbox = Arc::new(Sandbox::probe(SandboxPolicy {
+            mode: self.sandbox,
+            network: self.sandbox_network,
+        }));
+        if self.tool_example {
+            cfg.examples = tool_example();
+        }
+        if let Some(path) = &self.examples {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading examples {}", path.display()))?;
+            cfg.examples = serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "examples {} is not a JSON array of messages",
+                    path.display()
+                )
+            })?;
+        }
+        Ok(cfg)
+    }
+}
+
+/// One example exchange: ask → tool call → result → answer.
+fn tool_example() -> Vec<Message> {
+    vec![
+        Message::user("What files are in the notes folder?"),
+        Message::Assistant {
+            text: None,
+            tool_calls: vec![ToolCall {
+                call_id: "example_1".into(),
+                name: "list_dir".into(),
+                arguments: r#"{"path":"notes"}"#.into(),
+            }],
+        },
+        Message::tool_result("example_1", "todo.md\nideas.md"),
+        Message::Assistant {
+            text: Some("The notes folder has todo.md and ideas.md.".into()),
+            tool_calls: vec![],
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_in_one_syntax_bare_numbers_in_the_old_unit() {
+        assert_eq!(parse_secs("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_secs("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_secs("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_secs("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_millis("500"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_millis("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_millis("0"), Ok(Duration::ZERO));
+        let err = parse_secs("ten").unwrap_err();
+        assert!(err.contains("30s"), "{err}");
+        assert!(parse_secs("99999999999999").is_err());
+    }
+}
