@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use lazarus_agent::provider::CancellationToken;
 use lazarus_agent::runner::{RunEvent, RunOutcome, Runner, RunnerConfig, sandbox_record};
-use lazarus_session::{CreateOptions, SessionError, Store};
+use lazarus_session::{CreateOptions, SessionError, SessionId, Store};
 use serde_json::json;
 
 use crate::args::{ModelArgs, StoreArgs};
@@ -29,7 +29,7 @@ pub struct RunArgs {
     pub workspace: Option<PathBuf>,
     /// Session to create or resume [default: a new session]
     #[arg(long, conflicts_with = "continue_")]
-    pub session: Option<String>,
+    pub session: Option<SessionId>,
     /// Resume the most recent session of this workspace.
     #[arg(long = "continue")]
     pub continue_: bool,

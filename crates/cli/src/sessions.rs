@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use lazarus_ledger::{Problem, verify_file};
-use lazarus_session::{ContextEntry, CreateOptions, LocalStore, SessionSummary, Store};
+use lazarus_session::{ContextEntry, CreateOptions, LocalStore, SessionId, SessionSummary, Store};
 use serde_json::json;
 
 use crate::args::StoreArgs;
@@ -29,11 +29,11 @@ pub enum SessionsCommand {
     Create {
         /// Session id [default: a new UUID v7]
         #[arg(long)]
-        id: Option<String>,
+        id: Option<SessionId>,
     },
     /// Durably queue an external input; prints its seq (the original one for a duplicate id).
     Send {
-        id: String,
+        id: SessionId,
         /// Message id for deduplication [default: derived from the text]
         #[arg(long)]
         message_id: Option<String>,
@@ -42,29 +42,29 @@ pub enum SessionsCommand {
     /// List sessions with their status (from each file's tail).
     List,
     /// Show a session's transcript.
-    Show { id: String },
+    Show { id: SessionId },
     /// Check every line of a session (or all); exit 1 if problems were found.
     Verify {
-        id: Option<String>,
+        id: Option<SessionId>,
         #[arg(long, conflicts_with = "id")]
         all: bool,
     },
     /// Cut a session back to its last good record; removed bytes are saved beside the file.
-    Repair { id: String },
+    Repair { id: SessionId },
     /// Create a new session from ID holding everything up to the end of turn N.
     Fork {
-        id: String,
+        id: SessionId,
         #[arg(long)]
         at_turn: u64,
         /// Id of the new session [default: a new UUID v7]
         #[arg(long = "id")]
-        new_id: Option<String>,
+        new_id: Option<SessionId>,
     },
     /// Show the fork tree (of one session's family, or of all).
-    Tree { id: Option<String> },
+    Tree { id: Option<SessionId> },
     /// Write a session's exact JSON Lines to stdout (or --output FILE).
     Export {
-        id: String,
+        id: SessionId,
         #[arg(long, short = 'o')]
         output: Option<PathBuf>,
     },
@@ -225,7 +225,7 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
             at_turn,
             new_id,
         } => {
-            let s = store.fork(&id, at_turn, new_id.as_deref())?;
+            let s = store.fork(&id, at_turn, new_id.as_ref())?;
             if json {
                 writeln!(out, "{}", serde_json::to_string(&s)?)?;
             } else {
@@ -238,7 +238,7 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
         }
         SessionsCommand::Tree { id } => {
             let mut out = std::io::BufWriter::new(&mut out);
-            tree(store, id.as_deref(), json, &mut out)?;
+            tree(store, id.as_ref(), json, &mut out)?;
             out.flush()?;
         }
     }
@@ -266,7 +266,7 @@ fn print_table(out: &mut impl Write, list: &[SessionSummary]) -> Result<()> {
     Ok(())
 }
 
-fn show(store: &dyn Store, id: &str, json: bool, out: &mut impl Write) -> Result<()> {
+fn show(store: &dyn Store, id: &SessionId, json: bool, out: &mut impl Write) -> Result<()> {
     if json {
         let mut after = 0;
         loop {
@@ -333,12 +333,12 @@ fn show(store: &dyn Store, id: &str, json: bool, out: &mut impl Write) -> Result
 /// Verify for stores without files: replaying checks framing, CRC, seqs and meaning.
 fn verify_by_replay(
     store: &dyn Store,
-    id: Option<String>,
+    id: Option<SessionId>,
     all: bool,
     json: bool,
     out: &mut impl Write,
 ) -> Result<i32> {
-    let ids: Vec<String> = match (id, all) {
+    let ids: Vec<SessionId> = match (id, all) {
         (Some(id), _) => vec![id],
         (None, true) => store.list()?.into_iter().map(|s| s.id).collect(),
         (None, false) => {
@@ -379,13 +379,13 @@ fn verify_by_replay(
 
 fn verify(
     store: &LocalStore,
-    id: Option<String>,
+    id: Option<SessionId>,
     all: bool,
     json: bool,
     out: &mut impl Write,
 ) -> Result<i32> {
     let paths: Vec<PathBuf> = match (id, all) {
-        (Some(id), _) => vec![store.path_of(&id)?],
+        (Some(id), _) => vec![store.path_of(&id)],
         (None, true) => {
             let mut v: Vec<PathBuf> = std::fs::read_dir(store.dir())?
                 .filter_map(|e| e.ok().map(|e| e.path()))
@@ -485,7 +485,7 @@ fn verify(
 
 /// The fork tree: each session under its parent, children in listing order. Iterative (a
 /// fork chain of any depth) and O(n log n) (children indexed by parent once).
-fn tree(store: &dyn Store, id: Option<&str>, json: bool, out: &mut impl Write) -> Result<()> {
+fn tree(store: &dyn Store, id: Option<&SessionId>, json: bool, out: &mut impl Write) -> Result<()> {
     let list = store.list()?;
     let index: HashMap<&str, usize> = list
         .iter()
@@ -504,7 +504,7 @@ fn tree(store: &dyn Store, id: Option<&str>, json: bool, out: &mut impl Write) -
                 .lineage(id)?
                 .last()
                 .cloned()
-                .unwrap_or_else(|| id.to_string());
+                .unwrap_or_else(|| id.clone());
             index.get(root.as_str()).copied().into_iter().collect()
         }
         // A session whose parent is gone is a root of its own.

@@ -16,10 +16,17 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use lazarus_agent::runner::IN_DOUBT_NOTICE;
+use lazarus_session::SessionId;
 use lazarus_session::record::OutcomeStatus;
 use lazarus_session::{CallState, LocalStore, Status, Store};
 use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step, When};
 use serde_json::{Value, json};
+
+/// A session id written in the test (checked; a bad one is a bug in the test).
+#[allow(dead_code)]
+fn sid(id: &str) -> lazarus_session::SessionId {
+    lazarus_session::SessionId::parse(id).expect("a valid session id")
+}
 
 const BIN: &str = env!("CARGO_BIN_EXE_lazarus");
 
@@ -90,7 +97,7 @@ fn run_and_kill(mut cmd: Command, kind: &str, nth: usize, delay: Duration) -> bo
 /// a duplicate).
 fn input_records(store: &LocalStore) -> usize {
     store
-        .records("s", 0, usize::MAX)
+        .records(&SessionId::literal("s"), 0, usize::MAX)
         .unwrap()
         .iter()
         .filter(|r| r.kind == "input")
@@ -144,7 +151,7 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) -> (String, Paths) 
     let killed = run_and_kill(first, sc.kind, sc.nth, Duration::from_millis(sc.delay_ms));
     assert!(killed, "{label}: the kill point was never reached");
     let store = LocalStore::open(dir.path()).unwrap();
-    let at_kill = store.load("s").unwrap();
+    let at_kill = store.load(&SessionId::literal("s")).unwrap();
     let open_at_kill = at_kill.open_turn.map(|t| t as usize);
     let in_doubt_expected = at_kill
         .calls
@@ -168,7 +175,7 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) -> (String, Paths) 
         }
     }
     assert!(finished, "{label}: run did not finish");
-    let st = store.load("s").unwrap();
+    let st = store.load(&SessionId::literal("s")).unwrap();
     assert_eq!(st.status(), Status::Idle, "{label}");
     assert!(st.every_call_has_one_result(), "{label}");
     assert_eq!(
@@ -219,11 +226,14 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) -> (String, Paths) 
     let receipt = st.last_receipt.as_ref().expect("a resume receipt");
     assert!(receipt.every_call_has_one_result, "{label}");
     let report =
-        lazarus_ledger::verify_file(&store.path_of("s").unwrap(), store.ledger_options()).unwrap();
+        lazarus_ledger::verify_file(&store.path_of(&sid("s")), store.ledger_options()).unwrap();
     assert!(report.is_clean(), "{label}: {:?}", report.problems);
     rt.block_on(server.shutdown());
     let mut paths = Paths::default();
-    for r in store.records("s", 0, usize::MAX).unwrap() {
+    for r in store
+        .records(&SessionId::literal("s"), 0, usize::MAX)
+        .unwrap()
+    {
         if r.kind == "resume" {
             paths.in_doubt += r.data["calls_in_doubt"].as_u64().unwrap();
             paths.reused += r.data["calls_reused"].as_u64().unwrap();
@@ -354,7 +364,7 @@ fn same_message_id_across_runs_is_one_input() {
         assert_eq!(st.code(), Some(0));
     }
     let store = LocalStore::open(dir.path()).unwrap();
-    let st = store.load("s").unwrap();
+    let st = store.load(&SessionId::literal("s")).unwrap();
     assert_eq!(input_records(&store), 1);
     assert_eq!(st.turn, 1, "one input, one turn");
     assert_eq!(rt.block_on(async { server.request_count() }), 1);
@@ -372,7 +382,10 @@ fn closed_stdout_loses_and_repeats_nothing() {
     drop(child.stdout.take()); // the reader goes away at once: every write gets EPIPE
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "the run completes despite EPIPE");
-    let st = LocalStore::open(dir.path()).unwrap().load("s").unwrap();
+    let st = LocalStore::open(dir.path())
+        .unwrap()
+        .load(&SessionId::literal("s"))
+        .unwrap();
     assert_eq!(st.status(), Status::Idle);
     assert_eq!(st.turn, 3);
     let side = std::fs::read_to_string(ws.path().join("side.txt")).unwrap();

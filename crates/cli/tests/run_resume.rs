@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use lazarus_agent::process::ProcessGroupRef;
+use lazarus_session::SessionId;
 use lazarus_session::record::{
     Item, OutcomeStatus, ProcessRef, Record, Response, ToolIntent, ToolStart, TurnStart,
 };
@@ -32,7 +33,7 @@ fn lazarus(dir: &Path, ws: &Path, url: &str) -> Command {
 fn session_with_call(store: &LocalStore, tool: &str, args: Value, idempotent: bool) -> Session {
     let mut s = store
         .create(CreateOptions {
-            id: Some("s".into()),
+            id: Some(SessionId::literal("s")),
             meta: None,
         })
         .unwrap();
@@ -101,7 +102,7 @@ fn started_idempotent_call_is_rerun_with_the_same_key() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let st = store.load("s").unwrap();
+    let st = store.load(&SessionId::literal("s")).unwrap();
     let r = st.last_receipt.clone().unwrap();
     assert_eq!((r.calls_rerun, r.calls_in_doubt), (1, 0));
     let outcome = st.call("c1").unwrap().outcome.clone().unwrap();
@@ -127,7 +128,7 @@ fn intent_only_call_runs_once_and_not_started_is_not_in_doubt() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let st = store.load("s").unwrap();
+    let st = store.load(&SessionId::literal("s")).unwrap();
     let r = st.last_receipt.clone().unwrap();
     assert_eq!((r.calls_not_started, r.calls_in_doubt), (1, 0));
     assert_eq!(
@@ -169,7 +170,7 @@ fn in_doubt_call_kills_its_leftover_process_group_and_tells_the_model() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let st = store.load("s").unwrap();
+    let st = store.load(&SessionId::literal("s")).unwrap();
     let r = st.last_receipt.clone().unwrap();
     assert_eq!((r.calls_in_doubt, r.processes_terminated), (1, 1));
     assert_eq!(
@@ -217,7 +218,7 @@ fn sigterm_stops_cleanly_and_the_session_resumes() {
     assert_eq!(status.code(), Some(130));
     assert!(t0.elapsed() < Duration::from_secs(15), "stopped promptly");
     let store = LocalStore::open(dir.path()).unwrap();
-    let st = store.load("s").unwrap();
+    let st = store.load(&SessionId::literal("s")).unwrap();
     assert_eq!(st.status(), Status::Stopped);
     assert!(st.interrupted.is_some());
     // run again: the interrupted call is in doubt (it started), the session finishes
@@ -225,7 +226,7 @@ fn sigterm_stops_cleanly_and_the_session_resumes() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let st = store.load("s").unwrap();
+    let st = store.load(&SessionId::literal("s")).unwrap();
     assert_eq!(st.status(), Status::Idle);
     assert_eq!(st.last_receipt.as_ref().unwrap().calls_in_doubt, 1);
     assert_eq!(
@@ -267,11 +268,11 @@ fn retries_are_recorded_and_text_tool_calls_recognised() {
         String::from_utf8_lossy(&out.stderr)
     );
     let store = LocalStore::open(dir.path()).unwrap();
-    let recs = store.records("s", 0, 100).unwrap();
+    let recs = store.records(&SessionId::literal("s"), 0, 100).unwrap();
     let first = recs.iter().find(|r| r.kind == "response").unwrap();
     assert_eq!(first.data["attempts"][0]["status"], 429, "{}", first.data);
     assert_eq!(first.data["provider_extra"]["x_vendor_field"]["kept"], true);
-    let st = store.load("s").unwrap();
+    let st = store.load(&SessionId::literal("s")).unwrap();
     assert_eq!(st.calls.len(), 1);
     assert_eq!(st.calls[0].name, "list_dir");
     assert_eq!(st.status(), Status::Idle);
@@ -313,8 +314,22 @@ fn continue_resumes_the_latest_session_of_the_workspace() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("session new"));
     let store = LocalStore::open(dir.path()).unwrap();
-    assert_eq!(store.load("new").unwrap().input_ids.len(), 2);
-    assert_eq!(store.load("old").unwrap().input_ids.len(), 1);
+    assert_eq!(
+        store
+            .load(&SessionId::literal("new"))
+            .unwrap()
+            .input_ids
+            .len(),
+        2
+    );
+    assert_eq!(
+        store
+            .load(&SessionId::literal("old"))
+            .unwrap()
+            .input_ids
+            .len(),
+        1
+    );
     // nothing to do without a prompt, session or --continue: usage error, exit 1
     assert_eq!(run(&[]).status.code(), Some(1));
 }

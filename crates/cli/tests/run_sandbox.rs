@@ -10,6 +10,7 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use lazarus_session::SessionId;
 use lazarus_session::record::{Item, Record, Response, ToolIntent, TurnStart};
 use lazarus_session::{CreateOptions, LocalStore, Store};
 use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step, When};
@@ -97,7 +98,7 @@ fn run(a: &Attack, url: &str, extra: &[&str]) -> (std::process::Output, String) 
 }
 
 fn result(store: &LocalStore, call: &str) -> String {
-    let st = store.load("s").unwrap();
+    let st = store.load(&SessionId::literal("s")).unwrap();
     st.tool_result_text(call).to_string()
 }
 
@@ -158,7 +159,7 @@ fn the_default_sandbox_refuses_every_escape() {
     }
     assert!(left.is_empty(), "processes outlived the call: {left:?}");
     // the header records how the shell was confined
-    let st = store.load("s").unwrap();
+    let st = store.load(&SessionId::literal("s")).unwrap();
     let meta = st.header.meta.clone().unwrap();
     assert_eq!(meta["sandbox"]["mode"], "workspace-write", "{meta}");
     assert_eq!(meta["sandbox"]["network"], false);
@@ -198,7 +199,12 @@ fn sandbox_off_allows_every_escape_and_says_so() {
         !escaped.is_empty(),
         "with the sandbox off the setsid process escapes"
     );
-    let meta = store.load("s").unwrap().header.meta.unwrap();
+    let meta = store
+        .load(&SessionId::literal("s"))
+        .unwrap()
+        .header
+        .meta
+        .unwrap();
     assert_eq!(meta["sandbox"]["mode"], "off");
     assert_eq!(meta["sandbox"]["detail"], "unconfined");
 }
@@ -247,7 +253,12 @@ fn without_landlock_shell_is_refused_unless_off() {
     }
     assert!(!a.outside.join("x").exists());
     assert!(!accepted(&a.listener));
-    let meta = store.load("s").unwrap().header.meta.unwrap();
+    let meta = store
+        .load(&SessionId::literal("s"))
+        .unwrap()
+        .header
+        .meta
+        .unwrap();
     assert!(
         meta["sandbox"]["detail"]
             .as_str()
@@ -262,7 +273,7 @@ fn without_landlock_shell_is_refused_unless_off() {
 fn interrupted_session(store: &LocalStore, meta: Option<Value>) {
     let mut s = store
         .create(CreateOptions {
-            id: Some("s".into()),
+            id: Some(SessionId::literal("s")),
             meta,
         })
         .unwrap();
@@ -333,7 +344,11 @@ fn the_receipt_records_the_sandbox() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let r = store.load("s").unwrap().last_receipt.unwrap();
+        let r = store
+            .load(&SessionId::literal("s"))
+            .unwrap()
+            .last_receipt
+            .unwrap();
         let sb = r.sandbox.expect("receipt records the sandbox");
         assert_eq!(sb.mode, mode);
         assert!(stdout.contains(&format!("sandbox: {mode} (")), "{stdout}");
@@ -395,7 +410,11 @@ fn imported_workspace_is_ignored(recorded: &str) {
         "{stderr}"
     );
     let store = LocalStore::open(dir.path()).unwrap();
-    let text = store.load("s").unwrap().tool_result_text("c1").to_string();
+    let text = store
+        .load(&SessionId::literal("s"))
+        .unwrap()
+        .tool_result_text("c1")
+        .to_string();
     assert!(
         text.contains("the operator's workspace"),
         "{recorded}: {text}"
@@ -435,7 +454,7 @@ fn resume_rerunning_read_file_on_a_fifo_does_not_hang() {
     let store = LocalStore::open(dir.path()).unwrap();
     interrupted_session(&store, None);
     {
-        let mut s = store.open("s").unwrap();
+        let mut s = store.open(&SessionId::literal("s")).unwrap();
         s.append(Record::ToolStart(lazarus_session::record::ToolStart {
             call_id: "c1".into(),
             process: None,
@@ -466,7 +485,7 @@ fn resume_rerunning_read_file_on_a_fifo_does_not_hang() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(status.code(), Some(0));
-    let st = store.load("s").unwrap();
+    let st = store.load(&SessionId::literal("s")).unwrap();
     assert_eq!(st.last_receipt.as_ref().unwrap().calls_rerun, 1);
     let text = st.tool_result_text("c1");
     assert!(text.contains("a FIFO"), "{text}");

@@ -6,10 +6,17 @@ mod serve_common;
 
 use std::time::Duration;
 
+use lazarus_session::SessionId;
 use lazarus_session::{LocalStore, Store};
 use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step};
 use serde_json::{Value, json};
 use serve_common::*;
+
+/// A session id written in the test (checked; a bad one is a bug in the test).
+#[allow(dead_code)]
+fn sid(id: &str) -> lazarus_session::SessionId {
+    lazarus_session::SessionId::parse(id).expect("a valid session id")
+}
 
 fn model(rt: &tokio::runtime::Runtime) -> ScriptedServer {
     rt.block_on(ScriptedServer::start(Script::new([Step::reply(
@@ -222,7 +229,10 @@ fn routes_auth_limits_dedup_and_stream() {
     );
     // nothing of that reached the ledger
     let store = LocalStore::open(&dir.path().join("sessions")).unwrap();
-    assert_eq!(store.load("alpha").unwrap().last_seq, 0);
+    assert_eq!(
+        store.load(&SessionId::literal("alpha")).unwrap().last_seq,
+        0
+    );
 
     // a message: 202 once durable, 200 duplicate after; the session runs until idle
     let (st, v) = call(
@@ -280,7 +290,7 @@ fn routes_auth_limits_dedup_and_stream() {
     wait_session(url, "alpha", Duration::from_secs(20), |v| {
         v["status"] == "idle" && v["turns"] == 2
     });
-    let st = store.load("alpha").unwrap();
+    let st = store.load(&SessionId::literal("alpha")).unwrap();
     assert_eq!(st.input_ids.len(), 2);
 
     // records with after/limit
@@ -365,7 +375,7 @@ fn routes_auth_limits_dedup_and_stream() {
     });
 
     // events: resume of a finished session changes nothing
-    let before = store.load("alpha").unwrap().last_seq;
+    let before = store.load(&SessionId::literal("alpha")).unwrap().last_seq;
     let (code, v) = call(
         url,
         "POST",
@@ -373,7 +383,10 @@ fn routes_auth_limits_dedup_and_stream() {
         Some(json!({"type": "resume", "reason": "test", "idempotency_key": "k1"})),
     );
     assert_eq!((code, v["result"].as_str()), (200, Some("finished")), "{v}");
-    assert_eq!(store.load("alpha").unwrap().last_seq, before);
+    assert_eq!(
+        store.load(&SessionId::literal("alpha")).unwrap().last_seq,
+        before
+    );
     let (code, v) = call(
         url,
         "POST",
@@ -473,8 +486,8 @@ fn routes_auth_limits_dedup_and_stream() {
         assert!(text.contains(needle), "{needle} missing in\n{text}");
     }
     for id in ["alpha", "alpha-child"] {
-        let r = lazarus_ledger::verify_file(&store.path_of(id).unwrap(), store.ledger_options())
-            .unwrap();
+        let r =
+            lazarus_ledger::verify_file(&store.path_of(&sid(id)), store.ledger_options()).unwrap();
         assert!(r.is_clean(), "{id}: {:?}", r.problems);
     }
     rt.block_on(server.shutdown());

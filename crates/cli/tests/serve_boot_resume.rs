@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use lazarus_session::SessionId;
 use lazarus_session::{LocalStore, Store};
 use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step, When};
 use serde_json::{Value, json};
@@ -99,7 +100,7 @@ fn boot_resume_injects_once_even_when_run_twice() {
     assert_eq!(third.status.code(), Some(0));
 
     let store = LocalStore::open(&sessions).unwrap();
-    let recs = store.records("br", 0, 1000).unwrap();
+    let recs = store.records(&SessionId::literal("br"), 0, 1000).unwrap();
     let controls = recs.iter().filter(|r| r.kind == "control").count();
     let receipts: Vec<_> = recs.iter().filter(|r| r.kind == "resume").collect();
     assert_eq!(controls, 1, "one resume event recorded: {recs:#?}");
@@ -108,7 +109,7 @@ fn boot_resume_injects_once_even_when_run_twice() {
     assert_eq!(receipts[0].data["calls_in_doubt"], 1);
     let side = std::fs::read_to_string(ws.join("side.txt")).unwrap();
     assert_eq!(side.lines().count(), 1, "the shell call never ran twice");
-    let st = store.load("br").unwrap();
+    let st = store.load(&SessionId::literal("br")).unwrap();
     assert_eq!(st.pending_inputs.len(), 0);
     assert!(st.input_ids.contains_key("m1"));
     drop(g);

@@ -14,6 +14,12 @@ use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step, When};
 use serde_json::json;
 use serve_common::*;
 
+/// A session id written in the test (checked; a bad one is a bug in the test).
+#[allow(dead_code)]
+fn sid(id: &str) -> lazarus_session::SessionId {
+    lazarus_session::SessionId::parse(id).expect("a valid session id")
+}
+
 fn script() -> Script {
     Script::new([
         Step::reply(
@@ -86,7 +92,7 @@ fn sigkill_mid_run_then_restart_finishes_every_session_once() {
             .iter()
             .enumerate()
             .filter(|(i, id)| {
-                let st = store.load(id).unwrap();
+                let st = store.load(&sid(id)).unwrap();
                 if tool(*i) {
                     st.calls.first().is_some_and(|c| c.start.is_some())
                 } else {
@@ -106,7 +112,7 @@ fn sigkill_mid_run_then_restart_finishes_every_session_once() {
     std::thread::sleep(Duration::from_millis(200));
     g.kill9();
     for id in &ids {
-        let st = store.load(id).unwrap();
+        let st = store.load(&sid(id)).unwrap();
         assert!(
             matches!(st.status(), Status::Interrupted),
             "{id}: {:?}",
@@ -126,7 +132,7 @@ fn sigkill_mid_run_then_restart_finishes_every_session_once() {
     loop {
         let done = ids
             .iter()
-            .filter(|id| store.load(id).unwrap().status() == Status::Idle)
+            .filter(|id| store.load(&sid(id)).unwrap().status() == Status::Idle)
             .count();
         if done == n {
             break;
@@ -142,7 +148,7 @@ fn sigkill_mid_run_then_restart_finishes_every_session_once() {
         t_restart.elapsed().as_millis()
     );
     for (i, id) in ids.iter().enumerate() {
-        let st = store.load(id).unwrap();
+        let st = store.load(&sid(id)).unwrap();
         assert_eq!(
             serve_common::input_records(&store, id),
             1,
@@ -167,8 +173,8 @@ fn sigkill_mid_run_then_restart_finishes_every_session_once() {
             assert!(side.is_empty(), "{id}");
             assert_eq!(receipt.open_turn, Some(1), "{id}");
         }
-        let r = lazarus_ledger::verify_file(&store.path_of(id).unwrap(), store.ledger_options())
-            .unwrap();
+        let r =
+            lazarus_ledger::verify_file(&store.path_of(&sid(id)), store.ledger_options()).unwrap();
         assert!(r.is_clean(), "{id}: {:?}", r.problems);
     }
     // the restarted gateway counted the resumes
@@ -235,7 +241,7 @@ fn sigterm_drains_tool_calls_and_leaves_sessions_resumable() {
     for id in ["d1", "d2"] {
         let t0 = Instant::now();
         while store
-            .load(id)
+            .load(&sid(id))
             .unwrap()
             .calls
             .first()
@@ -248,7 +254,7 @@ fn sigterm_drains_tool_calls_and_leaves_sessions_resumable() {
     let status = g.term();
     assert_eq!(status.code(), Some(0));
     for id in ["d1", "d2"] {
-        let st = store.load(id).unwrap();
+        let st = store.load(&sid(id)).unwrap();
         let c1 = st.call("c1").unwrap();
         assert_eq!(
             c1.outcome.as_ref().map(|o| o.status),
@@ -265,7 +271,7 @@ fn sigterm_drains_tool_calls_and_leaves_sessions_resumable() {
         wait_session(&g2.url, id, Duration::from_secs(20), |v| {
             v["status"] == "idle" && v["turns"] == 2
         });
-        let st = store.load(id).unwrap();
+        let st = store.load(&sid(id)).unwrap();
         assert_eq!(st.last_receipt.as_ref().unwrap().trigger, "gateway-start");
     }
     drop(g2);

@@ -20,6 +20,12 @@ use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step, When};
 use serde_json::json;
 use serve_common::*;
 
+/// A session id written in the test (checked; a bad one is a bug in the test).
+#[allow(dead_code)]
+fn sid(id: &str) -> lazarus_session::SessionId {
+    lazarus_session::SessionId::parse(id).expect("a valid session id")
+}
+
 const N: usize = 10;
 
 fn script() -> Script {
@@ -135,7 +141,7 @@ fn sigkill_one_gateway_the_other_takes_over_every_session_once() {
         let mid = ids
             .iter()
             .filter(|id| {
-                let st = store.load(id).unwrap();
+                let st = store.load(&sid(id)).unwrap();
                 st.calls.first().is_some_and(|c| c.start.is_some())
             })
             .count();
@@ -156,7 +162,7 @@ fn sigkill_one_gateway_the_other_takes_over_every_session_once() {
     a.kill9();
     let t_kill = Instant::now();
     for id in &ids {
-        let st = store.load(id).unwrap();
+        let st = store.load(&sid(id)).unwrap();
         assert_eq!(
             st.status(),
             Status::Interrupted,
@@ -167,7 +173,7 @@ fn sigkill_one_gateway_the_other_takes_over_every_session_once() {
     // B takes every session over within a few seconds, and finishes it
     let mut taken_after = None;
     loop {
-        let states: Vec<_> = ids.iter().map(|id| store.load(id).unwrap()).collect();
+        let states: Vec<_> = ids.iter().map(|id| store.load(&sid(id)).unwrap()).collect();
         if taken_after.is_none() && states.iter().all(|s| s.last_receipt.is_some()) {
             taken_after = Some(t_kill.elapsed());
         }
@@ -193,7 +199,7 @@ fn sigkill_one_gateway_the_other_takes_over_every_session_once() {
     );
 
     for id in &ids {
-        let st = store.load(id).unwrap();
+        let st = store.load(&sid(id)).unwrap();
         assert_eq!(
             serve_common::input_records(&store, id),
             1,
@@ -204,7 +210,7 @@ fn sigkill_one_gateway_the_other_takes_over_every_session_once() {
         assert!(receipt.every_call_has_one_result, "{id}");
         assert!(st.every_call_has_one_result(), "{id}");
         let resumes = store
-            .records(id, 0, 10_000)
+            .records(&sid(id), 0, 10_000)
             .unwrap()
             .iter()
             .filter(|r| r.kind == "resume")
@@ -214,7 +220,7 @@ fn sigkill_one_gateway_the_other_takes_over_every_session_once() {
             .unwrap_or_default();
         assert!(side.lines().count() <= 1, "{id}: side effect {side:?}");
         // B holds it now
-        let holder = store.lock_holder(id).unwrap();
+        let holder = store.lock_holder(&sid(id)).unwrap();
         assert!(holder.is_some(), "{id}: B holds the writer lock");
     }
     assert_eq!(

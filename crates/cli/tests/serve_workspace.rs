@@ -14,6 +14,12 @@ use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step, When};
 use serde_json::json;
 use serve_common::*;
 
+/// A session id written in the test (checked; a bad one is a bug in the test).
+#[allow(dead_code)]
+fn sid(id: &str) -> lazarus_session::SessionId {
+    lazarus_session::SessionId::parse(id).expect("a valid session id")
+}
+
 const BIN: &str = env!("CARGO_BIN_EXE_lazarus");
 
 fn script() -> Script {
@@ -40,7 +46,7 @@ fn import(sessions: &Path, id: &str, meta: serde_json::Value) {
     drop(
         other
             .create(CreateOptions {
-                id: Some(id.into()),
+                id: Some(sid(id)),
                 meta: Some(meta),
             })
             .unwrap(),
@@ -99,7 +105,7 @@ fn imported_workspaces_never_leave_the_root() {
             v["status"] == "idle" && v["turns"].as_u64() >= Some(2)
         });
         let store = LocalStore::open(&sessions).unwrap();
-        let st = store.load(id).unwrap();
+        let st = store.load(&sid(id)).unwrap();
         let listing = st.tool_result_text("c1").to_string();
         assert!(!listing.contains("etc/"), "{id} listed /: {listing}");
         assert!(
@@ -155,7 +161,7 @@ fn a_refused_workspace_creates_nothing_outside_the_root() {
     let id = v["id"].as_str().unwrap().to_string();
     let header = LocalStore::open(&state.path().join("sessions"))
         .unwrap()
-        .load(&id)
+        .load(&sid(&id))
         .unwrap()
         .header;
     let meta = header.meta.unwrap();

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use lazarus_session::SessionId;
 use lazarus_session::{LocalStore, Store};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lazarus");
@@ -421,7 +422,7 @@ fn a_live_writer_in_another_process_is_named_and_send_is_refused() {
     let dir = tmp.path();
     expect(dir, &["create", "--id", "w"], 0);
     let store = LocalStore::open(dir).unwrap();
-    let mut held = store.open("w").unwrap();
+    let mut held = store.open(&SessionId::literal("w")).unwrap();
     held.append_input("held-1", "test", "from the holder")
         .unwrap();
     let size = std::fs::metadata(file_of(dir, "w")).unwrap().len();
@@ -472,7 +473,7 @@ fn different_texts_are_never_taken_for_duplicates_and_the_same_text_is() {
     assert_eq!(again["seq"], b["seq"]);
     let store = LocalStore::open(dir).unwrap();
     let inputs = store
-        .records("c1", 0, usize::MAX)
+        .records(&SessionId::literal("c1"), 0, usize::MAX)
         .unwrap()
         .into_iter()
         .filter(|r| r.kind == "input")

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use lazarus_ledger::Durability;
 use lazarus_session::record::TurnStart;
-use lazarus_session::{CreateOptions, LocalStore, Record, Status, Store};
+use lazarus_session::{CreateOptions, LocalStore, Record, SessionId, Status, Store};
 use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -343,8 +343,8 @@ async fn recover(mut a: Args) {
     tokio::task::spawn_blocking(move || {
         let store = LocalStore::with_durability(&dir.join("sessions"), Durability::None).unwrap();
         for i in 0..n {
-            let id = format!("r{i:05}");
-            let ws = dir.join("workspaces").join(&id);
+            let id = SessionId::parse(&format!("r{i:05}")).unwrap();
+            let ws = dir.join("workspaces").join(id.as_str());
             let s = store
                 .create(CreateOptions {
                     id: Some(id),
@@ -378,7 +378,7 @@ async fn recover(mut a: Args) {
     let t1 = Instant::now();
     loop {
         // the gateway holds every lock, so listings say "running": replay each instead
-        let ids: Vec<String> = store.list().unwrap().into_iter().map(|s| s.id).collect();
+        let ids: Vec<SessionId> = store.list().unwrap().into_iter().map(|s| s.id).collect();
         let idle = ids
             .iter()
             .filter(|id| {

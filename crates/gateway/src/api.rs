@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::Stream;
-use lazarus_session::{CallState, SessionState, Status, StoredRecord};
+use lazarus_session::{CallState, SessionId, SessionState, Status, StoredRecord};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -122,10 +122,10 @@ fn body_json<T: DeserializeOwned>(
         .map_err(|e| ApiError::bad_request("malformed_json", format!("request body: {e}")))
 }
 
-fn path_id(p: Result<Path<String>, PathRejection>) -> ApiResult<String> {
+/// The session id of a request path: where an id enters the gateway, checked once.
+fn path_id(p: Result<Path<String>, PathRejection>) -> ApiResult<SessionId> {
     let Path(id) = p.map_err(|e| ApiError::bad_request("invalid_id", e.body_text()))?;
-    lazarus_ledger::validate_id(&id)?;
-    Ok(id)
+    Ok(SessionId::parse(&id)?)
 }
 
 async fn blocking<T: Send + 'static>(
@@ -218,7 +218,8 @@ async fn create_session(
             "system_prompt is larger than --max-text-bytes",
         ));
     }
-    let actor = st.hub.create(b.id, b.workspace, b.system_prompt).await?;
+    let id = b.id.as_deref().map(SessionId::parse).transpose()?;
+    let actor = st.hub.create(id, b.workspace, b.system_prompt).await?;
     let created = Hub::with_state(&actor, |s| s.header.created_at.clone());
     Ok((
         StatusCode::CREATED,
@@ -324,7 +325,7 @@ struct StreamQuery {
 
 struct Tail {
     hub: Arc<Hub>,
-    id: String,
+    id: SessionId,
     rx: broadcast::Receiver<Arc<StoredRecord>>,
     last: u64,
     buf: VecDeque<Arc<StoredRecord>>,
@@ -601,12 +602,10 @@ async fn fork(
 ) -> ApiResult<Response> {
     let id = path_id(id)?;
     let b: ForkBody = body_json(body, st.hub.cfg.limits.max_body_bytes, false)?;
-    if let Some(c) = &b.id {
-        lazarus_ledger::validate_id(c)?;
-    }
+    let child = b.id.as_deref().map(SessionId::parse).transpose()?;
     let hub = st.hub.clone();
     let at = b.at_turn;
-    let s = blocking(move || Ok(hub.store.fork(&id, at, b.id.as_deref())?)).await?;
+    let s = blocking(move || Ok(hub.store.fork(&id, at, child.as_ref())?)).await?;
     Ok((
         StatusCode::CREATED,
         Json(json!({

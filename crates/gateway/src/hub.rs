@@ -16,7 +16,7 @@ use lazarus_agent::runner::{RunnerConfig, sandbox_record};
 use lazarus_agent::tools::Toolbox;
 use lazarus_session::record::{Control, Input};
 use lazarus_session::{
-    CreateOptions, Record, SessionError, SessionState, SharedStore, Status, StoredRecord,
+    CreateOptions, Record, SessionError, SessionId, SessionState, SharedStore, Status, StoredRecord,
 };
 use serde_json::json;
 use tokio::sync::{OnceCell, Semaphore, broadcast};
@@ -81,8 +81,8 @@ pub struct Hub {
     pub store: SharedStore,
     pub cfg: HubConfig,
     pub metrics: Metrics,
-    pub(crate) actors: Mutex<HashMap<String, Arc<OnceCell<Arc<OpenSession>>>>>,
-    pub(crate) channels: Mutex<HashMap<String, broadcast::Sender<Live>>>,
+    pub(crate) actors: Mutex<HashMap<SessionId, Arc<OnceCell<Arc<OpenSession>>>>>,
+    pub(crate) channels: Mutex<HashMap<SessionId, broadcast::Sender<Live>>>,
     pub(crate) run_slots: Arc<Semaphore>,
     pub(crate) queued: AtomicUsize,
     pub(crate) running: AtomicUsize,
@@ -128,9 +128,9 @@ impl Hub {
     }
 
     /// The live channel of a session (created on first use).
-    pub fn channel(&self, id: &str) -> broadcast::Sender<Live> {
+    pub fn channel(&self, id: &SessionId) -> broadcast::Sender<Live> {
         lock(&self.channels)
-            .entry(id.to_string())
+            .entry(id.clone())
             .or_insert_with(|| broadcast::channel(1024).0)
             .clone()
     }
@@ -143,12 +143,11 @@ impl Hub {
     /// Creates a session and keeps it open.
     pub async fn create(
         self: &Arc<Self>,
-        id: Option<String>,
+        id: Option<SessionId>,
         workspace: Option<String>,
         system_prompt: Option<String>,
     ) -> ApiResult<Arc<OpenSession>> {
-        let id = id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        lazarus_ledger::validate_id(&id)?;
+        let id = id.unwrap_or_else(SessionId::new_v7);
         if self.exists(&id).await? {
             return Err(ApiError::conflict(
                 "already_exists",
@@ -173,10 +172,10 @@ impl Hub {
                 "system_prompt": system_prompt.or_else(|| hub.cfg.runner.system_prompt.clone()),
             });
             let s = hub.store.create(CreateOptions {
-                id: Some(id),
+                id: Some(id.clone()),
                 meta: Some(meta),
             })?;
-            Ok(hub.wrap_open(s))
+            Ok(hub.wrap_open(id, s))
         })
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
@@ -266,9 +265,9 @@ impl Hub {
     }
 
     /// True when the store has a session `id` (one that exists but cannot be read counts).
-    pub async fn exists(self: &Arc<Self>, id: &str) -> ApiResult<bool> {
+    pub async fn exists(self: &Arc<Self>, id: &SessionId) -> ApiResult<bool> {
         let hub = self.clone();
-        let idc = id.to_string();
+        let idc = id.clone();
         let r = tokio::task::spawn_blocking(move || hub.store.summary(&idc))
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?;
@@ -322,8 +321,7 @@ impl Hub {
     }
 
     /// A copy of the state: the live one if open here, else replayed from the store.
-    pub async fn state(self: &Arc<Self>, id: &str) -> ApiResult<(SessionState, bool)> {
-        lazarus_ledger::validate_id(id)?;
+    pub async fn state(self: &Arc<Self>, id: &SessionId) -> ApiResult<(SessionState, bool)> {
         if let Some(a) = self.session_if_open(id) {
             let running = a.is_running();
             let st = tokio::task::spawn_blocking(move || lock(&a.session).state().clone())
@@ -332,7 +330,7 @@ impl Hub {
             return Ok((st, running));
         }
         let hub = self.clone();
-        let id = id.to_string();
+        let id = id.clone();
         let st = tokio::task::spawn_blocking(move || hub.store.load(&id))
             .await
             .map_err(|e| ApiError::internal(e.to_string()))??;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use lazarus_session::Status;
+use lazarus_session::{SessionId, Status};
 use tokio::sync::Semaphore;
 
 use crate::hub::Hub;
@@ -42,16 +42,13 @@ impl Hub {
             scanned: list.len(),
             ..Default::default()
         };
-        let candidates: Vec<String> = list
+        let candidates: Vec<SessionId> = list
             .into_iter()
             .filter(|s| {
                 if s.status == Status::Running {
                     report.held_elsewhere += 1;
                 }
-                matches!(
-                    s.status,
-                    Status::Interrupted | Status::Pending | Status::Stopped
-                )
+                s.status.owes_work()
             })
             .map(|s| s.id)
             .collect();
@@ -100,7 +97,7 @@ impl Hub {
     /// unreadable sessions so each is reported once.
     pub async fn takeover_tick(
         self: &Arc<Self>,
-        failed: &mut std::collections::HashSet<String>,
+        failed: &mut std::collections::HashSet<SessionId>,
     ) -> anyhow::Result<TakeoverReport> {
         let mut report = TakeoverReport::default();
         if self.is_draining() || self.cfg.no_run {
@@ -109,15 +106,10 @@ impl Hub {
         let hub = self.clone();
         let list = tokio::task::spawn_blocking(move || hub.store.list()).await??;
         report.scanned = list.len();
-        let candidates: Vec<String> = {
+        let candidates: Vec<SessionId> = {
             let actors = lock(&self.actors);
             list.into_iter()
-                .filter(|s| {
-                    matches!(
-                        s.status,
-                        Status::Interrupted | Status::Pending | Status::Stopped
-                    ) && !actors.contains_key(&s.id)
-                })
+                .filter(|s| s.status.owes_work() && !actors.contains_key(s.id.as_str()))
                 .map(|s| s.id)
                 .collect()
         };

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lazarus_agent::runner::SharedSession;
-use lazarus_session::{Session, SessionState};
+use lazarus_session::{Session, SessionId, SessionState};
 use tokio::sync::{OnceCell, broadcast};
 
 use crate::error::{ApiError, ApiResult};
@@ -15,7 +15,7 @@ use crate::scheduler::RunFlags;
 
 /// One open session.
 pub struct OpenSession {
-    pub id: String,
+    pub id: SessionId,
     pub session: SharedSession,
     pub workspace: PathBuf,
     pub(crate) tx: broadcast::Sender<Live>,
@@ -40,8 +40,7 @@ impl Hub {
     }
 
     /// The open session `id`, opening it (taking its writer lock) if needed.
-    pub async fn session(self: &Arc<Self>, id: &str) -> ApiResult<Arc<OpenSession>> {
-        lazarus_ledger::validate_id(id)?;
+    pub async fn session(self: &Arc<Self>, id: &SessionId) -> ApiResult<Arc<OpenSession>> {
         let cell = {
             let mut m = lock(&self.actors);
             if let Some(c) = m.get(id) {
@@ -58,16 +57,16 @@ impl Hub {
                     ));
                 }
                 let c = Arc::new(OnceCell::new());
-                m.insert(id.to_string(), c.clone());
+                m.insert(id.clone(), c.clone());
                 c
             }
         };
         let hub = self.clone();
-        let idc = id.to_string();
+        let idc = id.clone();
         let r = cell
             .get_or_try_init(|| async move {
                 let h = hub.clone();
-                tokio::task::spawn_blocking(move || h.store.open(&idc).map(|s| h.wrap_open(s)))
+                tokio::task::spawn_blocking(move || h.store.open(&idc).map(|s| h.wrap_open(idc, s)))
                     .await
                     .map_err(|e| ApiError::internal(e.to_string()))?
                     .map_err(ApiError::from)
@@ -90,8 +89,8 @@ impl Hub {
         lock(&self.actors).get(id).and_then(|c| c.get().cloned())
     }
 
-    pub(crate) fn wrap_open(&self, s: Session) -> Arc<OpenSession> {
-        let id = s.id().to_string();
+    /// Keeps `s`, just opened (or created) by the store as `id`, open here.
+    pub(crate) fn wrap_open(&self, id: SessionId, s: Session) -> Arc<OpenSession> {
         let workspace = self
             .workspaces()
             .for_existing_session(s.state().header.meta.as_ref(), &id);

@@ -5,7 +5,7 @@
 
 use lazarus_ledger::Durability;
 use lazarus_session::record::*;
-use lazarus_session::{CreateOptions, LocalStore, Store};
+use lazarus_session::{CreateOptions, LocalStore, SessionId, Store};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
@@ -15,10 +15,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let store = LocalStore::with_durability(std::path::Path::new(&dir), Durability::None)?;
     for k in 0..n {
-        let id = format!("s{k:06}");
+        let id = SessionId::parse(&format!("s{k:06}"))?;
         if k % 10 == 9 {
             let at_turn = if (k - 1) % 7 == 6 { 0 } else { 1 };
-            store.fork(&format!("s{:06}", k - 1), at_turn, Some(&id))?;
+            let parent = SessionId::parse(&format!("s{:06}", k - 1))?;
+            store.fork(&parent, at_turn, Some(&id))?;
             continue;
         }
         let mut s = store.create(CreateOptions {

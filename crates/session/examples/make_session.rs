@@ -3,7 +3,7 @@
 
 use lazarus_ledger::Durability;
 use lazarus_session::record::*;
-use lazarus_session::{CreateOptions, LocalStore, Store};
+use lazarus_session::{CreateOptions, LocalStore, SessionId, Store};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
@@ -13,7 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let store = LocalStore::with_durability(std::path::Path::new(&dir), Durability::None)?;
     let mut s = store.create(CreateOptions {
-        id: Some(id),
+        id: Some(SessionId::parse(&id)?),
         meta: None,
     })?;
     let mut turn = 0u64;

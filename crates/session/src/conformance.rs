@@ -5,6 +5,7 @@
 
 use serde_json::json;
 
+use crate::SessionId;
 use crate::record::{
     Item, OutcomeStatus, Record, Response, ToolIntent, ToolOutcome, ToolStart, TurnStart,
 };
@@ -47,7 +48,7 @@ pub fn run_all(factory: Factory) {
 fn create(store: &dyn Store, id: &str) -> crate::Session {
     store
         .create(CreateOptions {
-            id: Some(id.into()),
+            id: Some(SessionId::parse(id).expect("a valid id")),
             meta: Some(json!({"workspace": "/w"})),
         })
         .unwrap_or_else(|e| panic!("create {id}: {e}"))
@@ -60,7 +61,7 @@ fn create_is_exclusive(f: Factory) {
     drop(s);
     let err = store
         .create(CreateOptions {
-            id: Some("s1".into()),
+            id: Some(SessionId::literal("s1")),
             meta: None,
         })
         .unwrap_err();
@@ -69,7 +70,7 @@ fn create_is_exclusive(f: Factory) {
         "create_is_exclusive: {err}"
     );
     assert_eq!(
-        store.load("s1").unwrap().last_seq,
+        store.load(&SessionId::literal("s1")).unwrap().last_seq,
         1,
         "create_is_exclusive: existing data kept"
     );
@@ -80,22 +81,25 @@ fn create_is_exclusive(f: Factory) {
 fn hostile_ids_are_refused(f: Factory) {
     let store = f();
     for id in ["../etc/passwd", "a/b", "..", ".hidden", "", "x\ny", "-rf"] {
+        // An id is checked where it enters: as an argument it cannot even be built…
         assert!(
-            store
-                .create(CreateOptions {
-                    id: Some(id.into()),
-                    meta: None
-                })
-                .is_err(),
-            "hostile_ids_are_refused: create {id:?}"
+            SessionId::parse(id).is_err(),
+            "hostile_ids_are_refused: {id:?} parsed"
+        );
+        // …and a file that names it is refused by the store's import.
+        let mut header = lazarus_ledger::Header::new(crate::FORMAT, id);
+        header.created_at = "2026-01-01T00:00:00.000Z".into();
+        let mut line = Vec::new();
+        lazarus_ledger::frame::encode_line(
+            &mut line,
+            0,
+            &header.created_at,
+            "header",
+            &serde_json::to_vec(&header).unwrap(),
         );
         assert!(
-            store.open(id).is_err(),
-            "hostile_ids_are_refused: open {id:?}"
-        );
-        assert!(
-            store.load(id).is_err(),
-            "hostile_ids_are_refused: load {id:?}"
+            store.import(&line).is_err(),
+            "hostile_ids_are_refused: import of a session named {id:?}"
         );
     }
     assert!(store.list().unwrap().is_empty());
@@ -111,29 +115,29 @@ fn inputs_are_recorded_once(f: Factory) {
         "inputs_are_recorded_once"
     );
     drop(s);
-    let mut s = store.open("s1").unwrap();
+    let mut s = store.open(&SessionId::literal("s1")).unwrap();
     let c = s.append_input("m1", "user", "hello").unwrap();
     assert_eq!((c.seq, c.duplicate), (a.seq, true), "dedup across reopen");
     let d = s.append_control("m1", "resume", None).unwrap();
     assert!(d.duplicate, "input and control ids share one space");
     assert_eq!(s.state().pending_inputs.len(), 1);
-    assert_eq!(store.load("s1").unwrap().last_seq, 1);
+    assert_eq!(store.load(&SessionId::literal("s1")).unwrap().last_seq, 1);
 }
 
 fn one_writer_at_a_time(f: Factory) {
     let store = f();
     let s = create(&*store, "s1");
-    let err = store.open("s1").unwrap_err();
+    let err = store.open(&SessionId::literal("s1")).unwrap_err();
     assert!(
         err.to_string().contains("in use"),
         "one_writer_at_a_time: {err}"
     );
     // readers never need the lock
-    store.load("s1").unwrap();
-    store.records("s1", 0, 10).unwrap();
+    store.load(&SessionId::literal("s1")).unwrap();
+    store.records(&SessionId::literal("s1"), 0, 10).unwrap();
     drop(s);
     store
-        .open("s1")
+        .open(&SessionId::literal("s1"))
         .expect("free again once the writer is gone");
 }
 
@@ -169,7 +173,11 @@ fn invalid_records_are_refused_unwritten(f: Factory) {
         assert!(matches!(err, SessionError::Refused(_)), "refused: {err}");
     }
     drop(s);
-    assert_eq!(store.load("s1").unwrap().last_seq, 0, "nothing written");
+    assert_eq!(
+        store.load(&SessionId::literal("s1")).unwrap().last_seq,
+        0,
+        "nothing written"
+    );
 }
 
 /// input → turn 1 (tool call) → intent → start → outcome → turn 2 (text).
@@ -251,7 +259,7 @@ fn full_turn_replays_into_state(f: Factory) {
     run_one_tool_turn(&mut s);
     let live = s.state().clone();
     drop(s);
-    let st = store.load("s1").unwrap();
+    let st = store.load(&SessionId::literal("s1")).unwrap();
     assert_eq!(st.last_seq, 8);
     assert_eq!(st.turn, 2);
     assert_eq!(st.status(), Status::Idle);
@@ -265,7 +273,7 @@ fn full_turn_replays_into_state(f: Factory) {
         matches!(&st.context[2], ContextEntry::ToolResult { call, .. } if st.calls[*call].outcome.as_ref().unwrap().result == "a.txt\nb.txt")
     );
     assert_eq!(st.context, live.context, "replay equals the live state");
-    let s = store.open("s1").unwrap();
+    let s = store.open(&SessionId::literal("s1")).unwrap();
     assert_eq!(s.open_report().records_replayed, 8);
     assert_eq!(s.state().context, live.context);
 }
@@ -323,7 +331,7 @@ fn calls_by_state(f: Factory) {
     }))
     .unwrap();
     drop(s);
-    let st = store.load("s1").unwrap();
+    let st = store.load(&SessionId::literal("s1")).unwrap();
     let states: Vec<_> = st.calls.iter().map(|c| c.state()).collect();
     assert_eq!(
         states,
@@ -343,15 +351,17 @@ fn fork_keeps_parent_and_prefix(f: Factory) {
     let mut s = create(&*store, "p");
     run_one_tool_turn(&mut s);
     drop(s);
-    let parent_before = store.records("p", 0, 1000).unwrap();
-    let child = store.fork("p", 1, Some("c")).unwrap();
+    let parent_before = store.records(&SessionId::literal("p"), 0, 1000).unwrap();
+    let child = store
+        .fork(&SessionId::literal("p"), 1, Some(&SessionId::literal("c")))
+        .unwrap();
     assert_eq!(child.parent.as_deref(), Some("p"));
     assert_eq!(
-        store.records("p", 0, 1000).unwrap(),
+        store.records(&SessionId::literal("p"), 0, 1000).unwrap(),
         parent_before,
         "parent untouched"
     );
-    let st = store.load("c").unwrap();
+    let st = store.load(&SessionId::literal("c")).unwrap();
     assert_eq!(st.turn, 1);
     assert!(
         st.every_call_has_one_result(),
@@ -360,17 +370,30 @@ fn fork_keeps_parent_and_prefix(f: Factory) {
     assert_eq!(st.context.len(), 3);
     assert_eq!(st.forked_at_turn, Some(1));
     // the child continues on its own
-    let mut c = store.open("c").unwrap();
+    let mut c = store.open(&SessionId::literal("c")).unwrap();
     c.append_input("m2", "user", "now something else").unwrap();
     drop(c);
-    let gc = store.fork("c", 1, Some("gc")).unwrap();
+    let gc = store
+        .fork(&SessionId::literal("c"), 1, Some(&SessionId::literal("gc")))
+        .unwrap();
     assert_eq!(gc.parent.as_deref(), Some("c"));
-    assert_eq!(store.lineage("gc").unwrap(), ["gc", "c", "p"]);
-    let err = store.fork("p", 1, Some("c")).unwrap_err();
+    assert_eq!(
+        store.lineage(&SessionId::literal("gc")).unwrap(),
+        ["gc", "c", "p"]
+    );
+    let err = store
+        .fork(&SessionId::literal("p"), 1, Some(&SessionId::literal("c")))
+        .unwrap_err();
     assert!(matches!(err, SessionError::AlreadyExists { .. }), "{err}");
-    let err = store.fork("p", 5, None).unwrap_err();
+    let err = store.fork(&SessionId::literal("p"), 5, None).unwrap_err();
     assert!(matches!(err, SessionError::BadForkPoint { .. }), "{err}");
-    let at0 = store.fork("p", 0, Some("zero")).unwrap();
+    let at0 = store
+        .fork(
+            &SessionId::literal("p"),
+            0,
+            Some(&SessionId::literal("zero")),
+        )
+        .unwrap();
     assert_eq!(store.load(&at0.id).unwrap().pending_inputs.len(), 1);
 }
 
@@ -387,13 +410,21 @@ fn listing_and_records_after(f: Factory) {
     assert_eq!(by_id("a").records, 8);
     assert_eq!(by_id("b").status, Status::Running, "b's writer is alive");
     drop(b);
-    assert_eq!(store.summary("b").unwrap().status, Status::Pending);
-    let recs = store.records("a", 3, 2).unwrap();
+    assert_eq!(
+        store.summary(&SessionId::literal("b")).unwrap().status,
+        Status::Pending
+    );
+    let recs = store.records(&SessionId::literal("a"), 3, 2).unwrap();
     assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [4, 5]);
     assert_eq!(recs[0].kind, "tool_intent");
-    assert!(store.records("a", 8, 10).unwrap().is_empty());
+    assert!(
+        store
+            .records(&SessionId::literal("a"), 8, 10)
+            .unwrap()
+            .is_empty()
+    );
     assert!(matches!(
-        store.summary("zzz"),
+        store.summary(&SessionId::literal("zzz")),
         Err(SessionError::NotFound { .. })
     ));
 }
@@ -421,7 +452,7 @@ fn provider_fields_round_trip(f: Factory) {
     };
     s.append(Record::Response(resp.clone())).unwrap();
     drop(s);
-    let recs = store.records("s1", 0, 10).unwrap();
+    let recs = store.records(&SessionId::literal("s1"), 0, 10).unwrap();
     let stored = recs.iter().find(|r| r.kind == "response").unwrap();
     assert_eq!(
         stored.data,
@@ -430,7 +461,7 @@ fn provider_fields_round_trip(f: Factory) {
     );
     assert_eq!(
         store
-            .load("s1")
+            .load(&SessionId::literal("s1"))
             .unwrap()
             .last_response
             .unwrap()
@@ -445,12 +476,19 @@ fn export_import_is_lossless(f: Factory) {
     let mut s = create(&*a, "p");
     run_one_tool_turn(&mut s);
     drop(s);
-    a.fork("p", 1, Some("child")).unwrap();
+    a.fork(
+        &SessionId::literal("p"),
+        1,
+        Some(&SessionId::literal("child")),
+    )
+    .unwrap();
     let mut exported = Vec::new();
-    let n = a.export_to("child", &mut exported).unwrap();
+    let n = a
+        .export_to(&SessionId::literal("child"), &mut exported)
+        .unwrap();
     assert_eq!(n as usize, exported.len());
     assert_eq!(
-        a.summary("child").unwrap().size,
+        a.summary(&SessionId::literal("child")).unwrap().size,
         n,
         "export_import_is_lossless: size"
     );
@@ -459,11 +497,12 @@ fn export_import_is_lossless(f: Factory) {
     assert_eq!(imported.id, "child");
     assert_eq!(imported.parent.as_deref(), Some("p"));
     let mut again = Vec::new();
-    b.export_to("child", &mut again).unwrap();
+    b.export_to(&SessionId::literal("child"), &mut again)
+        .unwrap();
     assert_eq!(again, exported, "export_import_is_lossless: same bytes");
     assert_eq!(
-        b.load("child").unwrap().context,
-        a.load("child").unwrap().context
+        b.load(&SessionId::literal("child")).unwrap().context,
+        a.load(&SessionId::literal("child")).unwrap().context
     );
     // never overwrites; bad input changes nothing
     assert!(matches!(

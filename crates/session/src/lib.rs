@@ -14,7 +14,7 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
 //! let store = LocalStore::open(dir.path())?;
-//! let mut s = store.create(CreateOptions { id: Some("demo".into()), meta: None })?;
+//! let mut s = store.create(CreateOptions { id: Some(SessionId::literal("demo")), meta: None })?;
 //!
 //! // An input is recorded once per id, whoever delivers it how often (G6).
 //! let first = s.append_input("m1", "user", "say hi")?;
@@ -36,13 +36,14 @@
 //! drop(s);
 //!
 //! // Replay without writing: the state a resume starts from.
-//! let st = store.load("demo")?;
+//! let st = store.load(&SessionId::literal("demo"))?;
 //! assert_eq!(st.status(), Status::Idle);
 //! assert!(!st.owes_work());
 //! # Ok(())
 //! # }
 //! ```
 
+pub mod id;
 pub mod local;
 pub mod record;
 pub mod state;
@@ -51,6 +52,7 @@ pub mod store;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use id::SessionId;
 pub use local::LocalStore;
 pub use record::{FORMAT, Record};
 pub use state::{Call, CallState, ContextEntry, LastResponse, ReplayError, SessionState, Status};

@@ -8,6 +8,7 @@ use lazarus_ledger::{
     read_head_and_tail,
 };
 
+use crate::id::SessionId;
 use crate::record::{FORMAT, ForkPoint, Record};
 use crate::state::{ReplayError, SessionState, Status, status_from_tail};
 use crate::store::{
@@ -49,10 +50,9 @@ impl LocalStore {
         &self.opts
     }
 
-    /// Path of a session's file (id validated).
-    pub fn path_of(&self, id: &str) -> Result<PathBuf> {
-        lazarus_ledger::validate_id(id)?;
-        Ok(ledger_path(&self.dir, id))
+    /// Path of a session's file.
+    pub fn path_of(&self, id: &SessionId) -> PathBuf {
+        ledger_path(&self.dir, id)
     }
 
     fn not_found(&self, id: &str) -> SessionError {
@@ -80,8 +80,8 @@ impl LocalStore {
     }
 
     /// Replays `id` fully with a validating reader, also returning raw access for fork.
-    fn replay(&self, id: &str) -> Result<SessionState> {
-        let path = self.path_of(id)?;
+    fn replay(&self, id: &SessionId) -> Result<SessionState> {
+        let path = self.path_of(id);
         let mut reader = Reader::open(&path, &self.opts).map_err(|e| self.map_ledger(id, e))?;
         let mut state = SessionState::new(reader.header().clone());
         while let Some((_, env)) = reader.next_record::<Record>()? {
@@ -107,7 +107,9 @@ impl LocalStore {
             status = Status::Running;
         }
         Ok(SessionSummary {
-            id: header.id.clone(),
+            // Read from storage: checked like any id that enters (the header names the file
+            // it is in, so this fails only for a hand-edited file).
+            id: SessionId::parse(&header.id)?,
             created_at: header.created_at.clone(),
             records: tail.last_seq,
             size: tail.size,
@@ -153,8 +155,7 @@ impl RecordSink for LocalSink {
 
 impl Store for LocalStore {
     fn create(&self, opts: CreateOptions) -> Result<Session> {
-        let id = opts.id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        lazarus_ledger::validate_id(&id)?;
+        let id = opts.id.unwrap_or_else(SessionId::new_v7);
         let mut header = Header::new(FORMAT, &id);
         header.meta = opts.meta;
         let writer = Writer::create(&self.dir, header.clone(), b"", self.opts.clone())
@@ -166,8 +167,7 @@ impl Store for LocalStore {
         ))
     }
 
-    fn open(&self, id: &str) -> Result<Session> {
-        lazarus_ledger::validate_id(id)?;
+    fn open(&self, id: &SessionId) -> Result<Session> {
         let path = ledger_path(&self.dir, id);
         // The header is immutable once written; read it first so replay knows the lineage.
         let header = Reader::open(&path, &self.opts)
@@ -209,12 +209,12 @@ impl Store for LocalStore {
         Ok(Session::new(Box::new(LocalSink { writer }), state, report))
     }
 
-    fn load(&self, id: &str) -> Result<SessionState> {
+    fn load(&self, id: &SessionId) -> Result<SessionState> {
         self.replay(id)
     }
 
-    fn records(&self, id: &str, after: u64, limit: usize) -> Result<Vec<StoredRecord>> {
-        let path = self.path_of(id)?;
+    fn records(&self, id: &SessionId, after: u64, limit: usize) -> Result<Vec<StoredRecord>> {
+        let path = self.path_of(id);
         let mut reader =
             Reader::open_after(&path, &self.opts, after).map_err(|e| self.map_ledger(id, e))?;
         let mut out = Vec::new();
@@ -232,8 +232,8 @@ impl Store for LocalStore {
         Ok(out)
     }
 
-    fn summary(&self, id: &str) -> Result<SessionSummary> {
-        let path = self.path_of(id)?;
+    fn summary(&self, id: &SessionId) -> Result<SessionSummary> {
+        let path = self.path_of(id);
         self.summary_of(&path).map_err(|e| match e {
             SessionError::Ledger(e) => self.map_ledger(id, e),
             e => e,
@@ -251,7 +251,7 @@ impl Store for LocalStore {
                 p.file_name()
                     .and_then(|n| n.to_str())
                     .and_then(|n| n.strip_suffix(".jsonl"))
-                    .is_some_and(|stem| lazarus_ledger::validate_id(stem).is_ok())
+                    .is_some_and(|stem| SessionId::parse(stem).is_ok())
             })
             .collect();
         // Headers and tails only, a few threads at once: the cost is system calls.
@@ -286,7 +286,12 @@ impl Store for LocalStore {
         Ok(out)
     }
 
-    fn fork(&self, id: &str, at_turn: u64, new_id: Option<&str>) -> Result<SessionSummary> {
+    fn fork(
+        &self,
+        id: &SessionId,
+        at_turn: u64,
+        new_id: Option<&SessionId>,
+    ) -> Result<SessionSummary> {
         let state = self.replay(id)?;
         let boundary =
             state
@@ -296,7 +301,7 @@ impl Store for LocalStore {
                     turn: at_turn,
                     reason,
                 })?;
-        let path = self.path_of(id)?;
+        let path = self.path_of(id);
         let mut reader = Reader::open(&path, &self.opts)?;
         let mut prefix = Vec::new();
         while let Some((_, seq, line)) = reader.next_line()? {
@@ -306,10 +311,7 @@ impl Store for LocalStore {
             prefix.extend_from_slice(line);
             prefix.push(b'\n');
         }
-        let child_id = new_id
-            .map(str::to_string)
-            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        lazarus_ledger::validate_id(&child_id)?;
+        let child_id = new_id.cloned().unwrap_or_else(SessionId::new_v7);
         let mut header = Header::new(FORMAT, &child_id);
         header.parent = Some(Parent {
             id: id.to_string(),
@@ -328,23 +330,24 @@ impl Store for LocalStore {
         self.summary(&child_id)
     }
 
-    fn lineage(&self, id: &str) -> Result<Vec<String>> {
-        let mut out = vec![id.to_string()];
-        let mut current = id.to_string();
+    fn lineage(&self, id: &SessionId) -> Result<Vec<SessionId>> {
+        let mut out = vec![id.clone()];
+        let mut current = id.clone();
         for _ in 0..10_000 {
-            let path = self.path_of(&current)?;
+            let path = self.path_of(&current);
             let reader =
                 Reader::open(&path, &self.opts).map_err(|e| self.map_ledger(&current, e))?;
             match &reader.header().parent {
                 Some(p) => {
-                    if out.contains(&p.id) {
+                    // read from a header: checked as it enters
+                    let parent = SessionId::parse(&p.id)?;
+                    if out.contains(&parent) {
                         return Err(SessionError::Backend(format!(
-                            "fork lineage of {id:?} loops at {:?}",
-                            p.id
+                            "fork lineage of {id:?} loops at {parent:?}"
                         )));
                     }
-                    out.push(p.id.clone());
-                    current = p.id.clone();
+                    out.push(parent.clone());
+                    current = parent;
                 }
                 None => return Ok(out),
             }
@@ -354,8 +357,8 @@ impl Store for LocalStore {
         )))
     }
 
-    fn export_to(&self, id: &str, out: &mut dyn std::io::Write) -> Result<u64> {
-        let path = self.path_of(id)?;
+    fn export_to(&self, id: &SessionId, out: &mut dyn std::io::Write) -> Result<u64> {
+        let path = self.path_of(id);
         let mut reader = Reader::open(&path, &self.opts).map_err(|e| self.map_ledger(id, e))?;
         let io = |e: std::io::Error| SessionError::Backend(format!("export of {id}: {e}"));
         // The header line, then every good record line (a torn tail is not part of the log).
@@ -408,9 +411,10 @@ impl Store for LocalStore {
             }
             header
         };
-        Writer::import(&self.dir, jsonl, self.opts.clone())
-            .map_err(|e| self.map_ledger(&header.id, e))?;
-        self.summary(&header.id)
+        // The imported file names its id: it enters here.
+        let id = SessionId::parse(&header.id)?;
+        Writer::import(&self.dir, jsonl, self.opts.clone()).map_err(|e| self.map_ledger(&id, e))?;
+        self.summary(&id)
     }
 
     fn location(&self) -> String {

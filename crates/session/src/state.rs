@@ -556,11 +556,14 @@ pub enum Status {
 }
 
 impl Status {
-    /// Whether a session in this status owes work, judged from its last record alone (the
-    /// tail-only twin of [`SessionState::owes_work`], for listings and boot-resume): inputs
-    /// not answered, or cut off mid-turn.
+    /// Whether a session in this status may owe work, judged from its last record alone (as
+    /// [`owes_work_from_tail`] does, for listings): inputs not answered, cut off mid-turn, or
+    /// stopped with work left (a stop is recorded only then).
     pub fn owes_work(self) -> bool {
-        matches!(self, Status::Pending | Status::Interrupted)
+        matches!(
+            self,
+            Status::Pending | Status::Interrupted | Status::Stopped
+        )
     }
 }
 

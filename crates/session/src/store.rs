@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::id::SessionId;
 use crate::record::{Control, Input, Record};
 use crate::state::{ReplayError, SessionState, Status};
 
@@ -211,7 +212,7 @@ pub struct StoredRecord {
 /// One line of `sessions list`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SessionSummary {
-    pub id: String,
+    pub id: SessionId,
     pub created_at: String,
     /// Records after the header.
     pub records: u64,
@@ -233,7 +234,7 @@ pub struct SessionSummary {
 #[derive(Debug, Clone, Default)]
 pub struct CreateOptions {
     /// Chosen id, or `None` for a fresh UUID v7.
-    pub id: Option<String>,
+    pub id: Option<SessionId>,
     /// Application metadata kept in the header (e.g. workspace, system prompt).
     pub meta: Option<serde_json::Value>,
 }
@@ -245,23 +246,28 @@ pub trait Store: Send + Sync {
     fn create(&self, opts: CreateOptions) -> Result<Session>;
     /// Opens a session for writing: takes its single-writer lock, cuts crash debris,
     /// replays and validates every record.
-    fn open(&self, id: &str) -> Result<Session>;
+    fn open(&self, id: &SessionId) -> Result<Session>;
     /// Replays a session without writing (no lock).
-    fn load(&self, id: &str) -> Result<SessionState>;
+    fn load(&self, id: &SessionId) -> Result<SessionState>;
     /// Records with seq > `after`, at most `limit`.
-    fn records(&self, id: &str, after: u64, limit: usize) -> Result<Vec<StoredRecord>>;
+    fn records(&self, id: &SessionId, after: u64, limit: usize) -> Result<Vec<StoredRecord>>;
     /// Summary of one session, its status from the tail (no replay).
-    fn summary(&self, id: &str) -> Result<SessionSummary>;
+    fn summary(&self, id: &SessionId) -> Result<SessionSummary>;
     /// Every session, status from the tail (no replay).
     fn list(&self) -> Result<Vec<SessionSummary>>;
     /// Creates a child of `id` holding everything up to the end of turn `at_turn`.
     /// The parent is not touched.
-    fn fork(&self, id: &str, at_turn: u64, new_id: Option<&str>) -> Result<SessionSummary>;
+    fn fork(
+        &self,
+        id: &SessionId,
+        at_turn: u64,
+        new_id: Option<&SessionId>,
+    ) -> Result<SessionSummary>;
     /// `id` and its ancestors, nearest first.
-    fn lineage(&self, id: &str) -> Result<Vec<String>>;
+    fn lineage(&self, id: &SessionId) -> Result<Vec<SessionId>>;
     /// Writes the session's exact JSON Lines (header included, crash debris excluded) to
     /// `out`; returns the bytes written. The same bytes a local session file holds.
-    fn export_to(&self, id: &str, out: &mut dyn std::io::Write) -> Result<u64>;
+    fn export_to(&self, id: &SessionId, out: &mut dyn std::io::Write) -> Result<u64>;
     /// Creates a session from exported JSON Lines, after checking every line (framing, seqs,
     /// meaning). Never overwrites an existing session. Lossless: exporting it again gives
     /// the same bytes.

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use lazarus_ledger::frame::{Envelope, decode_line, encode_line};
 use lazarus_ledger::{Header, Parent};
+use lazarus_session::SessionId;
 use lazarus_session::record::*;
 use lazarus_session::{LocalStore, Record, Status, Store};
 use serde_json::json;
@@ -196,7 +197,7 @@ fn golden_session_replays_as_a_valid_session() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("golden.jsonl"), render()).unwrap();
     let store = LocalStore::open(dir.path()).unwrap();
-    let st = store.load("golden").unwrap();
+    let st = store.load(&SessionId::literal("golden")).unwrap();
     assert_eq!(st.last_seq, 12);
     assert!(st.every_call_has_one_result());
     assert_eq!(st.status(), Status::Idle);

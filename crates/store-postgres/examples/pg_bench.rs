@@ -24,6 +24,12 @@ use std::time::{Duration, Instant};
 use lazarus_session::{CreateOptions, Store};
 use lazarus_store_postgres::{PgOptions, PgStore};
 
+/// A session id written in the test (checked; a bad one is a bug in the test).
+#[allow(dead_code)]
+fn sid(id: &str) -> lazarus_session::SessionId {
+    lazarus_session::SessionId::parse(id).expect("a valid session id")
+}
+
 struct Args {
     url: String,
     seconds: f64,
@@ -157,7 +163,7 @@ fn bench_store(url: &str, n: usize, secs: f64) -> f64 {
             std::thread::spawn(move || {
                 let mut s = store
                     .create(CreateOptions {
-                        id: Some(format!("s{t}")),
+                        id: Some(sid(&format!("s{t}"))),
                         meta: None,
                     })
                     .expect("create");

@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use lazarus_session::{OpenReport, Result, SessionError, SessionState};
+use lazarus_session::{OpenReport, Result, SessionError, SessionId, SessionState};
 
 mod ctx;
 mod error;
@@ -162,8 +162,7 @@ impl PgStore {
 
     /// Opens a session for writing and returns the writer itself (what [`Store::open`]
     /// wraps in a [`Session`]), with the replayed state.
-    pub fn open_writer(&self, id: &str) -> Result<(PgWriter, SessionState, OpenReport)> {
-        lazarus_ledger::validate_id(id)?;
+    pub fn open_writer(&self, id: &SessionId) -> Result<(PgWriter, SessionState, OpenReport)> {
         let ctx = self.shared.ctx.clone();
         let mut locked = match Locked::take(ctx.clone(), id)? {
             Ok(l) => l,
@@ -185,8 +184,7 @@ impl PgStore {
     }
 
     /// Who holds the writer lock of session `id` now, if anyone.
-    pub fn lock_holder(&self, id: &str) -> Result<Option<LockHolder>> {
-        lazarus_ledger::validate_id(id)?;
+    pub fn lock_holder(&self, id: &SessionId) -> Result<Option<LockHolder>> {
         let id = id.to_string();
         self.run(move |ctx| async move {
             let c = ctx.conn().await?;

@@ -4,7 +4,7 @@
 use futures_util::{TryStreamExt, pin_mut};
 use lazarus_ledger::{Header, LedgerError};
 use lazarus_session::state::status_from_tail;
-use lazarus_session::{SessionError, SessionState, SessionSummary, Status};
+use lazarus_session::{SessionError, SessionId, SessionState, SessionSummary, Status};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
 
@@ -105,7 +105,8 @@ pub(crate) async fn summary_from_row(
         status_from_tail(env.kind, &env.data)
     };
     Ok(SessionSummary {
-        id,
+        // read from the database: checked as it enters
+        id: SessionId::parse(&id)?,
         created_at: r.get(1),
         records: seq as u64,
         size: end as u64,

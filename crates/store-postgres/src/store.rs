@@ -4,8 +4,8 @@ use lazarus_ledger::frame;
 use lazarus_ledger::{Header, LedgerError, Parent, Problem};
 use lazarus_session::record::ForkPoint;
 use lazarus_session::{
-    CreateOptions, FORMAT, OpenReport, Record, Result, Session, SessionError, SessionState,
-    SessionSummary, Store, StoredRecord,
+    CreateOptions, FORMAT, OpenReport, Record, Result, Session, SessionError, SessionId,
+    SessionState, SessionSummary, Store, StoredRecord,
 };
 use tokio_postgres::IsolationLevel;
 
@@ -18,8 +18,7 @@ use crate::writer::{self, Locked};
 
 impl Store for PgStore {
     fn create(&self, opts: CreateOptions) -> Result<Session> {
-        let id = opts.id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        lazarus_ledger::validate_id(&id)?;
+        let id = opts.id.unwrap_or_else(SessionId::new_v7);
         let mut header = Header::new(FORMAT, &id);
         header.meta = opts.meta;
         let header_json = frame::data_to_json(&header).map_err(LedgerError::Serialize)?;
@@ -63,13 +62,12 @@ impl Store for PgStore {
         ))
     }
 
-    fn open(&self, id: &str) -> Result<Session> {
+    fn open(&self, id: &SessionId) -> Result<Session> {
         let (w, state, report) = self.open_writer(id)?;
         Ok(Session::new(Box::new(w), state, report))
     }
 
-    fn load(&self, id: &str) -> Result<SessionState> {
-        lazarus_ledger::validate_id(id)?;
+    fn load(&self, id: &SessionId) -> Result<SessionState> {
         let id = id.to_string();
         self.run(move |ctx| async move {
             let mut c = ctx.conn().await?;
@@ -87,8 +85,7 @@ impl Store for PgStore {
         })
     }
 
-    fn records(&self, id: &str, after: u64, limit: usize) -> Result<Vec<StoredRecord>> {
-        lazarus_ledger::validate_id(id)?;
+    fn records(&self, id: &SessionId, after: u64, limit: usize) -> Result<Vec<StoredRecord>> {
         let location = self.location_of(id);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let after_i = i64::try_from(after).unwrap_or(i64::MAX);
@@ -145,8 +142,7 @@ impl Store for PgStore {
         Ok(out)
     }
 
-    fn summary(&self, id: &str) -> Result<SessionSummary> {
-        lazarus_ledger::validate_id(id)?;
+    fn summary(&self, id: &SessionId) -> Result<SessionSummary> {
         let id = id.to_string();
         self.run(move |ctx| async move {
             let c = ctx.conn().await?;
@@ -181,7 +177,12 @@ impl Store for PgStore {
         })
     }
 
-    fn fork(&self, id: &str, at_turn: u64, new_id: Option<&str>) -> Result<SessionSummary> {
+    fn fork(
+        &self,
+        id: &SessionId,
+        at_turn: u64,
+        new_id: Option<&SessionId>,
+    ) -> Result<SessionSummary> {
         let state = self.load(id)?;
         let boundary =
             state
@@ -191,10 +192,7 @@ impl Store for PgStore {
                     turn: at_turn,
                     reason,
                 })?;
-        let child_id = new_id
-            .map(str::to_string)
-            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        lazarus_ledger::validate_id(&child_id)?;
+        let child_id = new_id.cloned().unwrap_or_else(SessionId::new_v7);
         let mut header = Header::new(FORMAT, &child_id);
         header.parent = Some(Parent {
             id: id.to_string(),
@@ -272,16 +270,15 @@ impl Store for PgStore {
         self.summary(&child_id)
     }
 
-    fn lineage(&self, id: &str) -> Result<Vec<String>> {
-        lazarus_ledger::validate_id(id)?;
-        let id = id.to_string();
+    fn lineage(&self, id: &SessionId) -> Result<Vec<SessionId>> {
+        let id = id.clone();
         self.run(move |ctx| async move {
             let c = ctx.conn().await?;
             let mut out = vec![id.clone()];
             let mut current = id.clone();
             for _ in 0..10_000 {
                 let row = c
-                    .query_opt(&ctx.sql.parent_of, &[&current])
+                    .query_opt(&ctx.sql.parent_of, &[&current.as_str()])
                     .await
                     .map_err(ctx.db("read the lineage"))?;
                 let Some(row) = row else {
@@ -289,6 +286,8 @@ impl Store for PgStore {
                 };
                 match row.get::<_, Option<String>>(0) {
                     Some(p) => {
+                        // read from the database: checked as it enters
+                        let p = SessionId::parse(&p)?;
                         if out.contains(&p) {
                             return Err(PgError::Session(SessionError::Backend(format!(
                                 "fork lineage of {id:?} loops at {p:?}"
@@ -306,7 +305,7 @@ impl Store for PgStore {
         })
     }
 
-    fn export_to(&self, id: &str, out: &mut dyn std::io::Write) -> Result<u64> {
+    fn export_to(&self, id: &SessionId, out: &mut dyn std::io::Write) -> Result<u64> {
         PgStore::export_to(self, id, out)
     }
 

@@ -2,7 +2,7 @@
 
 use lazarus_ledger::Problem;
 use lazarus_ledger::frame;
-use lazarus_session::{Result, SessionError, SessionSummary, Store};
+use lazarus_session::{Result, SessionError, SessionId, SessionSummary, Store};
 
 use crate::PgStore;
 use crate::lines::{Replay, check_end, check_line, corrupt, parse_header};
@@ -12,7 +12,7 @@ use crate::schema::{self};
 impl PgStore {
     /// The session's exact JSONL: every stored line in seq order, each followed by `\n` —
     /// byte for byte what a local session file holds. Every line is checked on the way.
-    pub fn export(&self, id: &str) -> Result<Vec<u8>> {
+    pub fn export(&self, id: &SessionId) -> Result<Vec<u8>> {
         let mut out = Vec::new();
         self.export_to(id, &mut out)?;
         Ok(out)
@@ -20,8 +20,7 @@ impl PgStore {
 
     /// Writes the session's exact JSONL to `out` (in batches; memory stays bounded).
     /// Returns the bytes written.
-    pub fn export_to(&self, id: &str, out: &mut dyn std::io::Write) -> Result<u64> {
-        lazarus_ledger::validate_id(id)?;
+    pub fn export_to(&self, id: &SessionId, out: &mut dyn std::io::Write) -> Result<u64> {
         let location = self.shared.ctx.session_location(id);
         let mut next: i64 = 0;
         let mut written: u64 = 0;
@@ -109,9 +108,9 @@ impl PgStore {
             .data
             .get("id")
             .and_then(|v| v.as_str())
-            .ok_or_else(|| corrupt("import", 0, 0, Problem::Invalid("header has no id".into())))?
-            .to_string();
-        lazarus_ledger::validate_id(&id)?;
+            .ok_or_else(|| corrupt("import", 0, 0, Problem::Invalid("header has no id".into())))?;
+        // The imported file names its id: it enters here.
+        let id = SessionId::parse(id)?;
         let location = self.shared.ctx.session_location(&id);
         let mut replay = Replay::new(&location, &id);
         let mut end: i64 = 0;
@@ -153,7 +152,7 @@ impl PgStore {
                 let ends: Vec<i64> = chunk.iter().map(|r| r.3).collect();
                 tx.execute(
                     &ctx.sql.insert_records,
-                    &[&id2, &seqs, &kinds, &lines, &ends],
+                    &[&id2.as_str(), &seqs, &kinds, &lines, &ends],
                 )
                 .await
                 .map_err(ctx.db("import records"))?;

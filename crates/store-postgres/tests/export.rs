@@ -4,18 +4,25 @@
 
 mod common;
 
+use lazarus_session::SessionId;
 use lazarus_session::record::{
     Item, OutcomeStatus, Response, ResumeReceipt, ToolIntent, ToolOutcome, ToolStart, TurnStart,
 };
 use lazarus_session::{CreateOptions, LocalStore, Record, Session, SessionError, Store};
 use serde_json::json;
 
+/// A session id written in the test (checked; a bad one is a bug in the test).
+#[allow(dead_code)]
+fn sid(id: &str) -> lazarus_session::SessionId {
+    lazarus_session::SessionId::parse(id).expect("a valid session id")
+}
+
 /// The same session, whatever the store: two turns with a tool call, a resume receipt,
 /// provider fields, unicode and a long text.
 fn build(store: &dyn Store, id: &str) -> Session {
     let mut s = store
         .create(CreateOptions {
-            id: Some(id.into()),
+            id: Some(sid(id)),
             meta: Some(json!({"workspace": "/w", "system": "be brief ✓"})),
         })
         .unwrap();
@@ -110,18 +117,28 @@ fn local_file_imports_and_exports_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap();
     let local = LocalStore::open(dir.path()).unwrap();
     drop(build(&local, "s1"));
-    local.fork("s1", 1, Some("child")).unwrap();
-    let mut c = local.open("child").unwrap();
+    local
+        .fork(
+            &SessionId::literal("s1"),
+            1,
+            Some(&SessionId::literal("child")),
+        )
+        .unwrap();
+    let mut c = local.open(&SessionId::literal("child")).unwrap();
     c.append_input("m2", "user", "and now?").unwrap();
     drop(c);
 
     let pg = common::fresh_store(&url);
     for id in ["s1", "child"] {
-        let bytes = std::fs::read(local.path_of(id).unwrap()).unwrap();
+        let bytes = std::fs::read(local.path_of(&sid(id))).unwrap();
         let summary = pg.import_lines(&bytes).unwrap();
         assert_eq!(summary.id, id);
-        assert_eq!(pg.export(id).unwrap(), bytes, "{id}: export == local file");
-        let ls = local.summary(id).unwrap();
+        assert_eq!(
+            pg.export(&sid(id)).unwrap(),
+            bytes,
+            "{id}: export == local file"
+        );
+        let ls = local.summary(&sid(id)).unwrap();
         assert_eq!(summary.size, ls.size, "{id}: size");
         assert_eq!(summary.records, ls.records);
         assert_eq!(summary.status, ls.status);
@@ -130,10 +147,10 @@ fn local_file_imports_and_exports_byte_for_byte() {
         assert_eq!(summary.updated_at, ls.updated_at);
         assert_eq!(summary.meta, ls.meta);
         assert_eq!(
-            pg.records(id, 0, 100).unwrap(),
-            local.records(id, 0, 100).unwrap()
+            pg.records(&sid(id), 0, 100).unwrap(),
+            local.records(&sid(id), 0, 100).unwrap()
         );
-        let (a, b) = (pg.load(id).unwrap(), local.load(id).unwrap());
+        let (a, b) = (pg.load(&sid(id)).unwrap(), local.load(&sid(id)).unwrap());
         assert_eq!(a.context, b.context);
         assert_eq!(a.input_ids, b.input_ids);
         assert_eq!(a.last_seq, b.last_seq);
@@ -141,16 +158,19 @@ fn local_file_imports_and_exports_byte_for_byte() {
         let err = pg.import_lines(&bytes).unwrap_err();
         assert!(matches!(err, SessionError::AlreadyExists { .. }), "{err}");
     }
-    assert_eq!(pg.lineage("child").unwrap(), ["child", "s1"]);
+    assert_eq!(
+        pg.lineage(&SessionId::literal("child")).unwrap(),
+        ["child", "s1"]
+    );
 
     // the imported session goes on in PostgreSQL
-    let mut s = pg.open("s1").unwrap();
+    let mut s = pg.open(&SessionId::literal("s1")).unwrap();
     assert_eq!(s.open_report().records_replayed, 9);
     s.append_input("m3", "api", "more").unwrap();
     drop(s);
 
     // bad input changes nothing
-    let good = std::fs::read(local.path_of("s1").unwrap()).unwrap();
+    let good = std::fs::read(local.path_of(&sid("s1"))).unwrap();
     let torn = &good[..good.len() - 5];
     assert!(pg.import_lines(torn).is_err());
     let mut flipped = good.clone();
@@ -161,7 +181,7 @@ fn local_file_imports_and_exports_byte_for_byte() {
     assert!(pg.import_lines(b"").is_err());
     assert!(pg.import_lines(b"{}\n").is_err());
     assert!(matches!(
-        pg.summary("s9"),
+        pg.summary(&SessionId::literal("s9")),
         Err(SessionError::NotFound { .. })
     ));
 }
@@ -174,8 +194,13 @@ fn postgres_session_exports_to_a_valid_local_file() {
     };
     let pg = common::fresh_store(&url);
     drop(build(&pg, "s1"));
-    pg.fork("s1", 1, Some("child")).unwrap();
-    let mut c = pg.open("child").unwrap();
+    pg.fork(
+        &SessionId::literal("s1"),
+        1,
+        Some(&SessionId::literal("child")),
+    )
+    .unwrap();
+    let mut c = pg.open(&SessionId::literal("child")).unwrap();
     c.append_input("m2", "user", "and now?").unwrap();
     drop(c);
 
@@ -183,15 +208,25 @@ fn postgres_session_exports_to_a_valid_local_file() {
     let dir = tempfile::tempdir().unwrap();
     let local = LocalStore::open(dir.path()).unwrap();
     drop(build(&local, "s1"));
-    local.fork("s1", 1, Some("child")).unwrap();
-    let mut c = local.open("child").unwrap();
+    local
+        .fork(
+            &SessionId::literal("s1"),
+            1,
+            Some(&SessionId::literal("child")),
+        )
+        .unwrap();
+    let mut c = local.open(&SessionId::literal("child")).unwrap();
     c.append_input("m2", "user", "and now?").unwrap();
     drop(c);
 
     let out = tempfile::tempdir().unwrap();
     for id in ["s1", "child"] {
-        let bytes = pg.export(id).unwrap();
-        assert_eq!(pg.summary(id).unwrap().size, bytes.len() as u64, "size");
+        let bytes = pg.export(&sid(id)).unwrap();
+        assert_eq!(
+            pg.summary(&sid(id)).unwrap().size,
+            bytes.len() as u64,
+            "size"
+        );
         let path = out.path().join(format!("{id}.jsonl"));
         std::fs::write(&path, &bytes).unwrap();
         let report =
@@ -203,22 +238,28 @@ fn postgres_session_exports_to_a_valid_local_file() {
                 .collect::<Vec<_>>()
         };
         assert_eq!(
-            strip(pg.records(id, 0, 100).unwrap()),
-            strip(local.records(id, 0, 100).unwrap()),
+            strip(pg.records(&sid(id), 0, 100).unwrap()),
+            strip(local.records(&sid(id), 0, 100).unwrap()),
             "{id}: same records as the local store writes"
         );
         let from_file = LocalStore::open(out.path()).unwrap();
         assert_eq!(
-            from_file.load(id).unwrap().context,
-            pg.load(id).unwrap().context
+            from_file.load(&sid(id)).unwrap().context,
+            pg.load(&sid(id)).unwrap().context
         );
     }
     // the fork's prefix is the parent's lines, byte for byte
-    let parent = pg.export("s1").unwrap();
-    let child = pg.export("child").unwrap();
+    let parent = pg.export(&sid("s1")).unwrap();
+    let child = pg.export(&sid("child")).unwrap();
     let p_lines: Vec<&[u8]> = parent.split(|&b| b == b'\n').collect();
     let c_lines: Vec<&[u8]> = child.split(|&b| b == b'\n').collect();
-    let boundary = pg.load("child").unwrap().header.parent.unwrap().seq as usize;
+    let boundary = pg
+        .load(&SessionId::literal("child"))
+        .unwrap()
+        .header
+        .parent
+        .unwrap()
+        .seq as usize;
     assert_eq!(boundary, 7, "turn 1 ends right before turn 2's turn_start");
     assert_eq!(&p_lines[1..=boundary], &c_lines[1..=boundary]);
     assert!(

@@ -7,8 +7,15 @@ mod common;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use lazarus_session::SessionId;
 use lazarus_session::{CreateOptions, Session, SessionError, Store};
 use lazarus_store_postgres::{PgOptions, PgStore};
+
+/// A session id written in the test (checked; a bad one is a bug in the test).
+#[allow(dead_code)]
+fn sid(id: &str) -> lazarus_session::SessionId {
+    lazarus_session::SessionId::parse(id).expect("a valid session id")
+}
 
 macro_rules! url_or_skip {
     ($name:expr) => {
@@ -22,7 +29,7 @@ macro_rules! url_or_skip {
 fn create(store: &PgStore, id: &str) -> Session {
     store
         .create(CreateOptions {
-            id: Some(id.into()),
+            id: Some(sid(id)),
             meta: None,
         })
         .unwrap_or_else(|e| panic!("create {id}: {e}"))
@@ -56,7 +63,7 @@ fn assert_gap_free(seqs: &[i64]) {
 fn open_when_free(store: &PgStore, id: &str) -> Session {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match store.open(id) {
+        match store.open(&sid(id)) {
             Ok(s) => return s,
             Err(e) if e.to_string().contains("in use") && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20));
@@ -73,32 +80,33 @@ fn second_writer_is_told_who_holds_the_session() {
     let b = common::same_schema(&url, &a);
     let (w, _, _) = {
         drop(create(&a, "s1"));
-        a.open_writer("s1").unwrap()
+        a.open_writer(&sid("s1")).unwrap()
     };
-    let err = b.open("s1").unwrap_err().to_string();
+    let err = b.open(&SessionId::literal("s1")).unwrap_err().to_string();
     let me = format!("in use by pid {} on host ", std::process::id());
     assert!(err.contains(&me), "{err}");
     assert!(err.contains(" since 20"), "{err}");
-    let holder = b.lock_holder("s1").unwrap().expect("a holder");
+    let holder = b.lock_holder(&sid("s1")).unwrap().expect("a holder");
     assert_eq!(holder.backend_pid, w.backend_pid());
     assert_eq!(holder.holder().unwrap().pid, std::process::id());
     // a create of the same id is refused as existing, not as in use
     let err = b
         .create(CreateOptions {
-            id: Some("s1".into()),
+            id: Some(SessionId::literal("s1")),
             meta: None,
         })
         .unwrap_err();
     assert!(matches!(err, SessionError::AlreadyExists { .. }), "{err}");
     // readers never need the lock; the listing shows the session running
-    b.load("s1").unwrap();
+    b.load(&SessionId::literal("s1")).unwrap();
     assert_eq!(
-        b.summary("s1").unwrap().status,
+        b.summary(&SessionId::literal("s1")).unwrap().status,
         lazarus_session::Status::Running
     );
     drop(w);
-    assert!(b.lock_holder("s1").unwrap().is_none());
-    b.open("s1").expect("free once the writer is dropped");
+    assert!(b.lock_holder(&sid("s1")).unwrap().is_none());
+    b.open(&SessionId::literal("s1"))
+        .expect("free once the writer is dropped");
 }
 
 #[test]
@@ -117,7 +125,7 @@ fn two_writers_racing_one_wins() {
                 let id = id.clone();
                 std::thread::spawn(move || {
                     barrier.wait();
-                    let r = match store.open(&id) {
+                    let r = match store.open(&sid(&id)) {
                         Ok(mut s) => {
                             s.append_input(&format!("m-{id}"), "user", "hi").unwrap();
                             Ok(s)
@@ -153,7 +161,7 @@ fn two_writers_racing_one_wins() {
                     barrier.wait();
                     store
                         .create(CreateOptions {
-                            id: Some(id),
+                            id: Some(sid(&id)),
                             meta: None,
                         })
                         .map(drop)
@@ -181,7 +189,7 @@ fn connection_killed_mid_append_loses_nothing_acknowledged() {
     let url = url_or_skip!("connection_killed_mid_append_loses_nothing_acknowledged");
     let store = common::fresh_store(&url);
     drop(create(&store, "s1"));
-    let (w, state, report) = store.open_writer("s1").unwrap();
+    let (w, state, report) = store.open_writer(&sid("s1")).unwrap();
     let backend = w.backend_pid();
     let mut session = Session::new(Box::new(w), state, report);
     let appender = std::thread::spawn(move || {
@@ -233,7 +241,7 @@ fn a_writer_whose_lock_was_taken_over_cannot_write() {
     let b = common::same_schema(&url, &a);
     let mut sa = create(&a, "s1");
     sa.append_input("a1", "user", "from a").unwrap();
-    let pid = a.lock_holder("s1").unwrap().unwrap().backend_pid;
+    let pid = a.lock_holder(&sid("s1")).unwrap().unwrap().backend_pid;
     common::psql(&url).query("SELECT pg_terminate_backend($1, 5000)", &[&pid]);
     let mut sb = open_when_free(&b, "s1");
     sb.append_input("b1", "user", "from b").unwrap();
@@ -242,7 +250,7 @@ fn a_writer_whose_lock_was_taken_over_cannot_write() {
     assert!(err.to_string().contains("lost"), "{err}");
     sb.append_input("b2", "user", "from b again").unwrap();
     drop(sb);
-    let st = a.load("s1").unwrap();
+    let st = a.load(&SessionId::literal("s1")).unwrap();
     assert_eq!(st.last_seq, 3);
     assert!(st.input_ids.contains_key("b2") && !st.input_ids.contains_key("a2"));
     assert_gap_free(&stored_seqs(&url, &a, "s1"));
@@ -257,10 +265,10 @@ fn a_taken_seq_is_a_conflict_never_an_overwrite() {
         s.append_input(&format!("m{i}"), "user", "x").unwrap();
     }
     drop(s);
-    let before = store.export("s1").unwrap();
+    let before = store.export(&sid("s1")).unwrap();
     let data = br#"{"input_id":"evil","source":"user","text":"overwrite?"}"#;
 
-    let (w, _, _) = store.open_writer("s1").unwrap();
+    let (w, _, _) = store.open_writer(&sid("s1")).unwrap();
     assert_eq!(w.next_seq(), 4);
     let err = w.append_at(2, "input", data).unwrap_err();
     assert!(matches!(err, SessionError::Conflict { .. }), "{err}");
@@ -270,7 +278,7 @@ fn a_taken_seq_is_a_conflict_never_an_overwrite() {
     drop(w);
 
     // a gap is a conflict too
-    let (w, _, _) = store.open_writer("s1").unwrap();
+    let (w, _, _) = store.open_writer(&sid("s1")).unwrap();
     let err = w.append_at(6, "input", data).unwrap_err();
     assert!(matches!(err, SessionError::Conflict { .. }), "{err}");
     drop(w);
@@ -289,9 +297,9 @@ fn a_taken_seq_is_a_conflict_never_an_overwrite() {
         Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
     );
 
-    assert_eq!(store.export("s1").unwrap(), before, "nothing changed");
+    assert_eq!(store.export(&sid("s1")).unwrap(), before, "nothing changed");
     assert_gap_free(&stored_seqs(&url, &store, "s1"));
-    let (w, _, _) = store.open_writer("s1").unwrap();
+    let (w, _, _) = store.open_writer(&sid("s1")).unwrap();
     let ok = w
         .append_json(
             "input",
@@ -322,25 +330,34 @@ fn corrupted_rows_are_detected_not_skipped() {
         &[],
     )
     .unwrap();
-    let err = store.load("s1").unwrap_err().to_string();
+    let err = store
+        .load(&SessionId::literal("s1"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("line 3") && err.contains("checksum"), "{err}");
-    let err = store.open("s1").unwrap_err().to_string();
+    let err = store
+        .open(&SessionId::literal("s1"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("checksum"), "{err}");
-    assert!(store.export("s1").is_err());
-    assert!(store.records("s1", 0, 10).is_err());
+    assert!(store.export(&sid("s1")).is_err());
+    assert!(store.records(&SessionId::literal("s1"), 0, 10).is_err());
     assert!(
-        store.records("s1", 2, 10).is_ok(),
+        store.records(&SessionId::literal("s1"), 2, 10).is_ok(),
         "records after the bad one"
     );
     // the session is free again after the failed open
-    assert!(store.lock_holder("s1").unwrap().is_none());
+    assert!(store.lock_holder(&sid("s1")).unwrap().is_none());
     // a missing record is a gap
     db.execute(
         &format!("DELETE FROM \"{schema}\".records WHERE session_id = 's1' AND seq = 2"),
         &[],
     )
     .unwrap();
-    let err = store.load("s1").unwrap_err().to_string();
+    let err = store
+        .load(&SessionId::literal("s1"))
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("sequence gap: expected seq 2, found 3"),
         "{err}"
@@ -351,9 +368,12 @@ fn corrupted_rows_are_detected_not_skipped() {
         &[],
     )
     .unwrap();
-    let err = store.load("ok").unwrap_err().to_string();
+    let err = store
+        .load(&SessionId::literal("ok"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("stored end offset"), "{err}");
-    assert!(store.export("ok").is_err());
+    assert!(store.export(&sid("ok")).is_err());
     // the listing skips what it cannot read, and says so in the log
     assert!(store.list().unwrap().len() <= 2);
 }
@@ -473,8 +493,8 @@ fn works_from_spawn_blocking_and_async_tasks() {
         .unwrap();
         assert_eq!(seq, 1);
         // straight from an async task (blocks this worker briefly, but works)
-        assert_eq!(store.load("s1").unwrap().last_seq, 1);
-        let mut s = store.open("s1").unwrap();
+        assert_eq!(store.load(&SessionId::literal("s1")).unwrap().last_seq, 1);
+        let mut s = store.open(&SessionId::literal("s1")).unwrap();
         s.append_input("m2", "user", "again").unwrap();
         drop(s);
         assert_eq!(store.list().unwrap().len(), 1);
@@ -491,7 +511,7 @@ fn works_from_spawn_blocking_and_async_tasks() {
         let mut s = create(&store, "s1");
         s.append_input("m1", "user", "hi").unwrap();
         drop(s);
-        assert_eq!(store.load("s1").unwrap().last_seq, 1);
+        assert_eq!(store.load(&SessionId::literal("s1")).unwrap().last_seq, 1);
     });
 }
 
@@ -506,7 +526,7 @@ fn writers_commit_durably_and_survive_idle_timeouts() {
         PgStore::connect_with(&hostile, common::options(&common::fresh_schema())).expect("connect");
     let mut s = create(&store, "s1");
     drop(s);
-    let (w, _, _) = store.open_writer("s1").unwrap();
+    let (w, _, _) = store.open_writer(&sid("s1")).unwrap();
     assert_eq!(w.connection_setting("synchronous_commit").unwrap(), "on");
     assert_eq!(w.connection_setting("idle_session_timeout").unwrap(), "0");
     // a vanished writer host is noticed by the server within ~30 s, not hours
@@ -525,6 +545,6 @@ fn writers_commit_durably_and_survive_idle_timeouts() {
     )
     .unwrap();
     drop(w);
-    s = store.open("s1").unwrap();
+    s = store.open(&SessionId::literal("s1")).unwrap();
     assert_eq!(s.state().last_seq, 1);
 }

@@ -13,6 +13,12 @@ use std::time::{Duration, Instant};
 use lazarus_session::{CreateOptions, Store};
 use lazarus_store_postgres::{PgOptions, PgStore};
 
+/// A session id written in the test (checked; a bad one is a bug in the test).
+#[allow(dead_code)]
+fn sid(id: &str) -> lazarus_session::SessionId {
+    lazarus_session::SessionId::parse(id).expect("a valid session id")
+}
+
 struct Server {
     state: PathBuf,
     _dir: tempfile::TempDir,
@@ -84,7 +90,7 @@ fn server_crash_restart_under_load_loses_nothing_acknowledged() {
         .map(|t| {
             let mut s = store
                 .create(CreateOptions {
-                    id: Some(format!("s{t}")),
+                    id: Some(sid(&format!("s{t}"))),
                     meta: None,
                 })
                 .unwrap();
@@ -123,14 +129,14 @@ fn server_crash_restart_under_load_loses_nothing_acknowledged() {
             err.contains("lost its database connection"),
             "s{t} reports the loss: {err}"
         );
-        let s = store.open(&format!("s{t}")).unwrap();
+        let s = store.open(&sid(&format!("s{t}"))).unwrap();
         let st = s.state();
         for (id, seq) in acked {
             assert_eq!(st.input_ids.get(id), Some(seq), "s{t}: acknowledged {id}");
         }
         let max = acked.last().unwrap().1;
         assert!(st.last_seq == max || st.last_seq == max + 1, "s{t}");
-        let bytes = store.export(&format!("s{t}")).unwrap();
+        let bytes = store.export(&sid(&format!("s{t}"))).unwrap();
         assert_eq!(
             bytes.iter().filter(|&&b| b == b'\n').count() as u64,
             st.last_seq + 1

@@ -10,6 +10,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// A session id written in the test (checked; a bad one is a bug in the test).
+#[allow(dead_code)]
+fn sid(id: &str) -> lazarus_session::SessionId {
+    lazarus_session::SessionId::parse(id).expect("a valid session id")
+}
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_lazarus");
 pub const TOKEN: &str = "test-token-0123456789";
 
@@ -311,7 +317,7 @@ pub fn session_path(state: &Path, id: &str) -> PathBuf {
 /// by input id, which would hide a duplicate).
 pub fn input_records(store: &dyn lazarus_session::Store, id: &str) -> usize {
     store
-        .records(id, 0, usize::MAX)
+        .records(&sid(id), 0, usize::MAX)
         .unwrap()
         .iter()
         .filter(|r| r.kind == "input")

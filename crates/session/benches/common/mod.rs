@@ -344,7 +344,9 @@ pub fn lazarus_load(dir: &Path, id: &str) -> u64 {
 /// [`lazarus_load`] returning the state, so a caller can time the replay without the drop.
 pub fn lazarus_load_state(dir: &Path, id: &str) -> lazarus_session::SessionState {
     let store = LocalStore::open(dir).expect("store");
-    store.load(id).expect("load")
+    store
+        .load(&lazarus_session::SessionId::parse(id).expect("id"))
+        .expect("load")
 }
 
 /// The ledger reader alone (CRC + framing + typed parse, no state): splits the cost.
