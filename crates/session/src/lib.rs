@@ -9,12 +9,14 @@
 //!
 //! ```
 //! use lazarus_session::record::{Item, Record, Response, TurnStart};
-//! use lazarus_session::{CreateOptions, LocalStore, Status, Store};
+//! use lazarus_session::{CreateOptions, LocalStore, SessionId, Status, Store};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
 //! let store = LocalStore::open(dir.path())?;
-//! let mut s = store.create(CreateOptions { id: Some(SessionId::literal("demo")), meta: None })?;
+//! // An id is checked once, where it enters; inside it is a SessionId.
+//! let id: SessionId = "demo".parse()?;
+//! let mut s = store.create(CreateOptions { id: Some(id.clone()), meta: None })?;
 //!
 //! // An input is recorded once per id, whoever delivers it how often (G6).
 //! let first = s.append_input("m1", "user", "say hi")?;
@@ -36,7 +38,7 @@
 //! drop(s);
 //!
 //! // Replay without writing: the state a resume starts from.
-//! let st = store.load(&SessionId::literal("demo"))?;
+//! let st = store.load(&id)?;
 //! assert_eq!(st.status(), Status::Idle);
 //! assert!(!st.owes_work());
 //! # Ok(())
