@@ -272,6 +272,7 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
                 file_name: "",
                 subagent_path: false,
                 index: c.index.as_ref(),
+                has_subagents: false,
             };
             let cl = pi::classify_openclaw(&bytes, &meta);
             if cl.need_more && limit < 4096 {

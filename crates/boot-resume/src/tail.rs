@@ -134,6 +134,38 @@ fn pread(file: &File, off: u64, len: usize, buf: &mut Vec<u8>) -> io::Result<()>
     Ok(())
 }
 
+/// The first complete line of the file that names an `entrypoint` (Claude Code: who created
+/// the session), reading 4 KiB first and up to [`HEAD_MAX`].
+fn read_owner_line(file: &File, size: u64) -> io::Result<Option<Vec<u8>>> {
+    let mut buf = Vec::new();
+    let mut want = 4096usize;
+    loop {
+        pread(file, 0, want.min(size as usize), &mut buf)?;
+        let complete = memchr::memrchr(b'\n', &buf).map_or(0, |i| i + 1);
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', &buf[..complete]) {
+            let line = &buf[start..nl];
+            if crate::lines::contains(line, b"\"entrypoint\":") {
+                return Ok(Some(line.to_vec()));
+            }
+            start = nl + 1;
+        }
+        if want >= HEAD_MAX || buf.len() < want {
+            return Ok(None);
+        }
+        want = (want * 4).min(HEAD_MAX);
+    }
+}
+
+/// Whether sub-agent transcripts lie beside this Claude Code session file
+/// (`<dir>/<id>.jsonl` and `<dir>/<id>/subagents/`).
+fn fmt_may_have_subagents(path: &Path) -> bool {
+    match (path.parent(), path.file_stem()) {
+        (Some(dir), Some(stem)) => dir.join(stem).join("subagents").is_dir(),
+        _ => false,
+    }
+}
+
 /// Result of classifying one file.
 #[derive(Debug, Clone)]
 pub struct FileResult {
@@ -203,6 +235,7 @@ pub fn classify_open(
 
     let mut window = first.min(size);
     let mut fmt = format;
+    let mut owner_read = false;
     loop {
         let off = size - window;
         pread(file, off, window as usize, buf).map_err(rd)?;
@@ -231,6 +264,17 @@ pub fn classify_open(
                 }
             },
         };
+        if f == Format::ClaudeCode && !owner_read && !at_start {
+            // Claude Code: the header that matters is the first line naming an entrypoint.
+            owner_read = true;
+            head = read_owner_line(file, size).map_err(rd)?;
+            continue;
+        }
+        let header: Option<&[u8]> = if f == Format::ClaudeCode && !at_start {
+            head.as_deref()
+        } else {
+            header
+        };
         let meta = SessionMeta {
             header,
             at_start,
@@ -238,6 +282,7 @@ pub fn classify_open(
             file_name,
             subagent_path,
             index,
+            has_subagents: f == Format::ClaudeCode && fmt_may_have_subagents(path),
         };
         if !at_start && window >= cap && crate::lines::split(buf, false).lines.is_empty() {
             let mut c = Classification::new(

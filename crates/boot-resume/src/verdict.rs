@@ -163,6 +163,10 @@ pub struct Classification {
     pub session_id: Option<String>,
     /// Working directory of the session, if known.
     pub cwd: Option<String>,
+    /// The permission mode the session ran in (Claude Code `permissionMode`), so a resume
+    /// can run the same way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
     /// The deciding record lies before the window: read a larger tail and classify again.
     #[serde(skip)]
     pub need_more: bool,
@@ -178,6 +182,7 @@ impl Classification {
             last_record_id: None,
             session_id: None,
             cwd: None,
+            permission_mode: None,
             need_more: false,
         }
     }
@@ -186,7 +191,9 @@ impl Classification {
 /// Facts about a session that do not come from the tail bytes.
 #[derive(Debug, Clone, Default)]
 pub struct SessionMeta<'a> {
-    /// The first line of the file (header), if it was read separately and is complete.
+    /// The header line, if it was read separately and is complete: the first line of the
+    /// file, or for Claude Code the first line that names an `entrypoint` (the session's
+    /// creator).
     pub header: Option<&'a [u8]>,
     /// The tail window starts at byte 0 of the file (the whole file is in the window).
     pub at_start: bool,
@@ -198,6 +205,10 @@ pub struct SessionMeta<'a> {
     pub subagent_path: bool,
     /// OpenClaw index entry facts, when the file was found through sessions.json.
     pub index: Option<&'a IndexFacts>,
+    /// Sub-agent transcripts exist beside the session (Claude Code `<id>/subagents/`), so a
+    /// finished tail is checked for background agents that never reported back over the
+    /// whole file, not just the first window.
+    pub has_subagents: bool,
 }
 
 /// What an OpenClaw sessions.json entry (or SQLite `sessions` row) says about a session.
