@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import re
-import secrets
 import shutil
 import sys
 import tempfile
@@ -68,13 +67,19 @@ def store(program: str, name: str, res: dict, out: Path) -> dict:
         target = dest.joinpath(*parts)
         target.parent.mkdir(parents=True, exist_ok=True)
         data = f.read_bytes()
-        for old, new in scrubs(root):
-            data = data.replace(old.encode(), new.encode())
+        if ".sqlite" not in f.name:
+            for old, new in scrubs(root):
+                data = data.replace(old.encode(), new.encode())
         target.write_bytes(data)
         rel_files.append(str(target.relative_to(dest)))
     entry = {k: v for k, v in res.items() if k not in ("files", "root")}
     entry["files"] = sorted(rel_files)
     return entry
+
+
+def write_endings(path: Path, endings: dict):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(sorted(endings.items())), indent=1) + "\n")
 
 
 def main():
@@ -97,21 +102,24 @@ def main():
     for name in names:
         if name not in specs:
             raise SystemExit(f"unknown scenario {name}; known: {', '.join(specs)}")
-        box = Path(tempfile.gettempdir()) / f"lzcap-{a.program}-{name}-{secrets.token_hex(4)}"
-        box.mkdir()
+        # A fixed sandbox path: SQLite files (and their WAL, whose frames are checksummed)
+        # cannot be scrubbed byte-wise, so their paths are left as this neutral one.
+        box = Path(tempfile.gettempdir()) / "lzcap" / f"{a.program}-{name}"
+        shutil.rmtree(box, ignore_errors=True)
+        box.mkdir(parents=True)
         log(f"{a.program}/{name}: sandbox {box}")
         try:
             res = mod.run(name, specs[name], box, bins)
             endings[name] = store(a.program, name, res, out)
             log(f"{a.program}/{name}: stored {endings[name]['files']}")
+            write_endings(endings_path, endings)
         except Exception as e:  # noqa: BLE001 - report and go on with the next scenario
             log(f"{a.program}/{name}: FAILED: {e}")
             failed.append(name)
         finally:
             if not a.keep:
                 shutil.rmtree(box, ignore_errors=True)
-    endings_path.parent.mkdir(parents=True, exist_ok=True)
-    endings_path.write_text(json.dumps(dict(sorted(endings.items())), indent=1) + "\n")
+    write_endings(endings_path, endings)
     if failed:
         raise SystemExit(f"failed scenarios: {', '.join(failed)}")
 

@@ -8,7 +8,7 @@ use crate::classify::{self, Format};
 use crate::verdict::{Classification, IndexFacts, SessionMeta};
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -79,25 +79,28 @@ pub struct FileFacts {
     pub mtime_ns: i128,
 }
 
-/// Opens a file for reading without blocking on FIFOs, and returns it with its facts.
+/// Opens a session file for reading (`O_NOFOLLOW | O_NONBLOCK`, regular files only: a FIFO
+/// or a symlink to `/dev/zero` named like a session log is refused, never read), and
+/// returns it with its facts.
 pub fn open(path: &Path) -> Result<(File, FileFacts), TailError> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)
-        .map_err(|source| TailError::Open {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    let file = crate::fsutil::open_regular(path).map_err(|source| {
+        if source.kind() == io::ErrorKind::InvalidInput
+            && source.to_string().contains("not a regular file")
+        {
+            TailError::NotAFile {
+                path: path.to_path_buf(),
+            }
+        } else {
+            TailError::Open {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })?;
     let md = file.metadata().map_err(|source| TailError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    if !md.is_file() {
-        return Err(TailError::NotAFile {
-            path: path.to_path_buf(),
-        });
-    }
     Ok((
         file,
         FileFacts {

@@ -22,6 +22,8 @@ pub enum SkipWhy {
     AlreadyResumed,
     /// The maximum number of attempts for this interruption was reached.
     MaxAttempts,
+    /// The last resume of this interruption failed for a reason retrying cannot fix.
+    PermanentFailure,
     /// The owning agent recovers this session itself.
     SelfRecovering,
     /// Owned by an SDK / IDE / MCP client, not an interactive agent.
@@ -50,6 +52,7 @@ impl SkipWhy {
             SkipWhy::SkipPattern => "skip_pattern",
             SkipWhy::AlreadyResumed => "already_resumed",
             SkipWhy::MaxAttempts => "max_attempts",
+            SkipWhy::PermanentFailure => "permanent_failure",
             SkipWhy::SelfRecovering => "self_recovering",
             SkipWhy::SdkOwned => "sdk_owned",
             SkipWhy::Running => "running",
@@ -228,11 +231,24 @@ pub struct IndexFacts {
     pub spawned: bool,
     /// `updatedAt` in ms since the epoch.
     pub updated_at_ms: Option<i64>,
+    /// `createdVia` (`run` for a gateway run; embedded `agent --local` runs write none).
+    pub created_via: Option<String>,
+    /// Owned by ACP or a plugin (`session_windows.acp_owned` / `plugin_owner_id`).
+    pub foreign_owned: bool,
+    /// Read from the SQLite store (OpenClaw 2026.9+), whose gateway recovery is known.
+    pub sqlite: bool,
 }
 
 impl IndexFacts {
     /// Whether the index says the run died (status running, or abortedLastRun).
     pub fn run_died(&self) -> bool {
         self.aborted_last_run || self.status.as_deref() == Some("running")
+    }
+
+    /// Whether OpenClaw's own gateway restart recovery owns this session: the gateway marks
+    /// the runs it executes `status: "running"` and resumes exactly those after a restart.
+    /// An embedded (`agent --local`) run leaves no status, and nobody but us resumes it.
+    pub fn gateway_recovers(&self) -> bool {
+        self.sqlite && self.status.as_deref() == Some("running")
     }
 }

@@ -129,6 +129,11 @@ pub enum When {
         #[serde(default)]
         contains: Option<String>,
     },
+    /// Some message is the result of tool call `call_id` (wherever it is: agents append
+    /// context messages after tool results).
+    AnyToolResult {
+        call_id: String,
+    },
     /// The last message is a user message containing `text`.
     LastUserContains {
         text: String,
@@ -188,6 +193,10 @@ impl When {
                     && contains
                         .as_ref()
                         .is_none_or(|t| content_text(m).contains(t.as_str()))
+            }),
+            When::AnyToolResult { call_id } => messages.iter().any(|m| {
+                role(m) == "tool"
+                    && m.get("tool_call_id").and_then(Value::as_str) == Some(call_id.as_str())
             }),
             When::LastUserContains { text } => {
                 last.is_some_and(|m| role(m) == "user" && content_text(m).contains(text.as_str()))

@@ -155,10 +155,17 @@ pub fn classify_openclaw(tail: &[u8], meta: &SessionMeta) -> Classification {
                 SkipWhy::ForeignOwned,
                 "ACP / hook / explicit model-run session",
             ))
+        } else if ix.foreign_owned {
+            Some((SkipWhy::ForeignOwned, "ACP- or plugin-owned session"))
         } else if ix.restart_recovery && inner.is_resumable(true) {
             Some((
                 SkipWhy::SelfRecovering,
                 "OpenClaw's own restart recovery has handled or is handling this session",
+            ))
+        } else if ix.gateway_recovers() && inner.is_resumable(true) {
+            Some((
+                SkipWhy::SelfRecovering,
+                "a gateway run (status running): the OpenClaw gateway resumes it itself when it restarts",
             ))
         } else {
             None
