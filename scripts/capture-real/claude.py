@@ -114,8 +114,8 @@ class Claude:
             self.proc.wait()
         if self.tmux:
             self.tmux.kill()
-            time.sleep(0.5)
             self.tmux.close()
+            self.tmux = None
 
     def marker(self, name: str) -> Path:
         return self.box / f"{name}.started"

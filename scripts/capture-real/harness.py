@@ -130,6 +130,12 @@ def kill_tree(pid: int):
     log(f"SIGKILL {len(procs)} processes under pid {pid}")
 
 
+def wait_gone(pids: list[int], timeout: float = 10.0):
+    """Waits until every pid has died and been reaped (a zombie still looks alive)."""
+    wait_for("killed processes to be reaped",
+             lambda: not any(os.path.exists(f"/proc/{p}") for p in pids), timeout)
+
+
 class Tmux:
     """A program in a detached tmux session (a real terminal for interactive UIs)."""
 
@@ -169,7 +175,12 @@ class Tmux:
             return False
 
     def kill(self):
+        procs = descendants(self.pid)
         kill_tree(self.pid)
+        try:
+            wait_gone(procs)
+        except Timeout as e:
+            log(f"warning: {e}")
 
     def close(self):
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)
