@@ -206,7 +206,9 @@ pub fn walk_jsonl(dir: &Path, out: &mut Vec<PathBuf>) {
                 if depth < 32 && name != "session-sqlite-import-archive" && name != "cold" {
                     stack.push((ent.path(), depth + 1));
                 }
-            } else if name.ends_with(".jsonl") && !not_a_transcript(&name) {
+            } else if (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst"))
+                && !not_a_transcript(&name)
+            {
                 // Regular files and symlinks (a symlink loop fails at open, per file).
                 files.push(ent.path());
             }

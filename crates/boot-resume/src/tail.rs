@@ -137,6 +137,68 @@ fn pread(file: &File, off: u64, len: usize, buf: &mut Vec<u8>) -> io::Result<()>
     Ok(())
 }
 
+/// Largest decompressed size of a `.jsonl.zst` rollout that is read.
+pub const MAX_DECOMPRESSED: u64 = 256 << 20;
+
+/// A zstd-compressed transcript (Codex `rollout-*.jsonl.zst`): it cannot be read from the
+/// end, so it is decompressed (up to [`MAX_DECOMPRESSED`]) and classified whole.
+fn classify_compressed(
+    file: &File,
+    facts: FileFacts,
+    path: &Path,
+    format: Option<Format>,
+    index: Option<&IndexFacts>,
+    opts: TailOptions,
+    buf: &mut Vec<u8>,
+) -> Result<FileResult, TailError> {
+    use std::io::Read;
+    let rd = |e| TailError::Read {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    buf.clear();
+    let dec = zstd::stream::read::Decoder::new(file).map_err(rd)?;
+    dec.take(MAX_DECOMPRESSED + 1)
+        .read_to_end(buf)
+        .map_err(rd)?;
+    if buf.len() as u64 > MAX_DECOMPRESSED {
+        return Err(rd(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "decompresses to more than {} MiB; not reading it",
+                MAX_DECOMPRESSED >> 20
+            ),
+        )));
+    }
+    let path_str = path.to_string_lossy();
+    let header = memchr::memchr(b'\n', buf).map(|n| &buf[..n]);
+    let f = match format.or_else(|| classify::detect(header, buf, &path_str)) {
+        Some(f) => f,
+        None => {
+            return Err(TailError::UnknownFormat {
+                path: path.to_path_buf(),
+            });
+        }
+    };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let meta = SessionMeta {
+        header,
+        at_start: true,
+        at_cap: true,
+        file_name: name.strip_suffix(".zst").unwrap_or(name),
+        subagent_path: path_str.contains("/subagents/"),
+        index,
+        has_subagents: false,
+    };
+    let _ = opts;
+    Ok(FileResult {
+        format: f,
+        classification: f.classify(buf, &meta),
+        facts,
+        window: buf.len() as u64,
+    })
+}
+
 /// The first complete line of the file that names an `entrypoint` (Claude Code: who created
 /// the session), reading 4 KiB first and up to [`HEAD_MAX`].
 fn read_owner_line(file: &File, size: u64) -> io::Result<Option<Vec<u8>>> {
@@ -209,6 +271,9 @@ pub fn classify_open(
         path: path.to_path_buf(),
         source: e,
     };
+    if path.extension().is_some_and(|x| x == "zst") {
+        return classify_compressed(file, facts, path, format, index, opts, buf);
+    }
     let size = facts.size;
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let path_str = path.to_string_lossy();

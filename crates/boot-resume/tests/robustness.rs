@@ -405,3 +405,41 @@ fn openclaw_sqlite_store_is_read_by_seq_and_gateway_runs_are_left_to_openclaw() 
     let s3 = get("agent:main:embedded");
     assert_eq!(s3.verdict, Verdict::InterruptedToolCall, "{s3:?}");
 }
+
+/// Codex may keep rollouts zstd-compressed (`rollout-*.jsonl.zst`): they are found by the
+/// walk, decompressed and classified like the plain file; a compressed bomb is refused.
+#[test]
+fn compressed_codex_rollouts_are_read() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let plain = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/codex/interrupted-tool-call.jsonl"
+    ))
+    .expect("fixture");
+    let z = zstd::stream::encode_all(&plain[..], 3).expect("compress");
+    std::fs::write(
+        d.path()
+            .join("rollout-2026-10-05T13-02-11-019a5c31-0a7e-7f15-b2c8-4d6e9f1a3b57.jsonl.zst"),
+        z,
+    )
+    .expect("write");
+    let rs = scan_dir(d.path(), SourceFormat::Known(Format::Codex));
+    assert_eq!(rs.len(), 1, "{rs:?}");
+    assert_eq!(rs[0].verdict, Verdict::InterruptedToolCall, "{:?}", rs[0]);
+    assert_eq!(rs[0].session, "019a5c31-0a7e-7f15-b2c8-4d6e9f1a3b57");
+    let rs = scan_dir(d.path(), SourceFormat::Auto);
+    assert_eq!(
+        rs[0].verdict,
+        Verdict::InterruptedToolCall,
+        "auto: {:?}",
+        rs[0]
+    );
+    // Garbage named .zst is unreadable, not a panic.
+    std::fs::write(d.path().join("rollout-x.jsonl.zst"), b"not zstd").expect("write");
+    let rs = scan_dir(d.path(), SourceFormat::Known(Format::Codex));
+    assert!(
+        rs.iter()
+            .any(|r| r.verdict == Verdict::Skipped(SkipWhy::Unreadable)),
+        "{rs:?}"
+    );
+}
