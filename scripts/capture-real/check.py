@@ -45,12 +45,22 @@ def main():
             with tempfile.TemporaryDirectory() as tmp:
                 # A copy: opening a WAL-mode SQLite store creates files beside it.
                 src = Path(tmp) / name
-                shutil.copytree(prog / name, src)
+                if (prog / name).exists():
+                    shutil.copytree(prog / name, src)
+                else:
+                    src.mkdir()
                 p = subprocess.run(
                     [lazarus, "boot-resume", "--source", f"{FORMAT[prog.name]}:{src}",
                      "--window", "0", "--skip-pattern", "", "--dry-run", "--json"],
                     capture_output=True, text=True, env={**os.environ, "XDG_STATE_HOME": tmp})
             reports = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+            if e["verdict"] == "absent":
+                ok = not reports
+                bad += not ok
+                total += 1
+                print(f"{'ok  ' if ok else 'FAIL'} {prog.name}/{name}: no session left "
+                      f"({len(reports)} found)")
+                continue
             if not reports:
                 print(f"FAIL {prog.name}/{name}: nothing found ({p.stderr.strip()[-300:]})")
                 bad += 1

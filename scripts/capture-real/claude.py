@@ -325,6 +325,6 @@ def run(name: str, spec, box: Path, bins: dict) -> dict:
         server.stop()
     files = c.transcripts()
     if not files:
-        raise SystemExit(f"claude/{name}: no transcript was written")
+        raise RuntimeError(f"claude/{name}: no transcript was written")
     return {"ending": ending, "verdict": verdict, **extra, "files": files,
             "root": box, "requests": server.count()}

@@ -176,7 +176,7 @@ def run(name: str, spec, box: Path, bins: dict) -> dict:
         server.stop()
     files = c.rollouts()
     if not files:
-        raise SystemExit(f"codex/{name}: no rollout was written")
+        raise RuntimeError(f"codex/{name}: no rollout was written")
     return {"ending": ending, "verdict": verdict, **extra, "files": files, "root": box,
             "requests": server.count(),
             "opaque_round_trips": opaque_report(server)}

@@ -265,6 +265,6 @@ def run(name: str, spec, box: Path, bins: dict) -> dict:
     files = [f for f in sorted(agent_dir.iterdir())
              if f.name in ("openclaw-agent.sqlite", "openclaw-agent.sqlite-wal")]
     if not files:
-        raise SystemExit(f"openclaw/{name}: no database was written")
+        raise RuntimeError(f"openclaw/{name}: no database was written")
     return {"ending": ending, "verdict": verdict, **extra, "files": files, "root": box,
             "requests": server.count()}
