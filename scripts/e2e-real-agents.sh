@@ -7,9 +7,10 @@
 #     true ending (the same check as crates/boot-resume/tests/real_captures.rs on the
 #     committed fixtures). LAZARUS_E2E_CAPTURE=all captures every scenario (slow: OpenClaw
 #     takes ~20 s per run here); the default is a quick set;
-#  3. resumes an OpenClaw embedded run and a Claude Code session killed mid-tool with
-#     `lazarus boot-resume`, three runs each, and checks each was continued to its final
-#     answer exactly once while OpenClaw's self-recovered gateway session was left alone.
+#  3. resumes an OpenClaw embedded run, a Claude Code session, a pi and a Codex run, each
+#     killed mid-tool, with `lazarus boot-resume` and its preset, three runs each, and checks
+#     each was continued to its final answer exactly once while OpenClaw's self-recovered
+#     gateway session was left alone.
 # Every program talks only to scripted model servers on 127.0.0.1.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,6 +45,6 @@ done
 python3 scripts/capture-real/check.py "$out"
 
 echo "== e2e-real-agents: resume killed sessions with lazarus boot-resume"
-python3 scripts/capture-real/e2e.py claude openclaw
+python3 scripts/capture-real/e2e.py claude openclaw pi codex
 
 echo "== e2e-real-agents: done in $((SECONDS - t0)) s"

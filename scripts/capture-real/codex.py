@@ -18,6 +18,7 @@ def reply_text(text, reasoning=None):
 
 
 def reply_call(cid, cmd, reasoning="I will run the command."):
+    """An exec_command call, with a reasoning item (encrypted content) before it."""
     return {"kind": "response", "reasoning": reasoning,
             "tool_calls": [{"id": cid, "name": "exec_command", "arguments": {"cmd": cmd}}]}
 

@@ -9,6 +9,8 @@
    `lazarus boot-resume --preset claude` runs three times and must resume it exactly once
    (`claude -p --resume`, in the session's permission mode: the resumed turn runs a tool
    unattended) to its final answer.
+3. pi (`pi -p`) and Codex (`codex exec`), each SIGKILLed in its tool and resumed exactly once
+   by its preset to its final answer.
 
 Needs NODE_BIN OPENCLAW_BIN CLAUDE_BIN (scripts/capture-real/install.sh), LAZARUS (the
 binary) and SCRIPTED_MODEL_SERVER. Exit 0 when every check held; prints each check.
@@ -31,12 +33,12 @@ import openclaw as oc  # noqa: E402
 
 RESUME_WORDS = "the gateway restarted or the machine slept"
 failures: list[str] = []
+passed: list[str] = []
 
 
 def check(ok: bool, what: str):
     print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
+    (passed if ok else failures).append(what)
 
 
 def boot_resume(lazarus: str, env: dict, args: list[str]) -> list[dict]:
@@ -192,18 +194,76 @@ def claude_e2e(bins: dict, lazarus: str, root: Path):
         server.stop()
 
 
+def simple_e2e(name: str, mod, runner_cls, start, files, bins: dict, lazarus: str, root: Path,
+               preset: str, fmt: str, source_dir):
+    """A print-mode agent killed in its tool, resumed by its preset (codex, pi)."""
+    box = root / name
+    box.mkdir(parents=True)
+    steps = [
+        mod.step(mod.reply_text(f"{name.upper()} resumed and done."), when=mod.after("call02"),
+                 repeat=True),
+        mod.step(mod.reply_call("call02", f"echo resumed >> {box}/resumed.txt"),
+                 when=mod.says(RESUME_WORDS)),
+        mod.step(mod.reply_call("call01", f"echo ran >> {box}/side.txt; touch {box}/t.started; "
+                                          "sleep 300"), when=mod.says("AGENT TASK")),
+        mod.FALLBACK,
+    ]
+    server = Server({"steps": steps}, box)
+    a = runner_cls(box, bins, server)
+    try:
+        t0 = time.monotonic()
+        start(a, "AGENT TASK: make the file")
+        wait_for(f"{name}'s tool", lambda: (box / "t.started").exists(), 120)
+        time.sleep(1)
+        a.kill()
+        env = dict(a.env)
+        env["PATH"] = f"{Path(bins[name.upper() + '_BIN']).parent}:{env['PATH']}"
+        env["XDG_STATE_HOME"] = str(box / "xdg")
+        src = ["--source", f"{fmt}:{source_dir(a)}", "--preset", preset]
+        done = lambda: any(f"{name.upper()} resumed and done" in p.read_text(errors="replace")
+                           for p in files(a))
+        runs = []
+        for i in range(3):
+            runs.append(boot_resume(lazarus, env, src))
+            if i == 0:
+                wait_for(f"{name}'s final answer", done, 180)
+                time.sleep(2)
+        actions = [r["action"] for rs in runs for r in rs]
+        check(actions.count("resumed") == 1 and "failed" not in actions,
+              f"{name}: resumed exactly once in 3 runs ({actions})")
+        check(done(), f"{name}: the session continued to its final answer")
+        side = (box / "side.txt").read_text().splitlines()
+        check(len(side) == 1, f"{name}: the interrupted tool was not run again ({len(side)})")
+        log(f"{name} e2e took {time.monotonic() - t0:.0f} s")
+    finally:
+        a.kill()
+        server.stop()
+
+
 def main():
-    bins = {k: os.environ.get(k, "") for k in ("NODE_BIN", "OPENCLAW_BIN", "CLAUDE_BIN")}
+    bins = {k: os.environ.get(k, "") for k in
+            ("NODE_BIN", "OPENCLAW_BIN", "CLAUDE_BIN", "CODEX_BIN", "PI_BIN")}
     lazarus = os.environ.get("LAZARUS", "")
     if not all(bins.values()) or not lazarus:
-        raise SystemExit("set NODE_BIN OPENCLAW_BIN CLAUDE_BIN LAZARUS (see scripts/e2e-real-agents.sh)")
+        raise SystemExit("set NODE_BIN OPENCLAW_BIN CLAUDE_BIN CODEX_BIN PI_BIN LAZARUS "
+                         "(see scripts/e2e-real-agents.sh)")
     root = Path(tempfile.mkdtemp(prefix="lazarus-e2e-"))
-    which = sys.argv[1:] or ["claude", "openclaw"]
+    which = sys.argv[1:] or ["claude", "openclaw", "pi", "codex"]
     try:
         if "claude" in which:
             claude_e2e(bins, lazarus, root)
         if "openclaw" in which:
             openclaw_e2e(bins, lazarus, root)
+        if "pi" in which:
+            import pi as pim
+            simple_e2e("pi", pim, pim.Pi, lambda a, m: a.print_mode(m), lambda a: a.sessions(),
+                       bins, lazarus, root, "pi", "pi",
+                       lambda a: a.home / ".pi" / "agent" / "sessions")
+        if "codex" in which:
+            import codex as cxm
+            simple_e2e("codex", cxm, cxm.Codex, lambda a, m: a.exec(m), lambda a: a.rollouts(),
+                       bins, lazarus, root, "codex", "codex",
+                       lambda a: a.codex_home / "sessions")
     except Exception as e:  # noqa: BLE001 - a step that never happened is a failure
         check(False, f"e2e step failed: {e}")
     finally:
@@ -211,7 +271,7 @@ def main():
             log(f"kept {root} for inspection")
         else:
             shutil.rmtree(root, ignore_errors=True)
-    print(f"e2e-real-agents: {len(failures)} failed", flush=True)
+    print(f"e2e-real-agents: {len(passed)} passed, {len(failures)} failed", flush=True)
     sys.exit(1 if failures else 0)
 
 

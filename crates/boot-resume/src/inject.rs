@@ -216,7 +216,7 @@ pub enum Preset {
     Openclaw,
     /// `claude -p --resume <id> --permission-mode <the session's mode> <message>`, in the session's cwd
     Claude,
-    /// `codex exec resume <id> <message>`, in the session's cwd
+    /// `codex exec resume --skip-git-repo-check <id> <message>`, in the session's cwd
     Codex,
     /// `pi -p --session <file> <message>`, in the session's cwd
     Pi,
@@ -253,8 +253,17 @@ impl Preset {
                 true,
                 true,
             ),
+            // The session already ran in that directory: the git-repository check that
+            // guards new sessions would only refuse to continue it.
             Preset::Codex => (
-                &["codex", "exec", "resume", "{session_id}", "{message}"],
+                &[
+                    "codex",
+                    "exec",
+                    "resume",
+                    "--skip-git-repo-check",
+                    "{session_id}",
+                    "{message}",
+                ],
                 true,
                 true,
             ),

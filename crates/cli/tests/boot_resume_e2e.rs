@@ -355,13 +355,18 @@ fn codex_and_openclaw_presets_build_the_documented_argv() {
     assert_eq!(codex.len(), 1);
     assert_eq!(Path::new(&codex[0].0), cwd.as_path());
     assert_eq!(
-        &codex[0].1[..3],
-        &["exec".to_string(), "resume".into(), HOSTILE_ID.into()]
+        &codex[0].1[..4],
+        &[
+            "exec".to_string(),
+            "resume".into(),
+            "--skip-git-repo-check".into(),
+            HOSTILE_ID.into()
+        ]
     );
     assert!(
-        codex[0].1[3].contains("interrupted"),
+        codex[0].1[4].contains("interrupted"),
         "default message: {:?}",
-        codex[0].1[3]
+        codex[0].1[4]
     );
     let oc = s.calls("openclaw");
     assert_eq!(oc.len(), 1);
