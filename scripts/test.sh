@@ -9,6 +9,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
+# This script always provides PostgreSQL: its tests must run, never skip.
+export LAZARUS_REQUIRE_PG=1
 started_pg=""
 if [ -z "${LAZARUS_TEST_PG:-}" ] && [ -x scripts/pg-test-server.sh ]; then
   eval "$(scripts/pg-test-server.sh start)"
@@ -28,6 +30,9 @@ cargo nextest run -p lazarus-agent --run-ignored only -E 'test(local_model)' --n
 
 echo "== the workspace test suite"
 cargo nextest run --workspace
+
+echo "== the documentation examples (nextest does not run doctests)"
+cargo test --workspace --doc
 
 echo "== boot-resume against the real OpenClaw, Claude Code, Codex and pi"
 bash scripts/e2e-real-agents.sh

@@ -227,7 +227,13 @@ impl Runner {
             let turn = match st.open_turn {
                 Some(t) => t,
                 None => {
-                    if !owes_turn(&st) {
+                    if st.pending_control.is_some() {
+                        // A resume event that arrived while running: its answer is a receipt.
+                        self.resume_if_needed(session, "event", &ctx, observer)
+                            .await?;
+                        continue;
+                    }
+                    if !st.owes_work() {
                         return Ok(RunOutcome::Idle);
                     }
                     if turns_made >= self.cfg.max_turns {
@@ -289,15 +295,22 @@ impl Runner {
         reason: &str,
         observer: &mut Observer<'_>,
     ) -> Result<RunOutcome, RunError> {
-        let turn = lock(session).state().open_turn;
-        append(
-            session,
-            Record::Interrupted(Interrupted {
-                reason: reason.to_string(),
-                turn,
-            }),
-            observer,
-        )?;
+        // A stop is recorded only where work is left, so an `interrupted` record always means
+        // "resumable work here" (what the tail-only rule, `owes_work_from_tail`, relies on).
+        let (owes, turn) = {
+            let s = lock(session);
+            (s.state().owes_work(), s.state().open_turn)
+        };
+        if owes {
+            append(
+                session,
+                Record::Interrupted(Interrupted {
+                    reason: reason.to_string(),
+                    turn,
+                }),
+                observer,
+            )?;
+        }
         Ok(RunOutcome::Cancelled)
     }
 
@@ -323,6 +336,7 @@ impl Runner {
         let mut receipt = ResumeReceipt {
             trigger: trigger.to_string(),
             truncated_bytes: report.truncated_bytes,
+            truncated_saved_to: report.truncated_saved_to.clone(),
             records_replayed: report.records_replayed,
             inputs_pending: st.pending_inputs.len() as u64,
             open_turn: st.open_turn,
@@ -552,15 +566,6 @@ impl Runner {
         }
         out
     }
-}
-
-/// True when the model owes an answer: pending inputs, a pending resume event after
-/// unfinished work, or tool results it has not seen.
-fn owes_turn(st: &SessionState) -> bool {
-    if !st.pending_inputs.is_empty() {
-        return true;
-    }
-    matches!(st.context.last(), Some(ContextEntry::ToolResult { .. }))
 }
 
 /// Base models repeat a call or get cut off mid-call: keep what is usable.

@@ -373,9 +373,13 @@ fn show_event(ev: &RunEvent<'_>, json: bool) {
                 ));
             }
             "resume" => print_line(&format!(
-                "resumed ({}): {} bytes of crash debris cut, {} records replayed, {} calls reused, {} re-run, {} in doubt, {} not started, {} leftover process groups terminated, {} inputs pending{}; every tool call has exactly one result: {}",
+                "resumed ({}): {} bytes of crash debris cut{}, {} records replayed, {} calls reused, {} re-run, {} in doubt, {} not started, {} leftover process groups terminated, {} inputs pending{}; every tool call has exactly one result: {}",
                 data["trigger"].as_str().unwrap_or("?"),
                 data["truncated_bytes"],
+                data["truncated_saved_to"]
+                    .as_str()
+                    .map(|f| format!(" (saved to {f})"))
+                    .unwrap_or_default(),
                 data["records_replayed"],
                 data["calls_reused"],
                 data["calls_rerun"],

@@ -114,15 +114,6 @@ pub enum SessionsCommand {
     Import { file: PathBuf },
 }
 
-/// A message id derived from the text, so re-sending the same text is deduplicated.
-pub fn derived_message_id(text: &str) -> String {
-    format!(
-        "sha-{:08x}{:08x}",
-        crc32c::crc32c(text.as_bytes()),
-        text.len()
-    )
-}
-
 pub fn run(args: SessionsArgs) -> Result<i32> {
     let store = args.store.open()?;
     let store = &*store;
@@ -142,7 +133,8 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
             message_id,
             text,
         } => {
-            let message_id = message_id.unwrap_or_else(|| derived_message_id(&text));
+            let message_id = message_id
+                .unwrap_or_else(|| lazarus_session::record::derived_input_id(&id, "user", &text));
             let mut s = store.open(&id)?;
             let ack = s.append_input(&message_id, "user", &text)?;
             if json {

@@ -6,8 +6,9 @@
 //! answers with text. After every scenario: the side-effect file never has a second line,
 //! each turn whose response was recorded was requested exactly once, an in-doubt call's
 //! notice reached the model, every kill left a resume receipt, the run finished and the
-//! ledger verifies. `LAZARUS_RUN_CRASH_ROUNDS` repeats the kill points (default 1 round of
-//! 16 scenarios).
+//! ledger verifies; and over all scenarios every resume path (in doubt, reused, re-run, not
+//! started) was taken at least once. `LAZARUS_RUN_CRASH_ROUNDS` repeats the kill points
+//! (default 1 round of 18 scenarios).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -85,6 +86,17 @@ fn run_and_kill(mut cmd: Command, kind: &str, nth: usize, delay: Duration) -> bo
     killed
 }
 
+/// Input records of session `s`, counted line by line (a map keyed by input id would hide
+/// a duplicate).
+fn input_records(store: &LocalStore) -> usize {
+    store
+        .records("s", 0, usize::MAX)
+        .unwrap()
+        .iter()
+        .filter(|r| r.kind == "input")
+        .count()
+}
+
 /// Number of assistant messages in a request = the turn it asks for, minus one.
 fn turn_of(req: &Value) -> usize {
     req["messages"]
@@ -99,7 +111,25 @@ struct Scenario {
     delay_ms: u64,
 }
 
-fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) -> String {
+/// What the resume receipts of a scenario say was done, summed.
+#[derive(Default, Debug)]
+struct Paths {
+    in_doubt: u64,
+    reused: u64,
+    rerun: u64,
+    not_started: u64,
+}
+
+impl Paths {
+    fn add(&mut self, o: &Paths) {
+        self.in_doubt += o.in_doubt;
+        self.reused += o.reused;
+        self.rerun += o.rerun;
+        self.not_started += o.not_started;
+    }
+}
+
+fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) -> (String, Paths) {
     let server = rt.block_on(ScriptedServer::start(script())).unwrap();
     let url = server.base_url();
     let dir = tempfile::tempdir().unwrap();
@@ -142,7 +172,7 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) -> String {
     assert_eq!(st.status(), Status::Idle, "{label}");
     assert!(st.every_call_has_one_result(), "{label}");
     assert_eq!(
-        st.input_ids.len(),
+        input_records(&store),
         1,
         "{label}: the input was recorded once"
     );
@@ -192,10 +222,20 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) -> String {
         lazarus_ledger::verify_file(&store.path_of("s").unwrap(), store.ledger_options()).unwrap();
     assert!(report.is_clean(), "{label}: {:?}", report.problems);
     rt.block_on(server.shutdown());
-    format!(
-        "{label}: open turn at kill {open_at_kill:?}, in doubt {in_doubt_expected}, requests {}",
+    let mut paths = Paths::default();
+    for r in store.records("s", 0, usize::MAX).unwrap() {
+        if r.kind == "resume" {
+            paths.in_doubt += r.data["calls_in_doubt"].as_u64().unwrap();
+            paths.reused += r.data["calls_reused"].as_u64().unwrap();
+            paths.rerun += r.data["calls_rerun"].as_u64().unwrap();
+            paths.not_started += r.data["calls_not_started"].as_u64().unwrap();
+        }
+    }
+    let line = format!(
+        "{label}: open turn at kill {open_at_kill:?}, in doubt {in_doubt_expected}, requests {}, {paths:?}",
         requests.len()
-    )
+    );
+    (line, paths)
 }
 
 #[test]
@@ -217,13 +257,22 @@ fn kill_minus_nine_anywhere_then_resume_finishes_without_repeats() {
         ("tool_outcome", 1),
         ("turn_start", 2),
         ("response", 2),
+        ("tool_start", 2),
         ("tool_outcome", 2),
     ];
     let mut n = 0;
+    let mut reached = Paths::default();
     for round in 0..rounds {
         for (kind, nth) in points {
-            for delay_ms in [0, 40 + 37 * round as u64 % 60] {
-                let line = run_scenario(
+            // The idempotent read_file is fast: only an immediate kill lands between its
+            // start and its outcome, so that point gets two immediate kills.
+            let late = if (kind, nth) == ("tool_start", 2) {
+                0
+            } else {
+                40 + 37 * round as u64 % 60
+            };
+            for delay_ms in [0, late] {
+                let (line, paths) = run_scenario(
                     &rt,
                     &Scenario {
                         kind,
@@ -232,11 +281,53 @@ fn kill_minus_nine_anywhere_then_resume_finishes_without_repeats() {
                     },
                 );
                 eprintln!("{line}");
+                reached.add(&paths);
                 n += 1;
             }
         }
     }
-    eprintln!("{n} kill scenarios passed");
+    // Two paths need a kill inside a window of a few milliseconds (between a start or an
+    // intent and the next durable record); on a busy machine the kill can land late, so
+    // those scenarios are repeated (a bounded number of times) until the path is taken.
+    for attempt in 0..8 {
+        let point = if reached.rerun == 0 {
+            ("tool_start", 2)
+        } else if reached.not_started == 0 {
+            ("tool_intent", 1)
+        } else {
+            break;
+        };
+        let (line, paths) = run_scenario(
+            &rt,
+            &Scenario {
+                kind: point.0,
+                nth: point.1,
+                delay_ms: 0,
+            },
+        );
+        eprintln!("again ({attempt}): {line}");
+        reached.add(&paths);
+        n += 1;
+    }
+    eprintln!("{n} kill scenarios passed; resume paths taken: {reached:?}");
+    // Every resume path must have been exercised, or the scenarios above proved nothing
+    // about it.
+    assert!(
+        reached.in_doubt > 0,
+        "no kill left a call in doubt: {reached:?}"
+    );
+    assert!(
+        reached.reused > 0,
+        "no resume reused a finished call: {reached:?}"
+    );
+    assert!(
+        reached.rerun > 0,
+        "no resume re-ran an idempotent call: {reached:?}"
+    );
+    assert!(
+        reached.not_started > 0,
+        "no resume found a call not yet started: {reached:?}"
+    );
 }
 
 #[test]
@@ -262,8 +353,9 @@ fn same_message_id_across_runs_is_one_input() {
         .unwrap();
         assert_eq!(st.code(), Some(0));
     }
-    let st = LocalStore::open(dir.path()).unwrap().load("s").unwrap();
-    assert_eq!(st.input_ids.len(), 1);
+    let store = LocalStore::open(dir.path()).unwrap();
+    let st = store.load("s").unwrap();
+    assert_eq!(input_records(&store), 1);
     assert_eq!(st.turn, 1, "one input, one turn");
     assert_eq!(rt.block_on(async { server.request_count() }), 1);
 }

@@ -143,7 +143,11 @@ fn sigkill_mid_run_then_restart_finishes_every_session_once() {
     );
     for (i, id) in ids.iter().enumerate() {
         let st = store.load(id).unwrap();
-        assert_eq!(st.input_ids.len(), 1, "{id}: one input, recorded once");
+        assert_eq!(
+            serve_common::input_records(&store, id),
+            1,
+            "{id}: one input, recorded once"
+        );
         let receipt = st.last_receipt.as_ref().expect("a resume receipt");
         assert_eq!(receipt.trigger, "gateway-start", "{id}");
         assert!(receipt.every_call_has_one_result, "{id}");

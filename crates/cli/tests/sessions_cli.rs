@@ -214,7 +214,7 @@ fn create_send_dedup_verify_torn_tail_corruption_repair_and_usage() {
             .file_name()
             .unwrap()
             .to_string_lossy()
-            .starts_with("s.jsonl.corrupt-"),
+            .starts_with("s.jsonl.cut-"),
         "{saved:?}"
     );
     assert_eq!(saved.parent(), Some(dir));
@@ -443,4 +443,39 @@ fn a_live_writer_in_another_process_is_named_and_send_is_refused() {
     drop(held);
     let o = expect(dir, &["send", "w", "--message-id", "m", "now free"], 0);
     assert_eq!(stdout(&o), "2\n");
+}
+
+/// Two different texts never share a derived message id: these two collided when ids were a
+/// CRC-32C and a length, and the second message was dropped as a duplicate.
+#[test]
+fn different_texts_are_never_taken_for_duplicates_and_the_same_text_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    expect(dir, &["create", "--id", "c1"], 0);
+    let a = expect(dir, &["send", "c1", "pay invoice ccaoacux", "--json"], 0);
+    let b = expect(dir, &["send", "c1", "pay invoice wcjifoae", "--json"], 0);
+    let again = expect(dir, &["send", "c1", "pay invoice wcjifoae", "--json"], 0);
+    let parse =
+        |o: &Output| -> serde_json::Value { serde_json::from_str(stdout(o).trim()).unwrap() };
+    let (a, b, again) = (parse(&a), parse(&b), parse(&again));
+    assert_eq!(a["duplicate"], false);
+    assert_eq!(
+        b["duplicate"], false,
+        "a different text is a new message: {b}"
+    );
+    assert_ne!(a["message_id"], b["message_id"]);
+    assert!(b["message_id"].as_str().unwrap().starts_with("sha256-"));
+    assert_eq!(
+        again["duplicate"], true,
+        "the same text again is the same message"
+    );
+    assert_eq!(again["seq"], b["seq"]);
+    let store = LocalStore::open(dir).unwrap();
+    let inputs = store
+        .records("c1", 0, usize::MAX)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.kind == "input")
+        .count();
+    assert_eq!(inputs, 2);
 }

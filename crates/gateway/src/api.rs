@@ -24,7 +24,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
-use crate::hub::{Hub, work_owed};
+use crate::hub::Hub;
+use crate::metrics::{self, Snapshot};
 
 /// Shared by the handlers.
 #[derive(Clone)]
@@ -81,10 +82,7 @@ async fn count_requests(State(st): State<AppState>, req: Request, next: Next) ->
         .map(|m| m.as_str().to_string())
         .unwrap_or_else(|| "unmatched".into());
     let resp = next.run(req).await;
-    st.hub.metrics.inc(
-        "lazarus_http_requests_total",
-        &[("route", &route), ("status", resp.status().as_str())],
-    );
+    st.hub.metrics.http_request(&route, resp.status().as_u16());
     resp
 }
 
@@ -161,7 +159,7 @@ async fn readyz(State(st): State<AppState>) -> Response {
 async fn metrics(State(st): State<AppState>) -> ApiResult<Response> {
     let hub = st.hub.clone();
     let sessions = blocking(move || Ok(hub.store.list()?)).await?;
-    let mut by_status = std::collections::BTreeMap::<String, f64>::new();
+    let mut by_status = std::collections::BTreeMap::<String, i64>::new();
     for s in [
         "new",
         "idle",
@@ -171,51 +169,21 @@ async fn metrics(State(st): State<AppState>) -> ApiResult<Response> {
         "stopped",
         "failed",
     ] {
-        by_status.insert(s.to_string(), 0.0);
+        by_status.insert(s.to_string(), 0);
     }
     for s in &sessions {
         let status = st.hub.live_status(&s.id).unwrap_or(s.status);
-        *by_status.entry(status.to_string()).or_default() += 1.0;
+        *by_status.entry(status.to_string()).or_default() += 1;
     }
     let hub = &st.hub;
-    let text = hub.metrics.render(&[
-        (
-            "lazarus_sessions",
-            "Sessions in the store, by status.",
-            by_status
-                .into_iter()
-                .map(|(k, v)| (format!("status=\"{k}\""), v))
-                .collect(),
-        ),
-        (
-            "lazarus_sessions_open",
-            "Sessions open (writer lock held) in this gateway.",
-            vec![(String::new(), hub.open_count() as f64)],
-        ),
-        (
-            "lazarus_runs_active",
-            "Sessions being driven now.",
-            vec![(String::new(), hub.running_count() as f64)],
-        ),
-        (
-            "lazarus_runs_queued",
-            "Sessions waiting for a run slot.",
-            vec![(String::new(), hub.queued_count() as f64)],
-        ),
-        (
-            "lazarus_ready",
-            "1 once the startup recovery scan is done.",
-            vec![(String::new(), if hub.is_ready() { 1.0 } else { 0.0 })],
-        ),
-    ]);
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response())
+    let text = hub.metrics.render(&Snapshot {
+        sessions_by_status: by_status.into_iter().collect(),
+        sessions_open: hub.open_count() as i64,
+        runs_active: hub.running_count() as i64,
+        runs_queued: hub.queued_count() as i64,
+        ready: hub.is_ready(),
+    });
+    Ok(([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response())
 }
 
 async fn list_sessions(State(st): State<AppState>) -> ApiResult<Json<Value>> {
@@ -314,7 +282,7 @@ fn describe(st: &SessionState, running: bool) -> Value {
         "in_doubt_calls": st.in_doubt_calls().count(),
         "last_receipt": st.last_receipt,
         "workspace": meta.get("workspace"),
-        "work_owed": work_owed(st),
+        "work_owed": st.owes_work(),
     })
 }
 
@@ -580,7 +548,7 @@ async fn post_event(
                 .as_ref()
                 .and_then(|k| s.input_ids.get(k).copied()),
             s.status(),
-            work_owed(s),
+            s.owes_work(),
         )
     });
     let answer = |code: StatusCode, v: Value| Ok((code, Json(v)).into_response());

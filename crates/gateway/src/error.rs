@@ -60,6 +60,8 @@ impl From<SessionError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "bad_fork_point", msg)
             }
             SessionError::Refused(_) => ApiError::new(StatusCode::CONFLICT, "refused", msg),
+            SessionError::Locked { .. } => ApiError::new(StatusCode::CONFLICT, "locked", msg),
+            SessionError::Conflict { .. } => ApiError::new(StatusCode::CONFLICT, "conflict", msg),
             SessionError::Ledger(l) => l.into(),
             _ => ApiError::internal(msg),
         }

@@ -13,8 +13,7 @@ use lazarus_agent::runner::{RunEvent, RunOutcome, Runner, RunnerConfig, SharedSe
 use lazarus_agent::tools::Toolbox;
 use lazarus_session::record::{Control, Input};
 use lazarus_session::{
-    ContextEntry, CreateOptions, Record, Session, SessionError, SessionState, SharedStore, Status,
-    StoredRecord,
+    CreateOptions, Record, Session, SessionError, SessionState, SharedStore, Status, StoredRecord,
 };
 use serde_json::{Value, json};
 use tokio::sync::{OnceCell, Semaphore, broadcast};
@@ -98,15 +97,6 @@ impl Actor {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// True when the session owes work: an open turn, a call without outcome, an input not yet
-/// answered, or tool results the model has not seen.
-pub fn work_owed(st: &SessionState) -> bool {
-    st.open_turn.is_some()
-        || st.unresolved_calls().next().is_some()
-        || !st.pending_inputs.is_empty()
-        || matches!(st.context.last(), Some(ContextEntry::ToolResult { .. }))
 }
 
 /// Result of the startup recovery scan.
@@ -352,39 +342,43 @@ impl Hub {
         })
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
-        self.metrics
-            .inc("lazarus_appends_total", &[("kind", "header")]);
+        self.metrics.appended("header");
         let cell = Arc::new(OnceCell::new_with(Some(actor.clone())));
         lock(&self.actors).insert(actor.id.clone(), cell);
         Ok(actor)
     }
 
-    /// Appends `rec` unless `input_id` was seen; returns (seq, duplicate). Runs on the
-    /// blocking pool (write + fdatasync must not stall the async workers).
-    async fn append_once(
-        &self,
-        actor: &Arc<Actor>,
-        input_id: String,
-        rec: Record,
-    ) -> ApiResult<(u64, bool)> {
+    /// Records an input through the session's own exactly-once rule
+    /// ([`Session::append_input`] / [`Session::append_control`]) and, if it was new, shows it
+    /// to live tails. Runs on the blocking pool (write + fdatasync must not stall the async
+    /// workers). Returns (seq, duplicate).
+    async fn append_once(&self, actor: &Arc<Actor>, rec: Record) -> ApiResult<(u64, bool)> {
         let a = actor.clone();
         let t0 = Instant::now();
         let r = tokio::task::spawn_blocking(move || -> ApiResult<(u64, bool)> {
             let mut s = lock(&a.session);
-            if let Some(&seq) = s.state().input_ids.get(&input_id) {
-                return Ok((seq, true));
+            let ack = match &rec {
+                Record::Input(i) => s.append_input(&i.input_id, &i.source, &i.text)?,
+                Record::Control(c) => {
+                    s.append_control(&c.input_id, &c.action, c.reason.as_deref())?
+                }
+                other => {
+                    return Err(ApiError::internal(format!(
+                        "not an input record: {}",
+                        other.kind()
+                    )));
+                }
+            };
+            if let Some(ts) = ack.ts {
+                // sent under the session lock: inputs reach live tails in seq order
+                let _ = a.tx.send(Arc::new(StoredRecord {
+                    seq: ack.seq,
+                    ts,
+                    kind: rec.kind().to_string(),
+                    data: rec.data_value(),
+                }));
             }
-            let kind = rec.kind();
-            let data = rec.data_value();
-            let stored = s.append(rec)?;
-            // sent under the session lock: inputs reach live tails in seq order
-            let _ = a.tx.send(Arc::new(StoredRecord {
-                seq: stored.seq,
-                ts: stored.ts,
-                kind: kind.to_string(),
-                data,
-            }));
-            Ok((stored.seq, false))
+            Ok((ack.seq, ack.duplicate))
         })
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
@@ -402,14 +396,13 @@ impl Hub {
         text: String,
     ) -> ApiResult<(u64, bool)> {
         let rec = Record::Input(Input {
-            input_id: message_id.clone(),
+            input_id: message_id,
             source: "user".into(),
             text,
         });
-        let r = self.append_once(actor, message_id, rec).await?;
+        let r = self.append_once(actor, rec).await?;
         if !r.1 {
-            self.metrics
-                .inc("lazarus_appends_total", &[("kind", "input")]);
+            self.metrics.appended("input");
         }
         Ok(r)
     }
@@ -423,14 +416,13 @@ impl Hub {
         reason: Option<String>,
     ) -> ApiResult<(u64, bool)> {
         let rec = Record::Control(Control {
-            input_id: input_id.clone(),
+            input_id,
             action: action.to_string(),
             reason,
         });
-        let r = self.append_once(actor, input_id, rec).await?;
+        let r = self.append_once(actor, rec).await?;
         if !r.1 {
-            self.metrics
-                .inc("lazarus_appends_total", &[("kind", "control")]);
+            self.metrics.appended("control");
         }
         Ok(r)
     }
@@ -535,8 +527,7 @@ impl Hub {
                 Ok(RunOutcome::Failed { .. }) => "failed",
                 Err(_) => "error",
             };
-            self.metrics
-                .inc("lazarus_runs_total", &[("outcome", outcome)]);
+            self.metrics.run_finished(outcome);
             if let Err(e) = &r {
                 tracing::warn!(session = %actor.id, error = %e, "run stopped with an error; the session stays resumable");
             }
@@ -564,24 +555,15 @@ impl Hub {
                 data,
             } => {
                 let m = &self.metrics;
-                m.inc("lazarus_appends_total", &[("kind", kind)]);
+                m.appended(kind);
                 match kind {
-                    "resume" => m.inc(
-                        "lazarus_resumes_total",
-                        &[("trigger", data["trigger"].as_str().unwrap_or("?"))],
-                    ),
+                    "resume" => m.resumed(data["trigger"].as_str().unwrap_or("?")),
                     "response" => {
                         let failed = data.get("failure").is_some_and(|f| !f.is_null());
-                        m.inc(
-                            "lazarus_model_requests_total",
-                            &[("result", if failed { "failed" } else { "ok" })],
-                        );
+                        m.model_request(if failed { "failed" } else { "ok" });
                     }
                     "tool_outcome" => {
-                        m.inc(
-                            "lazarus_tool_calls_total",
-                            &[("outcome", data["status"].as_str().unwrap_or("?"))],
-                        );
+                        m.tool_call(data["status"].as_str().unwrap_or("?"));
                         lock(&actor.run).in_tool = false;
                         if self.is_draining() {
                             // the running call finished: stop here, resumable
@@ -598,7 +580,7 @@ impl Hub {
                 }));
             }
             RunEvent::ToolRunning { .. } => lock(&actor.run).in_tool = true,
-            RunEvent::Retry { .. } => self.metrics.inc("lazarus_model_retries_total", &[]),
+            RunEvent::Retry { .. } => self.metrics.model_retry(),
             RunEvent::Text(_) | RunEvent::Reasoning(_) => {}
         }
     }
@@ -641,7 +623,7 @@ impl Hub {
             let Ok((id, r)) = j else { continue };
             match r {
                 Ok(actor) => {
-                    let owed = work_owed(lock(&actor.session).state());
+                    let owed = lock(&actor.session).state().owes_work();
                     if owed {
                         self.schedule(&actor, "gateway-start");
                         report.requeued += 1;
@@ -715,10 +697,10 @@ impl Hub {
             match self.actor(&id).await {
                 Ok(actor) => {
                     failed.remove(&id);
-                    let owed = work_owed(lock(&actor.session).state());
+                    let owed = lock(&actor.session).state().owes_work();
                     if owed && self.schedule(&actor, "gateway-takeover") {
                         tracing::info!(session = %id, "took over a session whose gateway is gone");
-                        self.metrics.inc("lazarus_takeovers_total", &[]);
+                        self.metrics.took_over();
                         report.taken += 1;
                     }
                 }

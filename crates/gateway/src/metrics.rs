@@ -1,175 +1,285 @@
-//! Prometheus text exposition, written by hand: labelled counters, a latency histogram and
-//! gauges computed at scrape time.
+//! Prometheus metrics through `prometheus-client` (OpenMetrics text): typed counter
+//! families, the append latency histogram, and gauges set at scrape time.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::Mutex;
 use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
 /// Upper bounds (seconds) of the append latency buckets.
 const BUCKETS: [f64; 12] = [
     0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0,
 ];
 
-struct Family {
-    help: &'static str,
-    kind: &'static str,
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: String,
 }
 
-const FAMILIES: &[(&str, Family)] = &[
-    (
-        "lazarus_appends_total",
-        Family {
-            help: "Durable records appended, by kind.",
-            kind: "counter",
-        },
-    ),
-    (
-        "lazarus_resumes_total",
-        Family {
-            help: "Resume receipts written, by trigger.",
-            kind: "counter",
-        },
-    ),
-    (
-        "lazarus_takeovers_total",
-        Family {
-            help: "Sessions taken over from a gateway that is gone (shared store only).",
-            kind: "counter",
-        },
-    ),
-    (
-        "lazarus_model_requests_total",
-        Family {
-            help: "Model requests recorded, by result (ok or failed after retries).",
-            kind: "counter",
-        },
-    ),
-    (
-        "lazarus_model_retries_total",
-        Family {
-            help: "Model attempts that failed and were retried.",
-            kind: "counter",
-        },
-    ),
-    (
-        "lazarus_tool_calls_total",
-        Family {
-            help: "Tool call outcomes, by outcome (ok, error, timeout, cancelled, in_doubt).",
-            kind: "counter",
-        },
-    ),
-    (
-        "lazarus_http_requests_total",
-        Family {
-            help: "HTTP requests, by route and status.",
-            kind: "counter",
-        },
-    ),
-    (
-        "lazarus_runs_total",
-        Family {
-            help: "Session runs (drive calls) finished, by outcome.",
-            kind: "counter",
-        },
-    ),
-];
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TriggerLabel {
+    trigger: String,
+}
 
-/// A gauge family computed at scrape time: name, help, (labels, value) series.
-pub type Gauge<'a> = (&'a str, &'a str, Vec<(String, f64)>);
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpLabels {
+    route: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: String,
+}
+
+/// What the gateway knows only when asked: set on every scrape.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Sessions in the store, by status (every status listed, zeros included).
+    pub sessions_by_status: Vec<(String, i64)>,
+    pub sessions_open: i64,
+    pub runs_active: i64,
+    pub runs_queued: i64,
+    pub ready: bool,
+}
 
 /// Process-wide metrics.
-#[derive(Default)]
 pub struct Metrics {
-    counters: Mutex<BTreeMap<(&'static str, String), u64>>,
-    hist: Mutex<Hist>,
+    registry: Registry,
+    appends: Family<KindLabel, Counter>,
+    resumes: Family<TriggerLabel, Counter>,
+    takeovers: Counter,
+    model_requests: Family<ResultLabel, Counter>,
+    model_retries: Counter,
+    tool_calls: Family<OutcomeLabel, Counter>,
+    http_requests: Family<HttpLabels, Counter>,
+    runs: Family<OutcomeLabel, Counter>,
+    append_fsync: Histogram,
+    sessions: Family<StatusLabel, Gauge>,
+    sessions_open: Gauge,
+    runs_active: Gauge,
+    runs_queued: Gauge,
+    ready: Gauge,
 }
 
-#[derive(Default)]
-struct Hist {
-    counts: [u64; BUCKETS.len()],
-    sum: f64,
-    count: u64,
-}
-
-fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+impl Default for Metrics {
+    fn default() -> Self {
+        let m = Metrics {
+            registry: Registry::default(),
+            appends: Family::default(),
+            resumes: Family::default(),
+            takeovers: Counter::default(),
+            model_requests: Family::default(),
+            model_retries: Counter::default(),
+            tool_calls: Family::default(),
+            http_requests: Family::default(),
+            runs: Family::default(),
+            append_fsync: Histogram::new(BUCKETS),
+            sessions: Family::default(),
+            sessions_open: Gauge::default(),
+            runs_active: Gauge::default(),
+            runs_queued: Gauge::default(),
+            ready: Gauge::default(),
+        };
+        let mut r = Registry::default();
+        r.register(
+            "lazarus_appends",
+            "Durable records appended, by kind",
+            m.appends.clone(),
+        );
+        r.register(
+            "lazarus_resumes",
+            "Resume receipts written, by trigger",
+            m.resumes.clone(),
+        );
+        r.register(
+            "lazarus_takeovers",
+            "Sessions taken over from a gateway that is gone (shared store only)",
+            m.takeovers.clone(),
+        );
+        r.register(
+            "lazarus_model_requests",
+            "Model requests recorded, by result (ok or failed after retries)",
+            m.model_requests.clone(),
+        );
+        r.register(
+            "lazarus_model_retries",
+            "Model attempts that failed and were retried",
+            m.model_retries.clone(),
+        );
+        r.register(
+            "lazarus_tool_calls",
+            "Tool call outcomes, by outcome (ok, error, timeout, cancelled, in_doubt)",
+            m.tool_calls.clone(),
+        );
+        r.register(
+            "lazarus_http_requests",
+            "HTTP requests, by route and status",
+            m.http_requests.clone(),
+        );
+        r.register(
+            "lazarus_runs",
+            "Session runs (drive calls) finished, by outcome",
+            m.runs.clone(),
+        );
+        r.register(
+            "lazarus_append_fsync_seconds",
+            "Latency of durable appends made by the gateway (write + fdatasync, lock wait included)",
+            m.append_fsync.clone(),
+        );
+        r.register(
+            "lazarus_sessions",
+            "Sessions in the store, by status",
+            m.sessions.clone(),
+        );
+        r.register(
+            "lazarus_sessions_open",
+            "Sessions open (writer lock held) in this gateway",
+            m.sessions_open.clone(),
+        );
+        r.register(
+            "lazarus_runs_active",
+            "Sessions being driven now",
+            m.runs_active.clone(),
+        );
+        r.register(
+            "lazarus_runs_queued",
+            "Sessions waiting for a run slot",
+            m.runs_queued.clone(),
+        );
+        r.register(
+            "lazarus_ready",
+            "1 once the startup recovery scan is done",
+            m.ready.clone(),
+        );
+        // Known label values start at zero, so a dashboard sees every series from the start.
+        for t in ["gateway-start", "gateway-takeover", "event", "message"] {
+            m.resumes
+                .get_or_create(&TriggerLabel { trigger: t.into() })
+                .inc_by(0);
+        }
+        for o in ["ok", "error", "timeout", "cancelled", "in_doubt"] {
+            m.tool_calls
+                .get_or_create(&OutcomeLabel { outcome: o.into() })
+                .inc_by(0);
+        }
+        for r in ["ok", "failed"] {
+            m.model_requests
+                .get_or_create(&ResultLabel { result: r.into() })
+                .inc_by(0);
+        }
+        for o in ["idle", "max_turns", "cancelled", "failed", "error"] {
+            m.runs
+                .get_or_create(&OutcomeLabel { outcome: o.into() })
+                .inc_by(0);
+        }
+        Metrics { registry: r, ..m }
+    }
 }
 
 impl Metrics {
-    /// Adds 1 to `name{label="value"}` (labels given as pairs).
-    pub fn inc(&self, name: &'static str, labels: &[(&str, &str)]) {
-        self.add(name, labels, 1);
+    /// A durable record of `kind` was appended.
+    pub fn appended(&self, kind: &str) {
+        self.appends
+            .get_or_create(&KindLabel { kind: kind.into() })
+            .inc();
     }
 
-    pub fn add(&self, name: &'static str, labels: &[(&str, &str)], n: u64) {
-        let l = labels
-            .iter()
-            .map(|(k, v)| format!("{k}=\"{}\"", esc(v)))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        *c.entry((name, l)).or_default() += n;
+    /// A resume receipt was written.
+    pub fn resumed(&self, trigger: &str) {
+        self.resumes
+            .get_or_create(&TriggerLabel {
+                trigger: trigger.into(),
+            })
+            .inc();
+    }
+
+    /// A session whose gateway is gone was taken over.
+    pub fn took_over(&self) {
+        self.takeovers.inc();
+    }
+
+    /// A model request was recorded (`ok`, or `failed` after retries).
+    pub fn model_request(&self, result: &str) {
+        self.model_requests
+            .get_or_create(&ResultLabel {
+                result: result.into(),
+            })
+            .inc();
+    }
+
+    /// A model attempt failed and is retried.
+    pub fn model_retry(&self) {
+        self.model_retries.inc();
+    }
+
+    /// A tool call ended with `outcome`.
+    pub fn tool_call(&self, outcome: &str) {
+        self.tool_calls
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    /// An HTTP request on `route` (the matched pattern) was answered with `status`.
+    pub fn http_request(&self, route: &str, status: u16) {
+        self.http_requests
+            .get_or_create(&HttpLabels {
+                route: route.into(),
+                status: status.to_string(),
+            })
+            .inc();
+    }
+
+    /// A run (drive call) finished with `outcome`.
+    pub fn run_finished(&self, outcome: &str) {
+        self.runs
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.into(),
+            })
+            .inc();
     }
 
     /// Records the latency of one durable append (write + fdatasync).
     pub fn observe_append(&self, took: Duration) {
-        let s = took.as_secs_f64();
-        let mut h = self.hist.lock().unwrap_or_else(|p| p.into_inner());
-        for (i, b) in BUCKETS.iter().enumerate() {
-            if s <= *b {
-                h.counts[i] += 1;
-            }
-        }
-        h.sum += s;
-        h.count += 1;
+        self.append_fsync.observe(took.as_secs_f64());
     }
 
-    /// The exposition text; `gauges` are (name, help, [(labels, value)]).
-    pub fn render(&self, gauges: &[Gauge<'_>]) -> String {
+    /// The exposition text (OpenMetrics, [`CONTENT_TYPE`]), with the gauges set from `now`.
+    pub fn render(&self, now: &Snapshot) -> String {
+        for (status, n) in &now.sessions_by_status {
+            self.sessions
+                .get_or_create(&StatusLabel {
+                    status: status.clone(),
+                })
+                .set(*n);
+        }
+        self.sessions_open.set(now.sessions_open);
+        self.runs_active.set(now.runs_active);
+        self.runs_queued.set(now.runs_queued);
+        self.ready.set(i64::from(now.ready));
         let mut out = String::new();
-        let c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        for (name, fam) in FAMILIES {
-            let _ = writeln!(out, "# HELP {name} {}", fam.help);
-            let _ = writeln!(out, "# TYPE {name} {}", fam.kind);
-            for ((n, labels), v) in c.iter() {
-                if n == name {
-                    if labels.is_empty() {
-                        let _ = writeln!(out, "{name} {v}");
-                    } else {
-                        let _ = writeln!(out, "{name}{{{labels}}} {v}");
-                    }
-                }
-            }
-        }
-        drop(c);
-        let h = self.hist.lock().unwrap_or_else(|p| p.into_inner());
-        let name = "lazarus_append_fsync_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Latency of durable appends made by the gateway (write + fdatasync, lock wait included)."
-        );
-        let _ = writeln!(out, "# TYPE {name} histogram");
-        for (i, b) in BUCKETS.iter().enumerate() {
-            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {}", h.counts[i]);
-        }
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", h.count);
-        let _ = writeln!(out, "{name}_sum {}", h.sum);
-        let _ = writeln!(out, "{name}_count {}", h.count);
-        drop(h);
-        for (name, help, series) in gauges {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} gauge");
-            for (labels, v) in series {
-                if labels.is_empty() {
-                    let _ = writeln!(out, "{name} {v}");
-                } else {
-                    let _ = writeln!(out, "{name}{{{labels}}} {v}");
-                }
-            }
-        }
+        // Writing to a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
         out
     }
 }
@@ -181,17 +291,24 @@ mod tests {
     #[test]
     fn renders_families() {
         let m = Metrics::default();
-        m.inc("lazarus_tool_calls_total", &[("outcome", "in_doubt")]);
-        m.inc("lazarus_tool_calls_total", &[("outcome", "in_doubt")]);
+        m.tool_call("in_doubt");
+        m.tool_call("in_doubt");
+        m.http_request("/v1/sessions", 202);
         m.observe_append(Duration::from_millis(3));
-        let t = m.render(&[(
-            "lazarus_sessions",
-            "x",
-            vec![("status=\"idle\"".into(), 2.0)],
-        )]);
-        assert!(t.contains("lazarus_tool_calls_total{outcome=\"in_doubt\"} 2"));
+        let t = m.render(&Snapshot {
+            sessions_by_status: vec![("idle".into(), 2)],
+            ready: true,
+            ..Snapshot::default()
+        });
+        assert!(
+            t.contains("lazarus_tool_calls_total{outcome=\"in_doubt\"} 2"),
+            "{t}"
+        );
+        assert!(t.contains("lazarus_http_requests_total{route=\"/v1/sessions\",status=\"202\"} 1"));
         assert!(t.contains("lazarus_append_fsync_seconds_bucket{le=\"0.005\"} 1"));
         assert!(t.contains("lazarus_append_fsync_seconds_bucket{le=\"0.002\"} 0"));
         assert!(t.contains("lazarus_sessions{status=\"idle\"} 2"));
+        assert!(t.contains("lazarus_ready 1"));
+        assert!(t.ends_with("# EOF\n"));
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::lock::Holder;
+use crate::holder::{Holder, describe};
 
 /// Everything that can go wrong in the ledger.
 #[derive(Debug, thiserror::Error)]
@@ -22,11 +22,12 @@ pub enum LedgerError {
     #[error("no session file at {path}")]
     NotFound { path: PathBuf },
     #[error(
-        "session {path} is in use by {holder}; only one writer at a time (stop that process, or read without writing)"
+        "session {path} is in use by {}; only one writer at a time (stop that process, or read without writing)",
+        describe(.holder)
     )]
     Locked {
         path: PathBuf,
-        holder: HolderDisplay,
+        holder: Option<Holder>,
     },
     #[error("{0}")]
     Corrupt(Box<Corruption>),
@@ -56,6 +57,14 @@ pub enum LedgerError {
         "{path}: no complete header line; the session's creation was interrupted (run `lazarus sessions repair` to set the bytes aside)"
     )]
     NoHeader { path: PathBuf },
+    #[error(
+        "{path} is {what}; a session file must be a regular file (remove or rename it, and see what put it there)"
+    )]
+    NotRegularFile { path: PathBuf, what: String },
+    #[error(
+        "{path} was created for record-by-record appends; open it with per-record durability (group commit would leave more unsynced than its crash window allows)"
+    )]
+    DurabilityMismatch { path: PathBuf },
 }
 
 impl LedgerError {
@@ -67,24 +76,30 @@ impl LedgerError {
         }
     }
 
+    /// The error for a failed open of an existing file at `path`.
+    pub(crate) fn open_failed(path: &std::path::Path, e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            return LedgerError::NotFound {
+                path: path.to_path_buf(),
+            };
+        }
+        if let Some(not_regular) = e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<crate::fs::NotRegularFile>())
+        {
+            return LedgerError::NotRegularFile {
+                path: path.to_path_buf(),
+                what: not_regular.0.to_string(),
+            };
+        }
+        LedgerError::io("open", path, e)
+    }
+
     /// The corruption details, if this is a corruption error.
     pub fn corruption(&self) -> Option<&Corruption> {
         match self {
             LedgerError::Corrupt(c) => Some(c),
             _ => None,
-        }
-    }
-}
-
-/// Who holds a session's writer lock, for error messages.
-#[derive(Debug, Clone)]
-pub struct HolderDisplay(pub Option<Holder>);
-
-impl fmt::Display for HolderDisplay {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
-            Some(h) => write!(f, "pid {} on host {} since {}", h.pid, h.host, h.since),
-            None => write!(f, "another process (holder details unavailable)"),
         }
     }
 }
@@ -98,17 +113,43 @@ pub struct Corruption {
     /// Byte offset of the start of the line.
     pub offset: u64,
     pub problem: Problem,
+    /// Why this is corruption rather than crash debris, when that is not obvious.
+    pub context: Option<String>,
+}
+
+impl Corruption {
+    pub fn new(path: impl Into<PathBuf>, line: u64, offset: u64, problem: Problem) -> Self {
+        Corruption {
+            path: path.into(),
+            line,
+            offset,
+            problem,
+            context: None,
+        }
+    }
+
+    pub fn with_context(mut self, context: impl Into<String>) -> Self {
+        self.context = Some(context.into());
+        self
+    }
 }
 
 impl fmt::Display for Corruption {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}: line {} (byte offset {}): {}; run `lazarus sessions verify` for details and `lazarus sessions repair` to cut the log back to the last good record (removed bytes are saved beside the file)",
+            "{}: line {} (byte offset {}): {}",
             self.path.display(),
             self.line,
             self.offset,
             self.problem
+        )?;
+        if let Some(c) = &self.context {
+            write!(f, " ({c})")?;
+        }
+        write!(
+            f,
+            "; run `lazarus sessions verify` for details and `lazarus sessions repair` to cut the log back to the last good record (removed bytes are saved beside the file)"
         )
     }
 }
@@ -120,7 +161,7 @@ pub enum Problem {
     CrcMismatch { expected: String, found: String },
     #[error("malformed line: {0}")]
     Malformed(String),
-    #[error("line contains NUL bytes (lost sectors)")]
+    #[error("line contains NUL bytes")]
     NulBytes,
     #[error("sequence gap: expected seq {expected}, found {found}")]
     SeqGap { expected: u64, found: u64 },

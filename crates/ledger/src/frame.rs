@@ -207,10 +207,7 @@ pub fn decode_line<'a, P: Payload<'a>>(line: &'a [u8]) -> Result<Envelope<'a, P>
     decode_envelope(line)
 }
 
-/// Formats a timestamp the way the ledger writes it: RFC 3339, UTC, milliseconds.
-pub fn format_ts(ts: jiff::Timestamp) -> String {
-    ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
-}
+pub use crate::clock::format_ts;
 
 #[cfg(test)]
 mod tests {

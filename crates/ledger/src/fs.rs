@@ -1,9 +1,14 @@
 //! The file operations the writer performs, behind a trait so tests can put a simulated disk
-//! (one that forgets unsynced bytes at a "power cut") under the real writer code.
+//! (one that forgets unsynced bytes at a "power cut", tears sectors, fails an fsync) under the
+//! real writer code.
+//!
+//! Every open of an existing file refuses anything but a regular file reached without
+//! following a symlink in its last component (`O_NOFOLLOW`), and opens it `O_NONBLOCK` first,
+//! so a FIFO or a device planted under a session's name can neither hang nor flood a reader.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -21,14 +26,26 @@ pub trait LedgerFile: Send + Sync {
 pub trait Fs: Send + Sync {
     /// Creates `path`, failing if it exists (`O_CREAT|O_EXCL`), opened for appending.
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn LedgerFile>>;
-    /// Opens an existing file for appending.
+    /// Opens an existing regular file for appending.
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn LedgerFile>>;
-    /// Opens a file for reading.
+    /// Opens an existing regular file for reading.
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn Read + Send>>;
-    /// `fsync` on a directory, so that new names in it survive a power cut.
+    /// Reads up to `len` bytes at `offset` (fewer at the end of the file).
+    fn read_at(&self, path: &Path, offset: u64, len: u64) -> io::Result<Vec<u8>>;
+    /// `fsync` on a directory, so that names created, renamed or removed in it survive a
+    /// power cut.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
-    /// Writes a whole new file durably (used to set removed bytes aside before a repair).
+    /// Writes a whole new file durably: data and name (used to set bytes aside before they
+    /// are cut from a ledger).
     fn write_new_durable(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
+    /// Renames `from` to `to`; with `replace == false`, fails with `AlreadyExists` if `to`
+    /// exists (atomically: no window in which another file could be overwritten).
+    fn rename(&self, from: &Path, to: &Path, replace: bool) -> io::Result<()>;
+    /// Removes a name.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Copies `from[offset..]` into the new file `to`, durably (data and name), streaming;
+    /// returns the bytes copied.
+    fn save_range(&self, from: &Path, offset: u64, to: &Path) -> io::Result<u64>;
 }
 
 /// The real file system.
@@ -49,39 +66,167 @@ impl LedgerFile for RealFile {
     }
 }
 
-const MODE: u32 = 0o600;
+/// Mode of every file the ledger creates: the owner's only (sessions hold user text).
+pub const FILE_MODE: u32 = 0o600;
+
+/// The error for a name that is not a regular file (FIFO, device, directory, socket, or a
+/// symlink in the last component). Recognise it with [`is_not_regular`].
+#[derive(Debug)]
+pub struct NotRegularFile(pub &'static str);
+
+impl std::fmt::Display for NotRegularFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "not a regular file ({})", self.0)
+    }
+}
+
+impl std::error::Error for NotRegularFile {}
+
+/// True when `e` says the name was not a regular file.
+pub fn is_not_regular(e: &io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.is::<NotRegularFile>())
+}
+
+fn not_regular(what: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, NotRegularFile(what))
+}
+
+/// Opens an existing file without following a symlink in its last component and without
+/// blocking (a FIFO), and checks that it is a regular file.
+pub fn open_regular(path: &Path, write: bool, append: bool) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(!write)
+        .write(write && !append)
+        .append(append)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+                not_regular("a symbolic link")
+            } else {
+                e
+            }
+        })?;
+    check_regular(&f)?;
+    // Back to blocking mode: a regular file never blocks, and later readers expect it.
+    let flags = rustix::fs::fcntl_getfl(&f)?;
+    rustix::fs::fcntl_setfl(&f, flags.difference(rustix::fs::OFlags::NONBLOCK))?;
+    Ok(f)
+}
+
+/// Fails unless `f` is a regular file.
+pub fn check_regular(f: &File) -> io::Result<()> {
+    let ft = f.metadata()?.file_type();
+    if ft.is_file() {
+        return Ok(());
+    }
+    use std::os::unix::fs::FileTypeExt;
+    Err(not_regular(if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_char_device() || ft.is_block_device() {
+        "a device"
+    } else if ft.is_socket() {
+        "a socket"
+    } else {
+        "not a plain file"
+    }))
+}
+
+/// Creates a new file (`O_EXCL`, never through a symlink), mode [`FILE_MODE`].
+pub fn create_exclusive(path: &Path, append: bool) -> io::Result<File> {
+    OpenOptions::new()
+        .write(!append)
+        .append(append)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+}
+
+/// `fsync` of a directory (the directory itself may be reached through a symlink: it is the
+/// operator's choice of place, unlike the names inside it).
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    let d = OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::DIRECTORY.bits() as i32)
+        .open(dir)?;
+    d.sync_all()
+}
+
+/// The directory holding `path` (`.` for a bare name).
+pub fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
 
 impl Fs for RealFs {
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn LedgerFile>> {
-        let f = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .mode(MODE)
-            .open(path)?;
-        Ok(Box::new(RealFile(f)))
+        Ok(Box::new(RealFile(create_exclusive(path, true)?)))
     }
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn LedgerFile>> {
-        let f = OpenOptions::new().append(true).open(path)?;
-        Ok(Box::new(RealFile(f)))
+        Ok(Box::new(RealFile(open_regular(path, true, true)?)))
     }
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn Read + Send>> {
-        Ok(Box::new(File::open(path)?))
+        Ok(Box::new(open_regular(path, false, false)?))
+    }
+    fn read_at(&self, path: &Path, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+        let f = open_regular(path, false, false)?;
+        let size = f.metadata()?.len();
+        let n = len.min(size.saturating_sub(offset));
+        let mut buf = vec![0u8; usize::try_from(n).map_err(io::Error::other)?];
+        let mut done = 0;
+        while done < buf.len() {
+            match f.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(k) => done += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        buf.truncate(done);
+        Ok(buf)
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        File::open(dir)?.sync_all()
+        sync_dir(dir)
     }
     fn write_new_durable(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(MODE)
-            .open(path)?;
+        let mut f = create_exclusive(path, false)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-        if let Some(dir) = path.parent() {
-            self.sync_dir(dir)?;
+        sync_dir(parent_dir(path))
+    }
+    fn rename(&self, from: &Path, to: &Path, replace: bool) -> io::Result<()> {
+        if replace {
+            return std::fs::rename(from, to);
         }
-        Ok(())
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+            Ok(()) => Ok(()),
+            // File systems without RENAME_NOREPLACE: link(2) refuses an existing name too.
+            Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
+                std::fs::hard_link(from, to)?;
+                std::fs::remove_file(from)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+    fn save_range(&self, from: &Path, offset: u64, to: &Path) -> io::Result<u64> {
+        use std::io::{Seek, SeekFrom};
+        let mut src = open_regular(from, false, false)?;
+        src.seek(SeekFrom::Start(offset))?;
+        let mut dst = create_exclusive(to, false)?;
+        let n = io::copy(&mut src, &mut dst)?;
+        dst.sync_all()?;
+        sync_dir(parent_dir(to))?;
+        Ok(n)
     }
 }
 

@@ -39,6 +39,12 @@ pub struct Header {
     /// Application data (opaque to the ledger), e.g. the turn a fork was taken at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<serde_json::Value>,
+    /// Present on a ledger created for group commit ([`crate::Durability::Grouped`]): the most
+    /// bytes a writer may leave unsynced at any moment. Absent: appends are synced one by one,
+    /// so a crash can damage only the last line. Recovery reads its crash window from here
+    /// (see `scan`), so it is fixed when the ledger is created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsynced_bytes_max: Option<u64>,
 }
 
 impl Header {
@@ -51,6 +57,7 @@ impl Header {
             created_at: crate::frame::format_ts(jiff::Timestamp::now()),
             parent: None,
             meta: None,
+            unsynced_bytes_max: None,
         }
     }
 }
@@ -72,12 +79,7 @@ impl<'de> Payload<'de> for HeaderData {
 impl HeaderData {
     pub(crate) fn into_header(self, path: &Path, expected_format: Option<&str>) -> Result<Header> {
         let invalid = |msg: String| {
-            LedgerError::Corrupt(Box::new(Corruption {
-                path: path.to_path_buf(),
-                line: 1,
-                offset: 0,
-                problem: Problem::Invalid(msg),
-            }))
+            LedgerError::Corrupt(Box::new(Corruption::new(path, 1, 0, Problem::Invalid(msg))))
         };
         let format = self
             .0

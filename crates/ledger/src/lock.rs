@@ -9,52 +9,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use crate::error::{LedgerError, Result};
+pub use crate::holder::{Holder, hostname};
 use rustix::fs::{FlockOperation, flock};
-use serde::{Deserialize, Serialize};
-
-use crate::error::{HolderDisplay, LedgerError, Result};
-
-/// Who holds (or held) a writer lock.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Holder {
-    pub pid: u32,
-    pub host: String,
-    pub since: String,
-}
-
-impl Holder {
-    /// The current process.
-    pub fn current() -> Self {
-        Holder {
-            pid: std::process::id(),
-            host: hostname(),
-            since: crate::frame::format_ts(jiff::Timestamp::now()),
-        }
-    }
-
-    /// True when the holder runs on this host and its pid is alive.
-    pub fn is_alive_here(&self) -> bool {
-        if self.host != hostname() {
-            return false;
-        }
-        let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) else {
-            return false;
-        };
-        // Signal 0 checks existence; EPERM still means "exists".
-        match rustix::process::test_kill_process(pid) {
-            Ok(()) => true,
-            Err(e) => e == rustix::io::Errno::PERM,
-        }
-    }
-}
-
-/// This machine's host name.
-pub fn hostname() -> String {
-    rustix::system::uname()
-        .nodename()
-        .to_string_lossy()
-        .into_owned()
-}
 
 /// A held writer lock. Dropping it (or the process dying) releases it.
 #[derive(Debug)]
@@ -66,19 +23,14 @@ pub struct WriterLock {
 impl WriterLock {
     /// Takes the exclusive lock at `lock_path` without waiting.
     pub fn acquire(lock_path: &Path, session_path: &Path) -> Result<Self> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(lock_path)
-            .map_err(|e| LedgerError::io("open lock file", lock_path, e))?;
+        let mut file =
+            open_lock_file(lock_path).map_err(|e| LedgerError::open_failed(lock_path, e))?;
         match flock(&file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => {}
             Err(e) if e == rustix::io::Errno::WOULDBLOCK || e == rustix::io::Errno::AGAIN => {
                 return Err(LedgerError::Locked {
                     path: session_path.to_path_buf(),
-                    holder: HolderDisplay(read_holder_from(&mut file)),
+                    holder: read_holder_from(&mut file),
                 });
             }
             Err(e) => {
@@ -114,9 +66,36 @@ fn read_holder_from(file: &mut File) -> Option<Holder> {
     serde_json::from_slice(&buf).ok()
 }
 
-/// Reads who last took the lock at `lock_path`, without locking. `None` when unknown.
+/// Opens (creating, mode 0600) the lock file: never through a symlink (one planted there
+/// would have the holder text written into its target), never blocking, regular files only.
+fn open_lock_file(lock_path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(crate::fs::FILE_MODE)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
+        .open(lock_path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    crate::fs::NotRegularFile("a symbolic link"),
+                )
+            } else {
+                e
+            }
+        })?;
+    crate::fs::check_regular(&f)?;
+    Ok(f)
+}
+
+/// Reads who last took the lock at `lock_path`, without locking. `None` when unknown (or
+/// when the name is not a regular file).
 pub fn read_holder(lock_path: &Path) -> Option<Holder> {
-    let mut f = File::open(lock_path).ok()?;
+    let mut f = crate::fs::open_regular(lock_path, false, false).ok()?;
     read_holder_from(&mut f)
 }
 
@@ -126,7 +105,7 @@ pub fn read_holder(lock_path: &Path) -> Option<Holder> {
 /// a writer fail, because writers only ever try to lock once, at open, and a writer that
 /// loses that race gets the usual "in use" error and may retry.
 pub fn is_locked(lock_path: &Path) -> bool {
-    let Ok(f) = File::open(lock_path) else {
+    let Ok(f) = crate::fs::open_regular(lock_path, false, false) else {
         return false;
     };
     match flock(&f, FlockOperation::NonBlockingLockShared) {

@@ -3,13 +3,15 @@
 //! the writer is simply not there yet.
 
 use std::fs::File;
+
+use crate::fs::open_regular;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use crate::error::{LedgerError, Result};
 use crate::frame::{self, Envelope, Payload};
 use crate::header::Header;
-use crate::scan::{Cut, LineInfo, Scanner};
+use crate::scan::{CrashWindow, Cut, LineInfo, Scanner};
 use crate::writer::{Options, open_read};
 
 /// Reads the records of one ledger in order, checking each.
@@ -40,16 +42,17 @@ impl Reader {
             return Ok(reader);
         }
         let header_end = reader.scanner.good_len();
-        let size = std::fs::metadata(path)
+        let size = std::fs::symlink_metadata(path)
             .map_err(|e| LedgerError::io("stat", path, e))?
             .len();
         let (start, seq) = bisect(path, opts, header_end, size, after)?;
         if start > header_end {
-            let mut f = File::open(path).map_err(|e| LedgerError::io("open", path, e))?;
+            let mut f =
+                open_regular(path, false, false).map_err(|e| LedgerError::open_failed(path, e))?;
             f.seek(SeekFrom::Start(start))
                 .map_err(|e| LedgerError::io("seek", path, e))?;
-            reader.scanner =
-                Scanner::from_position(path, Box::new(f), opts.line_bytes_max, start, seq, seq);
+            let window = CrashWindow::of(&reader.header, opts.line_bytes_max);
+            reader.scanner = Scanner::from_position(path, Box::new(f), window, start, seq, seq);
         }
         reader.after = after;
         Ok(reader)
@@ -110,7 +113,7 @@ fn bisect(
     let mut lo = header_end;
     let mut lo_seq = 1;
     let mut hi = size;
-    let mut f = File::open(path).map_err(|e| LedgerError::io("open", path, e))?;
+    let mut f = open_regular(path, false, false).map_err(|e| LedgerError::open_failed(path, e))?;
     while hi.saturating_sub(lo) > WINDOW {
         let mid = lo + (hi - lo) / 2;
         match line_at_or_after(&mut f, mid, opts.line_bytes_max) {
@@ -157,15 +160,7 @@ pub struct Tail {
 /// Reads only the end of `path` (growing the window as needed, never past one line limit)
 /// and returns its last checksum-valid record. Does not validate the whole file.
 pub fn read_tail(path: &Path, opts: &Options) -> Result<Tail> {
-    let mut f = File::open(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            LedgerError::NotFound {
-                path: path.to_path_buf(),
-            }
-        } else {
-            LedgerError::io("open", path, e)
-        }
-    })?;
+    let mut f = open_regular(path, false, false).map_err(|e| LedgerError::open_failed(path, e))?;
     let size = f
         .metadata()
         .map_err(|e| LedgerError::io("stat", path, e))?
@@ -192,15 +187,17 @@ pub fn read_tail(path: &Path, opts: &Options) -> Result<Tail> {
             }
             None => {
                 if window >= cap {
-                    return Err(LedgerError::Corrupt(Box::new(crate::error::Corruption {
-                        path: path.to_path_buf(),
-                        line: 0,
-                        offset: start,
-                        problem: crate::error::Problem::LineTooLong {
-                            len: w,
-                            max: opts.line_bytes_max as u64,
-                        },
-                    })));
+                    return Err(LedgerError::Corrupt(Box::new(
+                        crate::error::Corruption::new(
+                            path,
+                            0,
+                            start,
+                            crate::error::Problem::LineTooLong {
+                                len: w,
+                                max: opts.line_bytes_max as u64,
+                            },
+                        ),
+                    )));
                 }
                 window *= 4;
                 continue;

@@ -1,17 +1,15 @@
 //! Diagnosis (`verify`) and the one destructive operation (`repair`), kept apart from the
 //! happy path. Repair never deletes data: the bytes it removes are first saved beside the
-//! file as `<file>.corrupt-<timestamp>` and synced.
+//! file as `<file>.cut-<timestamp>` and synced.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Corruption, LedgerError, Problem, Result};
 use crate::header::Header;
 use crate::id::validate_id;
+use crate::layout::{ledger_path, lock_path};
 use crate::scan::{Cut, scan_all};
-use crate::writer::{Options, check_header_id, ledger_path, lock_path, open_read};
+use crate::writer::{Options, check_header_id, open_read, save_aside};
 
 /// What `verify` found.
 #[derive(Debug, Clone)]
@@ -44,16 +42,10 @@ impl VerifyReport {
 
 /// Reads and checks every line of `path`, changing nothing. Takes no lock.
 pub fn verify_file(path: &Path, opts: &Options) -> Result<VerifyReport> {
-    let size = std::fs::metadata(path)
-        .map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                LedgerError::NotFound {
-                    path: path.to_path_buf(),
-                }
-            } else {
-                LedgerError::io("stat", path, e)
-            }
-        })?
+    // Open first: it refuses anything but a regular file, and then the size is the file's.
+    let reader = open_read(opts, path)?;
+    let size = std::fs::symlink_metadata(path)
+        .map_err(|e| LedgerError::io("stat", path, e))?
         .len();
     let mut report = VerifyReport {
         path: path.to_path_buf(),
@@ -62,7 +54,6 @@ pub fn verify_file(path: &Path, opts: &Options) -> Result<VerifyReport> {
         size,
         problems: Vec::new(),
     };
-    let reader = open_read(opts, path)?;
     let mut records = 0;
     match scan_all::<_, serde::de::IgnoredAny, _>(
         path,
@@ -136,6 +127,8 @@ pub struct RepairOutcome {
 pub fn repair(dir: &Path, id: &str, opts: &Options) -> Result<RepairOutcome> {
     validate_id(id)?;
     let path = ledger_path(dir, id);
+    // Before the lock, so a mistyped id leaves no lock file behind.
+    drop(open_read(opts, &path)?);
     let _lock = crate::lock::WriterLock::acquire(&lock_path(dir, id), &path)?;
     let reader = open_read(opts, &path)?;
     let cut = match scan_all::<_, serde::de::IgnoredAny, _>(
@@ -150,12 +143,14 @@ pub fn repair(dir: &Path, id: &str, opts: &Options) -> Result<RepairOutcome> {
             offset: c.offset,
             bytes: 0,
             line: c.line,
+            lines: 0,
             reason: c.problem.clone(),
         }),
         Err(LedgerError::NoHeader { .. }) => Some(Cut {
             offset: 0,
             bytes: 0,
             line: 1,
+            lines: 0,
             reason: Problem::Invalid("no complete header line".into()),
         }),
         Err(e) => return Err(e),
@@ -171,53 +166,24 @@ pub fn repair(dir: &Path, id: &str, opts: &Options) -> Result<RepairOutcome> {
             saved_to: None,
         });
     };
-    let aside = aside_path(&path);
-    let saved = save_tail(&path, cut.offset, &aside)?;
-    cut.bytes = saved;
-    let f = OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .map_err(|e| LedgerError::io("open for repair", &path, e))?;
-    f.set_len(cut.offset)
+    let saved = save_aside(opts, &path, cut.offset)?;
+    let (saved_to, bytes) = match saved {
+        Some((p, n)) => (Some(p), n),
+        None => (None, 0),
+    };
+    cut.bytes = bytes;
+    let f = opts
+        .fs
+        .open_append(&path)
+        .map_err(|e| LedgerError::open_failed(&path, e))?;
+    f.truncate(cut.offset)
         .map_err(|e| LedgerError::io("truncate", &path, e))?;
-    f.sync_all()
-        .map_err(|e| LedgerError::io("fsync", &path, e))?;
+    f.sync_data()
+        .map_err(|e| LedgerError::io("fdatasync", &path, e))?;
     Ok(RepairOutcome {
         path,
         kept_bytes: cut.offset,
         removed: Some(cut),
-        saved_to: Some(aside),
+        saved_to,
     })
-}
-
-/// `<file>.corrupt-<UTC timestamp>`; unique within this process.
-pub(crate) fn aside_path(path: &Path) -> PathBuf {
-    let ts = jiff::Timestamp::now()
-        .strftime("%Y%m%dT%H%M%S%.6fZ")
-        .to_string();
-    let mut name = path.as_os_str().to_owned();
-    name.push(format!(".corrupt-{ts}"));
-    PathBuf::from(name)
-}
-
-/// Copies `path[from..]` into a new file `aside`, synced, with its directory synced.
-fn save_tail(path: &Path, from: u64, aside: &Path) -> Result<u64> {
-    let mut src = File::open(path).map_err(|e| LedgerError::io("open", path, e))?;
-    src.seek(SeekFrom::Start(from))
-        .map_err(|e| LedgerError::io("seek", path, e))?;
-    let mut dst = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(aside)
-        .map_err(|e| LedgerError::io("create", aside, e))?;
-    let n = std::io::copy(&mut src, &mut dst).map_err(|e| LedgerError::io("copy", aside, e))?;
-    dst.sync_all()
-        .map_err(|e| LedgerError::io("fsync", aside, e))?;
-    if let Some(dir) = aside.parent() {
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| LedgerError::io("fsync directory", dir, e))?;
-    }
-    Ok(n)
 }

@@ -1,13 +1,23 @@
 //! Reading a ledger file line by line, validating as it goes, and deciding where a crash
-//! left debris. This is the one place that knows the recovery rules:
+//! left debris. This is the one place that knows the recovery rule (written down for users in
+//! `docs/FORMAT.md`):
 //!
-//! * bytes after the last `\n` are a torn tail: never visible, cut before the next append;
-//! * a complete line that fails its checksum (or is malformed, or too long) is crash debris
-//!   only when no checksum-valid line follows it, or when it contains NUL bytes (sectors lost
-//!   at a power cut); debris and everything after it is cut;
-//! * every other problem — a checksum-valid line with the wrong seq, a header in the wrong
-//!   place, bad members, a failed checksum followed by valid lines — is corruption: reported
-//!   with file, line, offset, expected and found, and never skipped.
+//! A crash can damage only bytes that were not yet synced, and the ledger bounds how many
+//! those can be — its **crash window**:
+//! * a ledger appended record by record (the default) syncs each line before the next is
+//!   written, so only the last write, one line of at most `line_bytes_max + 1` bytes, can be
+//!   damaged, and no record can follow a damaged one;
+//! * a ledger created for group commit names in its header the most bytes a writer may leave
+//!   unsynced (`unsynced_bytes_max`); inside that span a lost sector may sit before records
+//!   that survived (none of them acknowledged).
+//!
+//! The first damaged line (torn, failing its checksum, malformed, too long, or holding NUL
+//! bytes — none of which is by itself evidence of a crash) starts the **damage**, which runs to
+//! the end of the file. It is crash debris — invisible to readers, cut (and saved aside) by the
+//! next writer — only when it fits the window: at most `unsynced_bytes_max` bytes on a
+//! group-commit ledger, or at most one line and followed by no checksum-valid record with a
+//! later seq. Anything else is corruption: reported with file, line, offset, expected and
+//! found, and never skipped or cut without `lazarus sessions repair`.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -36,8 +46,47 @@ pub struct Cut {
     pub bytes: u64,
     /// Line number of the first cut line.
     pub line: u64,
+    /// Lines (complete or torn) in the cut region.
+    pub lines: u64,
     /// Why the first cut line is not part of the log.
     pub reason: Problem,
+}
+
+/// How much of a file's end a crash can have left damaged (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrashWindow {
+    /// Longest line, newline excluded.
+    pub line_bytes_max: u64,
+    /// Group-commit ledgers: the most bytes left unsynced at any moment.
+    pub unsynced_bytes_max: Option<u64>,
+}
+
+impl CrashWindow {
+    /// The window of a ledger with `header`, read with lines of at most `line_bytes_max`.
+    pub fn of(header: &Header, line_bytes_max: usize) -> Self {
+        CrashWindow {
+            line_bytes_max: line_bytes_max as u64,
+            unsynced_bytes_max: header.unsynced_bytes_max,
+        }
+    }
+
+    /// Record-by-record appends: only the last line can be damaged.
+    pub fn per_record(line_bytes_max: usize) -> Self {
+        CrashWindow {
+            line_bytes_max: line_bytes_max as u64,
+            unsynced_bytes_max: None,
+        }
+    }
+
+    /// Whether damage spanning `span` bytes to the end of the file, followed (or not) by a
+    /// checksum-valid record with a later seq, can be what a crash left.
+    fn is_crash_debris(&self, span: u64, later_record: bool) -> bool {
+        if self.unsynced_bytes_max.is_some_and(|g| span <= g) {
+            return true;
+        }
+        // One write of one line: nothing written after it can have survived as a record.
+        span <= self.line_bytes_max + 1 && !later_record
+    }
 }
 
 enum Raw {
@@ -143,12 +192,12 @@ pub struct ScanReport {
 }
 
 fn corruption(path: &Path, info: LineInfo, problem: Problem) -> LedgerError {
-    LedgerError::Corrupt(Box::new(Corruption {
-        path: path.to_path_buf(),
-        line: info.line,
-        offset: info.offset,
+    LedgerError::Corrupt(Box::new(Corruption::new(
+        path,
+        info.line,
+        info.offset,
         problem,
-    }))
+    )))
 }
 
 /// A validating, streaming reader over the records of one file.
@@ -156,6 +205,7 @@ pub struct Scanner<R> {
     current: LineInfo,
     src: LineSource<R>,
     path: PathBuf,
+    window: CrashWindow,
     expected_seq: u64,
     good_len: u64,
     cut: Option<Cut>,
@@ -172,14 +222,8 @@ impl<R: Read> Scanner<R> {
     ) -> Result<(Self, Header)> {
         let mut src = LineSource::new(path, r, 0, 0, max);
         let (raw, info) = src.next_raw()?;
-        let corrupt = |problem| {
-            LedgerError::Corrupt(Box::new(Corruption {
-                path: path.to_path_buf(),
-                line: 1,
-                offset: 0,
-                problem,
-            }))
-        };
+        let corrupt =
+            |problem| LedgerError::Corrupt(Box::new(Corruption::new(path, 1, 0, problem)));
         match raw {
             Raw::Eof | Raw::Torn { .. } => {
                 return Err(LedgerError::NoHeader {
@@ -215,6 +259,7 @@ impl<R: Read> Scanner<R> {
             current: info,
             src,
             path: path.to_path_buf(),
+            window: CrashWindow::of(&header, max),
             expected_seq: 1,
             good_len: info.len,
             cut: None,
@@ -227,11 +272,12 @@ impl<R: Read> Scanner<R> {
     pub(crate) fn from_position(
         path: &Path,
         r: R,
-        max: usize,
+        window: CrashWindow,
         offset: u64,
         line_no: u64,
         expected_seq: u64,
     ) -> Self {
+        let max = window.line_bytes_max as usize;
         Scanner {
             current: LineInfo {
                 line: line_no,
@@ -240,15 +286,12 @@ impl<R: Read> Scanner<R> {
             },
             src: LineSource::new(path, r, offset, line_no, max),
             path: path.to_path_buf(),
+            window,
             expected_seq,
             good_len: offset,
             cut: None,
             done: false,
         }
-    }
-
-    fn corrupt(&self, info: LineInfo, problem: Problem) -> LedgerError {
-        corruption(&self.path, info, problem)
     }
 
     /// The next good record, typed by `P`; `None` at the end of the log.
@@ -324,7 +367,7 @@ impl<R: Read> Scanner<R> {
     }
 
     /// Reads the next line whose framing (checksum) is good into the buffer.
-    /// `false` at the end of the log (torn tail or debris recorded in `cut`).
+    /// `false` at the end of the log (debris after it recorded in `cut`).
     fn advance(&mut self) -> Result<bool> {
         if self.done {
             return Ok(false);
@@ -335,81 +378,78 @@ impl<R: Read> Scanner<R> {
                 self.done = true;
                 return Ok(false);
             }
-            Raw::Torn { len } => {
-                self.done = true;
-                self.cut = Some(Cut {
-                    offset: info.offset,
-                    bytes: len,
-                    line: info.line,
-                    reason: Problem::TornTail { bytes: len },
-                });
-                return Ok(false);
-            }
+            Raw::Torn { len } => Err(Problem::TornTail { bytes: len }),
             Raw::TooLong { len } => Err(Problem::LineTooLong {
                 len,
                 max: self.src.max as u64,
             }),
-            Raw::Line => {
-                if self.src.buf.contains(&0) {
-                    Err(Problem::NulBytes)
-                } else {
-                    frame::check_crc(&self.src.buf)
-                }
-            }
+            Raw::Line => line_framing(&self.src.buf),
         };
         if let Err(problem) = framing {
-            self.classify_invalid(info, problem)?;
+            self.classify_damage(info, problem)?;
             return Ok(false);
         }
         self.current = info;
         Ok(true)
     }
 
-    /// An invalid complete line: debris if nothing valid follows (or it holds NUL bytes),
-    /// corruption otherwise.
-    fn classify_invalid(&mut self, first: LineInfo, problem: Problem) -> Result<()> {
-        let file_end_guess;
-        if problem != Problem::NulBytes {
+    /// The first damaged line, at `first`: crash debris if the damage from here to the end
+    /// of the file fits the crash window, corruption otherwise (see the module docs).
+    fn classify_damage(&mut self, first: LineInfo, problem: Problem) -> Result<()> {
+        let mut end = first.offset + first.len;
+        let mut lines = 1;
+        // The first checksum-valid line with a seq after the damaged one: a record written
+        // after it.
+        let mut later: Option<(u64, u64)> = None;
+        if !matches!(problem, Problem::TornTail { .. }) {
             loop {
                 let (raw, info) = self.src.next_raw()?;
-                match raw {
-                    Raw::Eof | Raw::Torn { .. } => {
-                        file_end_guess = info.offset + info.len;
-                        break;
-                    }
-                    Raw::TooLong { .. } => continue,
-                    Raw::Line => {
-                        if self.src.buf.contains(&0) {
-                            // Lost sectors from here on: everything after is debris too.
-                            file_end_guess = self.drain_to_end()?;
-                            break;
-                        }
-                        if frame::check_crc(&self.src.buf).is_ok() {
-                            return Err(self.corrupt(first, problem));
-                        }
-                    }
+                if let Raw::Eof = raw {
+                    break;
+                }
+                lines += 1;
+                end = info.offset + info.len;
+                if later.is_none()
+                    && let Raw::Line = raw
+                    && line_framing(&self.src.buf).is_ok()
+                    && let Ok(env) = frame::decode_envelope::<serde::de::IgnoredAny>(&self.src.buf)
+                    && env.seq > self.expected_seq
+                {
+                    later = Some((info.line, env.seq));
                 }
             }
-        } else {
-            file_end_guess = self.drain_to_end()?;
+        }
+        let span = end - first.offset;
+        if !self.window.is_crash_debris(span, later.is_some()) {
+            let why = match later {
+                Some((line, seq)) => format!(
+                    "a valid record follows it (line {line}, seq {seq}), so it was already durable: this is damage, not crash debris"
+                ),
+                None => format!(
+                    "{span} bytes from here to the end of the file, more than a crash can leave unsynced ({} bytes)",
+                    self.window_bytes()
+                ),
+            };
+            return Err(LedgerError::Corrupt(Box::new(
+                Corruption::new(&self.path, first.line, first.offset, problem).with_context(why),
+            )));
         }
         self.done = true;
         self.cut = Some(Cut {
             offset: first.offset,
-            bytes: file_end_guess - first.offset,
+            bytes: span,
             line: first.line,
+            lines,
             reason: problem,
         });
         Ok(())
     }
 
-    fn drain_to_end(&mut self) -> Result<u64> {
-        loop {
-            let (raw, info) = self.src.next_raw()?;
-            if let Raw::Eof | Raw::Torn { .. } = raw {
-                return Ok(info.offset + info.len);
-            }
-        }
+    fn window_bytes(&self) -> u64 {
+        let one_line = self.window.line_bytes_max + 1;
+        self.window
+            .unsynced_bytes_max
+            .map_or(one_line, |g| g.max(one_line))
     }
 
     /// Debris after the log, known once `next_record` returned `None`.
@@ -433,6 +473,33 @@ impl<R: Read> Scanner<R> {
     }
 }
 
+/// The framing check of one complete line: NUL bytes (what a lost sector often reads back
+/// as) are named as such; otherwise the checksum decides.
+fn line_framing(line: &[u8]) -> std::result::Result<(), Problem> {
+    if memchr::memchr(0, line).is_some() {
+        return Err(Problem::NulBytes);
+    }
+    frame::check_crc(line)
+}
+
+/// True when some complete line of `r` passes its checksum (header or record): the file
+/// holds data, however damaged its start.
+pub(crate) fn any_valid_line<R: Read>(path: &Path, r: R, max: usize) -> Result<bool> {
+    let mut src = LineSource::new(path, r, 0, 0, max);
+    loop {
+        let (raw, _) = src.next_raw()?;
+        match raw {
+            Raw::Eof | Raw::Torn { .. } => return Ok(false),
+            Raw::TooLong { .. } => {}
+            Raw::Line => {
+                if line_framing(&src.buf).is_ok() {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+}
+
 /// Reads a whole file, validating every line, calling `on_record` for each good record.
 pub(crate) fn scan_all<R: Read, P, F>(
     path: &Path,
@@ -453,15 +520,15 @@ where
         };
         let seq = env.seq;
         if let Err(problem) = on_record(info, env) {
-            return Err(LedgerError::Corrupt(Box::new(Corruption {
-                path: path.to_path_buf(),
-                line: info.line,
-                offset: info.offset,
-                problem: match problem {
+            return Err(LedgerError::Corrupt(Box::new(Corruption::new(
+                path,
+                info.line,
+                info.offset,
+                match problem {
                     Problem::Malformed(m) => Problem::Invalid(format!("seq {seq}: {m}")),
                     p => p,
                 },
-            })));
+            ))));
         }
         lines += 1;
     }

@@ -1,6 +1,5 @@
-//! The writer: exclusive create, open with recovery, durable append, group commit.
+//! The writer: atomic create, open with recovery, durable append, group commit.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -13,22 +12,30 @@ use crate::frame::{self, Envelope, Payload};
 use crate::fs::{LedgerFile, SharedFs};
 use crate::header::Header;
 use crate::id::validate_id;
+use crate::layout::{creating_path, cut_path, ledger_path, lock_path};
 use crate::lock::WriterLock;
-use crate::scan::{Cut, LineInfo, ScanReport, Scanner, scan_all};
+use crate::scan::{CrashWindow, Cut, LineInfo, ScanReport, Scanner, scan_all};
 
 /// Default maximum line size: 16 MiB.
 pub const LINE_BYTES_MAX_DEFAULT: usize = 16 * 1024 * 1024;
 
+/// Default bound on the bytes a group-commit writer leaves unsynced: 1 MiB.
+pub const UNSYNCED_BYTES_MAX_DEFAULT: usize = 1024 * 1024;
+
 /// When an append is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
-    /// Every append is written and `fdatasync`ed before it returns (the default).
+    /// Every append is written and `fdatasync`ed before it returns (the default). A crash can
+    /// damage only the last line.
     #[default]
     PerRecord,
     /// Concurrent appends share one `fdatasync`; each returns only after the sync that covers
-    /// its bytes. For bulk writers with many threads.
+    /// its bytes. For bulk writers with many threads. Chosen when a ledger is created (its
+    /// header then names [`Options::unsynced_bytes_max`], the crash window recovery honours);
+    /// a ledger created for per-record appends refuses it.
     Grouped,
-    /// No sync at all: for tests and throwaway data only.
+    /// No sync at all: for tests and throwaway data only (after a power cut the file may need
+    /// `repair`).
     None,
 }
 
@@ -38,6 +45,9 @@ pub struct Options {
     pub durability: Durability,
     /// Longest line accepted, newline excluded.
     pub line_bytes_max: usize,
+    /// For a ledger created with [`Durability::Grouped`]: the most bytes a writer may leave
+    /// unsynced at any moment (a single longer line is written alone). Recorded in the header.
+    pub unsynced_bytes_max: usize,
     /// The application format name the header must carry (`None`: accept any).
     pub format: Option<String>,
     /// File system to use (the real one unless a test simulates power loss).
@@ -57,6 +67,7 @@ impl Default for Options {
         Options {
             durability: Durability::PerRecord,
             line_bytes_max: LINE_BYTES_MAX_DEFAULT,
+            unsynced_bytes_max: UNSYNCED_BYTES_MAX_DEFAULT,
             format: None,
             fs: crate::fs::real(),
             lock: true,
@@ -71,20 +82,11 @@ impl std::fmt::Debug for Options {
         f.debug_struct("Options")
             .field("durability", &self.durability)
             .field("line_bytes_max", &self.line_bytes_max)
+            .field("unsynced_bytes_max", &self.unsynced_bytes_max)
             .field("format", &self.format)
             .field("lock", &self.lock)
             .finish_non_exhaustive()
     }
-}
-
-/// Path of the ledger file for `id` in `dir`.
-pub fn ledger_path(dir: &Path, id: &str) -> PathBuf {
-    dir.join(format!("{id}.jsonl"))
-}
-
-/// Path of the writer lock file for `id` in `dir`.
-pub fn lock_path(dir: &Path, id: &str) -> PathBuf {
-    dir.join(format!("{id}.lock"))
 }
 
 /// Where an acknowledged record landed.
@@ -141,6 +143,8 @@ impl std::fmt::Debug for Writer {
 pub struct Recovery {
     /// Debris that was cut from the end of the file, if any.
     pub cut: Option<Cut>,
+    /// Where the cut bytes were saved (always, before the cut).
+    pub saved_to: Option<PathBuf>,
     /// Number of good records, header excluded.
     pub records: u64,
 }
@@ -153,12 +157,41 @@ fn lock_if(opts: &Options, dir: &Path, id: &str, path: &Path) -> Result<Option<W
     }
 }
 
+/// Saves `ledger[from..]` beside it under a new `*.cut-<time>` name, durably, before those
+/// bytes are cut. `None` when there is nothing after `from`.
+pub(crate) fn save_aside(
+    opts: &Options,
+    ledger: &Path,
+    from: u64,
+) -> Result<Option<(PathBuf, u64)>> {
+    let mut attempt = 0;
+    loop {
+        let aside = cut_path(ledger, attempt);
+        match opts.fs.save_range(ledger, from, &aside) {
+            Ok(0) => {
+                // Nothing was there after all: leave no empty file behind.
+                let _ = opts.fs.remove_file(&aside);
+                return Ok(None);
+            }
+            Ok(n) => return Ok(Some((aside, n))),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 1000 => {
+                attempt += 1;
+            }
+            Err(e) => return Err(LedgerError::io("save the bytes to be cut", &aside, e)),
+        }
+    }
+}
+
 impl Writer {
     /// Creates a new ledger `dir/<id>.jsonl` holding `header` (plus `prefix`, already-encoded
-    /// lines with seq 1, 2, …, used by fork), syncs it and its directory. Never overwrites an
-    /// existing ledger.
-    pub fn create(dir: &Path, header: Header, prefix: &[u8], opts: Options) -> Result<Writer> {
+    /// lines with seq 1, 2, …, used by fork). Atomic: the lines are written to a hidden
+    /// temporary name and synced, then renamed into place (never over an existing ledger) and
+    /// the directory synced — a crash leaves either no ledger or a whole one.
+    pub fn create(dir: &Path, mut header: Header, prefix: &[u8], opts: Options) -> Result<Writer> {
         validate_id(&header.id)?;
+        if opts.durability == Durability::Grouped {
+            header.unsynced_bytes_max = Some(opts.unsynced_bytes_max as u64);
+        }
         let id = header.id.clone();
         let path = ledger_path(dir, &id);
         let lock = lock_if(&opts, dir, &id, &path)?;
@@ -168,8 +201,14 @@ impl Writer {
         // Check the prefix is a run of good lines with seq 1.. before writing anything.
         let mut next_seq = 1;
         if !prefix.is_empty() {
-            let mut sc =
-                Scanner::from_position(&path, prefix, opts.line_bytes_max, line.len() as u64, 1, 1);
+            let mut sc = Scanner::from_position(
+                &path,
+                prefix,
+                CrashWindow::per_record(opts.line_bytes_max),
+                line.len() as u64,
+                1,
+                1,
+            );
             while sc.next_record::<serde::de::IgnoredAny>()?.is_some() {}
             if sc.cut().is_some() {
                 return Err(LedgerError::Serialize(
@@ -179,34 +218,14 @@ impl Writer {
             next_seq = sc.next_seq();
         }
         line.extend_from_slice(prefix);
-        let file = match opts.fs.create_new(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                reclaim_headerless(&opts, &path)?
-            }
-            Err(e) => return Err(LedgerError::io("create", &path, e)),
-        };
-        let w = Writer::assemble(path, header, file, opts, lock, 0, 0);
-        w.write_pieces(&line)?;
-        w.file
-            .sync_data()
-            .map_err(|e| LedgerError::io("fdatasync", &w.path, e))?;
-        w.opts
-            .fs
-            .sync_dir(dir)
-            .map_err(|e| LedgerError::io("fsync directory", dir, e))?;
-        {
-            let mut st = w.lock_state();
-            st.len = line.len() as u64;
-            st.next_seq = next_seq;
-        }
-        w.written_len.store(line.len() as u64, Ordering::SeqCst);
-        w.sync_state().synced_len = line.len() as u64;
-        Ok(w)
+        let replace = reclaim_headerless(&opts, &path)?;
+        let file = write_into_place(&opts, dir, &id, &path, &line, replace)?;
+        let len = line.len() as u64;
+        Writer::assemble(path, header, file, opts, lock, next_seq, len)
     }
 
     /// Creates a ledger from complete, exported lines (header first), byte for byte, after
-    /// checking every line. Never overwrites; syncs the file and its directory.
+    /// checking every line. Never overwrites; atomic like [`Writer::create`].
     pub fn import(dir: &Path, bytes: &[u8], opts: Options) -> Result<Writer> {
         let (mut sc, header) = Scanner::from_start(
             Path::new("<import>"),
@@ -226,28 +245,14 @@ impl Writer {
         let id = header.id.clone();
         let path = ledger_path(dir, &id);
         let lock = lock_if(&opts, dir, &id, &path)?;
-        let file = opts.fs.create_new(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                LedgerError::AlreadyExists { path: path.clone() }
-            } else {
-                LedgerError::io("create", &path, e)
-            }
-        })?;
-        let w = Writer::assemble(path, header, file, opts, lock, next_seq, bytes.len() as u64);
-        w.write_pieces(bytes)?;
-        w.file
-            .sync_data()
-            .map_err(|e| LedgerError::io("fdatasync", &w.path, e))?;
-        w.opts
-            .fs
-            .sync_dir(dir)
-            .map_err(|e| LedgerError::io("fsync directory", dir, e))?;
-        Ok(w)
+        let file = write_into_place(&opts, dir, &id, &path, bytes, false)?;
+        Writer::assemble(path, header, file, opts, lock, next_seq, bytes.len() as u64)
     }
 
     /// Opens an existing ledger for appending: takes the lock, reads and validates every line
-    /// (calling `on_record` for each, typed by `P`), cuts crash debris after the last good
-    /// record (reported in [`Recovery`]), and refuses a corrupt file.
+    /// (calling `on_record` for each, typed by `P`), and refuses a corrupt file. Crash debris
+    /// after the last good record (see [`crate::scan`]) is first saved beside the file, then
+    /// cut; both are reported in [`Recovery`].
     pub fn open_with<P, F>(
         dir: &Path,
         id: &str,
@@ -274,18 +279,23 @@ impl Writer {
             .fs
             .open_append(&path)
             .map_err(|e| LedgerError::io("open for append", &path, e))?;
+        let mut saved_to = None;
         if let Some(cut) = &report.cut {
+            let saved = save_aside(&opts, &path, report.good_len)?;
             tracing::warn!(
                 path = %path.display(),
                 offset = cut.offset,
                 bytes = cut.bytes,
+                lines = cut.lines,
                 reason = %cut.reason,
-                "cutting crash debris after the last good record"
+                saved_to = %saved.as_ref().map(|(p, _)| p.display().to_string()).unwrap_or_default(),
+                "cutting crash debris after the last good record (saved beside the file first)"
             );
             file.truncate(report.good_len)
                 .map_err(|e| LedgerError::io("truncate", &path, e))?;
             file.sync_data()
                 .map_err(|e| LedgerError::io("fdatasync", &path, e))?;
+            saved_to = saved.map(|(p, _)| p);
         }
         let ScanReport {
             header,
@@ -294,11 +304,12 @@ impl Writer {
             cut,
             ..
         } = report;
-        let w = Writer::assemble(path, header, file, opts, lock, last_seq + 1, good_len);
+        let w = Writer::assemble(path, header, file, opts, lock, last_seq + 1, good_len)?;
         Ok((
             w,
             Recovery {
                 cut,
+                saved_to,
                 records: last_seq,
             },
         ))
@@ -317,8 +328,11 @@ impl Writer {
         lock: Option<WriterLock>,
         next_seq: u64,
         len: u64,
-    ) -> Writer {
-        Writer {
+    ) -> Result<Writer> {
+        if opts.durability == Durability::Grouped && header.unsynced_bytes_max.is_none() {
+            return Err(LedgerError::DurabilityMismatch { path });
+        }
+        Ok(Writer {
             path,
             header,
             file,
@@ -337,7 +351,7 @@ impl Writer {
             poisoned: AtomicBool::new(false),
             poison_cause: Mutex::new(String::new()),
             _lock: lock,
-        }
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -378,6 +392,8 @@ impl Writer {
         self.check_poison()?;
         let ts = frame::format_ts(jiff::Timestamp::now());
         let mut st = self.lock_state();
+        // Again under the lock: a failed sync may have cut the file back meanwhile.
+        self.check_poison()?;
         let seq = st.next_seq;
         let mut buf = std::mem::take(&mut st.buf);
         frame::encode_line(&mut buf, seq, &ts, kind, data_json);
@@ -389,8 +405,14 @@ impl Writer {
                 max: self.opts.line_bytes_max,
             });
         }
+        if self.opts.durability == Durability::Grouped
+            && let Err(e) = self.make_room(&st, line_len as u64)
+        {
+            st.buf = buf;
+            return Err(e);
+        }
         let offset = st.len;
-        let written = self.write_pieces(&buf);
+        let written = write_in_pieces(&*self.file, &buf, &self.opts, &self.path);
         st.buf = buf;
         if let Err(e) = written {
             // A failed write may have left part of a line: cut it back, or give up the handle.
@@ -410,13 +432,13 @@ impl Writer {
         };
         match self.opts.durability {
             Durability::None => Ok(appended),
-            Durability::PerRecord => {
-                if let Err(e) = self.file.sync_data() {
-                    self.poison(e.to_string());
-                    return Err(LedgerError::io("fdatasync", &self.path, e));
+            Durability::PerRecord => match self.file.sync_data() {
+                Ok(()) => Ok(appended),
+                Err(e) => {
+                    st.len = offset;
+                    Err(self.fail_sync(offset, e))
                 }
-                Ok(appended)
-            }
+            },
             Durability::Grouped => {
                 self.written_len.store(end, Ordering::SeqCst);
                 drop(st);
@@ -424,6 +446,23 @@ impl Writer {
                 Ok(appended)
             }
         }
+    }
+
+    /// Group commit keeps the unsynced bytes within the ledger's crash window: before a line
+    /// that would overflow it is written, everything written so far is synced (so a line
+    /// longer than the window is written alone). Called holding the state lock, so nobody
+    /// writes meanwhile.
+    fn make_room(&self, st: &State, line_len: u64) -> Result<()> {
+        let max = self
+            .header
+            .unsynced_bytes_max
+            .unwrap_or(UNSYNCED_BYTES_MAX_DEFAULT as u64);
+        let synced = self.sync_state().synced_len;
+        let unsynced = st.len - synced;
+        if unsynced == 0 || unsynced + line_len <= max {
+            return Ok(());
+        }
+        self.wait_synced(st.len)
     }
 
     /// Group commit: wait until a sync covers `end`, leading one if none is running.
@@ -436,16 +475,22 @@ impl Writer {
             }
             if !s.syncing {
                 s.syncing = true;
+                // What this sync covers: the bytes written before it starts. Read before the
+                // sync, never after: bytes written while it runs are not covered.
                 let target = self.written_len.load(Ordering::SeqCst);
+                let durable = s.synced_len;
                 drop(s);
                 let r = self.file.sync_data();
+                let failed = r.err().map(|e| self.fail_sync(durable, e));
                 s = self.sync_state();
                 s.syncing = false;
-                match r {
-                    Ok(()) => s.synced_len = s.synced_len.max(target),
-                    Err(e) => self.poison(e.to_string()),
+                if failed.is_none() {
+                    s.synced_len = s.synced_len.max(target);
                 }
                 self.synced.notify_all();
+                if let Some(e) = failed {
+                    return Err(e);
+                }
                 continue;
             }
             s = self
@@ -455,28 +500,38 @@ impl Writer {
         }
     }
 
-    fn write_pieces(&self, buf: &[u8]) -> Result<()> {
-        let pieces = self.opts.write_pieces.max(1);
-        if pieces == 1 {
-            return self
-                .file
-                .append(buf)
-                .map_err(|e| LedgerError::io("write", &self.path, e));
-        }
-        let step = buf.len().div_ceil(pieces).max(1);
-        for chunk in buf.chunks(step) {
-            self.file
-                .append(chunk)
-                .map_err(|e| LedgerError::io("write", &self.path, e))?;
-            if !self.opts.piece_pause.is_zero() {
-                std::thread::sleep(self.opts.piece_pause);
+    /// After a failed `fdatasync`. Linux may have dropped the dirty pages: reads still show
+    /// the bytes, and a retried fsync "succeeds" without ever writing them. So the writer never
+    /// retries; it poisons itself, saves the bytes after `durable_len` (the last synced end)
+    /// aside, and cuts the file back to it, so nobody reopening the session builds on records
+    /// that are not on the disk. Needs no lock beyond the poison flag: appenders check it
+    /// before writing.
+    fn fail_sync(&self, durable_len: u64, cause: std::io::Error) -> LedgerError {
+        let mut note = format!("fdatasync failed: {cause}");
+        self.poison(note.clone());
+        match save_aside(&self.opts, &self.path, durable_len) {
+            Ok(Some((p, n))) => {
+                note.push_str(&format!("; {n} unsynced bytes saved to {}", p.display()))
             }
+            Ok(None) => {}
+            Err(e) => note.push_str(&format!("; the unsynced bytes could not be saved: {e}")),
         }
-        Ok(())
+        match self
+            .file
+            .truncate(durable_len)
+            .and_then(|()| self.file.sync_data())
+        {
+            Ok(()) => note.push_str("; the file was cut back to its last durable record"),
+            Err(e) => note.push_str(&format!(
+                "; the file could not be cut back to its last durable record ({e}): check the disk before reopening the session"
+            )),
+        }
+        tracing::error!(path = %self.path.display(), cause = %note, "writer poisoned");
+        *self.poison_cause.lock().unwrap_or_else(|p| p.into_inner()) = note;
+        LedgerError::io("fdatasync", &self.path, cause)
     }
 
     fn poison(&self, cause: String) {
-        tracing::error!(path = %self.path.display(), %cause, "fsync failed; writer poisoned");
         *self.poison_cause.lock().unwrap_or_else(|p| p.into_inner()) = cause;
         self.poisoned.store(true, Ordering::SeqCst);
     }
@@ -496,7 +551,7 @@ impl Writer {
         Ok(())
     }
 
-    /// True once an fsync failed; every later append fails.
+    /// True once an fsync (or undoing a failed write) failed; every later append fails.
     pub fn is_poisoned(&self) -> bool {
         self.poisoned.load(Ordering::SeqCst)
     }
@@ -510,62 +565,119 @@ impl Writer {
     }
 }
 
-pub(crate) fn open_read(opts: &Options, path: &Path) -> Result<Box<dyn Read + Send>> {
-    opts.fs.open_read(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            LedgerError::NotFound {
-                path: path.to_path_buf(),
-            }
-        } else {
-            LedgerError::io("open", path, e)
+fn write_in_pieces(file: &dyn LedgerFile, buf: &[u8], opts: &Options, path: &Path) -> Result<()> {
+    let pieces = opts.write_pieces.max(1);
+    if pieces == 1 {
+        return file
+            .append(buf)
+            .map_err(|e| LedgerError::io("write", path, e));
+    }
+    let step = buf.len().div_ceil(pieces).max(1);
+    for chunk in buf.chunks(step) {
+        file.append(chunk)
+            .map_err(|e| LedgerError::io("write", path, e))?;
+        if !opts.piece_pause.is_zero() {
+            std::thread::sleep(opts.piece_pause);
         }
-    })
-}
-
-pub(crate) fn check_header_id(path: &Path, header: &Header, id: &str) -> Result<()> {
-    if header.id != id {
-        return Err(LedgerError::Corrupt(Box::new(crate::error::Corruption {
-            path: path.to_path_buf(),
-            line: 1,
-            offset: 0,
-            problem: Problem::Invalid(format!(
-                "header names session {:?} but the file is named for {id:?}",
-                header.id
-            )),
-        })));
     }
     Ok(())
 }
 
-/// An existing file at a new session's path: if its creation never completed (no complete
-/// header line), its bytes are set aside and the file is reused; otherwise it is a session.
-fn reclaim_headerless(opts: &Options, path: &Path) -> Result<Box<dyn LedgerFile>> {
-    let reader = open_read(opts, path)?;
+/// Writes `bytes` as the new ledger `path`: into the hidden temporary name first, synced,
+/// then renamed into place (over `path` only when `replace`, i.e. after its bytes were set
+/// aside) and the directory synced. Returns the file, open for appending.
+fn write_into_place(
+    opts: &Options,
+    dir: &Path,
+    id: &str,
+    path: &Path,
+    bytes: &[u8],
+    replace: bool,
+) -> Result<Box<dyn LedgerFile>> {
+    let tmp = creating_path(dir, id);
+    let file = match opts.fs.create_new(&tmp) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            // Left by a creation that crashed before it was acknowledged; we hold the lock.
+            opts.fs
+                .remove_file(&tmp)
+                .map_err(|e| LedgerError::io("remove", &tmp, e))?;
+            opts.fs
+                .create_new(&tmp)
+                .map_err(|e| LedgerError::io("create", &tmp, e))?
+        }
+        Err(e) => return Err(LedgerError::io("create", &tmp, e)),
+    };
+    let written = write_in_pieces(&*file, bytes, opts, &tmp).and_then(|()| {
+        file.sync_data()
+            .map_err(|e| LedgerError::io("fdatasync", &tmp, e))
+    });
+    if let Err(e) = written {
+        let _ = opts.fs.remove_file(&tmp);
+        return Err(e);
+    }
+    if let Err(e) = opts.fs.rename(&tmp, path, replace) {
+        let _ = opts.fs.remove_file(&tmp);
+        return Err(if e.kind() == std::io::ErrorKind::AlreadyExists {
+            LedgerError::AlreadyExists {
+                path: path.to_path_buf(),
+            }
+        } else {
+            LedgerError::io("rename into place", path, e)
+        });
+    }
+    opts.fs
+        .sync_dir(dir)
+        .map_err(|e| LedgerError::io("fsync directory", dir, e))?;
+    Ok(file)
+}
+
+pub(crate) fn open_read(opts: &Options, path: &Path) -> Result<Box<dyn std::io::Read + Send>> {
+    opts.fs
+        .open_read(path)
+        .map_err(|e| LedgerError::open_failed(path, e))
+}
+
+pub(crate) fn check_header_id(path: &Path, header: &Header, id: &str) -> Result<()> {
+    if header.id != id {
+        return Err(LedgerError::Corrupt(Box::new(
+            crate::error::Corruption::new(
+                path,
+                1,
+                0,
+                Problem::Invalid(format!(
+                    "header names session {:?} but the file is named for {id:?}",
+                    header.id
+                )),
+            ),
+        )));
+    }
+    Ok(())
+}
+
+/// Whether a new ledger may take the name `path`: `false` when the name is free. An existing
+/// file whose creation never completed (no complete header line, written by versions that
+/// created ledgers in place) has its bytes set aside and may be replaced (`true`); anything
+/// else at that name is a ledger and is never overwritten.
+fn reclaim_headerless(opts: &Options, path: &Path) -> Result<bool> {
+    let reader = match opts.fs.open_read(path) {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(LedgerError::open_failed(path, e)),
+    };
+    let exists = || LedgerError::AlreadyExists {
+        path: path.to_path_buf(),
+    };
     match Scanner::from_start(path, reader, opts.line_bytes_max, None) {
         Err(LedgerError::NoHeader { .. }) => {}
-        _ => {
-            return Err(LedgerError::AlreadyExists {
-                path: path.to_path_buf(),
-            });
-        }
+        _ => return Err(exists()),
     }
-    let mut bytes = Vec::new();
-    open_read(opts, path)?
-        .take(opts.line_bytes_max as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| LedgerError::io("read", path, e))?;
-    if !bytes.is_empty() {
-        let aside = crate::repair::aside_path(path);
-        opts.fs
-            .write_new_durable(&aside, &bytes)
-            .map_err(|e| LedgerError::io("save interrupted creation", &aside, e))?;
-        tracing::warn!(path = %path.display(), saved = %aside.display(), "reusing a session file whose creation was interrupted");
+    // A damaged header before records is a damaged session, not an interrupted creation.
+    if crate::scan::any_valid_line(path, open_read(opts, path)?, opts.line_bytes_max)? {
+        return Err(exists());
     }
-    let file = opts
-        .fs
-        .open_append(path)
-        .map_err(|e| LedgerError::io("open for append", path, e))?;
-    file.truncate(0)
-        .map_err(|e| LedgerError::io("truncate", path, e))?;
-    Ok(file)
+    if let Some((aside, n)) = save_aside(opts, path, 0)? {
+        tracing::warn!(path = %path.display(), saved = %aside.display(), bytes = n, "replacing a session file whose creation was interrupted (its bytes were saved)");
+    }
+    Ok(true)
 }

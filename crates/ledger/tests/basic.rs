@@ -75,7 +75,7 @@ fn interrupted_creation_is_reclaimed_and_saved_aside() {
     let aside: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().contains(".corrupt-"))
+        .filter(|e| e.file_name().to_string_lossy().contains(".cut-"))
         .collect();
     assert_eq!(aside.len(), 1);
 }

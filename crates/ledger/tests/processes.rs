@@ -96,6 +96,7 @@ fn kill_minus_nine_never_loses_an_acknowledged_record() {
             }
         }
         c.wait().unwrap();
+        let before = std::fs::read(ledger_path(dir.path(), ID)).unwrap_or_default();
         let mut seqs = Vec::new();
         let (w, rec) =
             Writer::open_with::<Value, _>(dir.path(), ID, Options::default(), |_, env| {
@@ -108,8 +109,14 @@ fn kill_minus_nine_never_loses_an_acknowledged_record() {
                 Ok(())
             })
             .unwrap_or_else(|e| panic!("cycle {cycle}: reopen failed: {e}"));
-        if rec.cut.is_some() {
+        if let Some(cut) = &rec.cut {
             torn_seen += 1;
+            let saved = rec.saved_to.as_ref().expect("cut bytes are saved");
+            assert_eq!(
+                std::fs::read(saved).unwrap(),
+                &before[cut.offset as usize..],
+                "cycle {cycle}: the saved bytes are exactly the cut ones"
+            );
         }
         assert!(
             seqs.len() as u64 >= max_acked,
@@ -122,6 +129,19 @@ fn kill_minus_nine_never_loses_an_acknowledged_record() {
         assert!(report.is_clean(), "cycle {cycle}: {:?}", report.problems);
     }
     eprintln!("{cycles} kill cycles, {max_acked} acknowledged records, {torn_seen} torn tails cut");
+    // The test is only worth something if kills landed mid-line: insist that they did.
+    assert!(
+        torn_seen * 10 >= cycles,
+        "only {torn_seen} of {cycles} kills tore a line; the test did not exercise recovery"
+    );
+    let saved = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().contains(".cut-"))
+        })
+        .count();
+    assert_eq!(saved as u64, torn_seen, "one saved file per cut");
 }
 
 #[test]

@@ -6,6 +6,42 @@
 //!
 //! It knows what a turn, an input and a tool call are, but nothing of models, HTTP or how
 //! tools run: that is the agent crate's business.
+//!
+//! ```
+//! use lazarus_session::record::{Item, Record, Response, TurnStart};
+//! use lazarus_session::{CreateOptions, LocalStore, Status, Store};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let store = LocalStore::open(dir.path())?;
+//! let mut s = store.create(CreateOptions { id: Some("demo".into()), meta: None })?;
+//!
+//! // An input is recorded once per id, whoever delivers it how often (G6).
+//! let first = s.append_input("m1", "user", "say hi")?;
+//! assert!(s.append_input("m1", "user", "say hi")?.duplicate);
+//! assert!(s.state().owes_work()); // an input not yet answered
+//!
+//! // Every record is checked against the replayed state before it is written.
+//! s.append(Record::TurnStart(TurnStart { turn: 1, prev_seq: None, inputs: vec![first.seq] }))?;
+//! s.append(Record::Response(Response {
+//!     turn: 1,
+//!     items: vec![Item::Text { text: "hi".into() }],
+//!     usage: None,
+//!     stop_reason: Some("stop".into()),
+//!     failure: None,
+//!     model: None,
+//!     provider_extra: None,
+//!     attempts: vec![],
+//! }))?;
+//! drop(s);
+//!
+//! // Replay without writing: the state a resume starts from.
+//! let st = store.load("demo")?;
+//! assert_eq!(st.status(), Status::Idle);
+//! assert!(!st.owes_work());
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod local;
 pub mod record;

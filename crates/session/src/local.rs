@@ -62,9 +62,19 @@ impl LocalStore {
         }
     }
 
-    fn map_missing(&self, id: &str, e: LedgerError) -> SessionError {
+    /// The session-level error for a ledger error about session `id`.
+    fn map_ledger(&self, id: &str, e: LedgerError) -> SessionError {
         match e {
             LedgerError::NotFound { .. } => self.not_found(id),
+            LedgerError::AlreadyExists { .. } => SessionError::AlreadyExists {
+                id: id.to_string(),
+                location: self.dir.display().to_string(),
+            },
+            LedgerError::Locked { holder, .. } => SessionError::Locked {
+                id: id.to_string(),
+                location: self.dir.display().to_string(),
+                holder,
+            },
             e => SessionError::Ledger(e),
         }
     }
@@ -72,7 +82,7 @@ impl LocalStore {
     /// Replays `id` fully with a validating reader, also returning raw access for fork.
     fn replay(&self, id: &str) -> Result<SessionState> {
         let path = self.path_of(id)?;
-        let mut reader = Reader::open(&path, &self.opts).map_err(|e| self.map_missing(id, e))?;
+        let mut reader = Reader::open(&path, &self.opts).map_err(|e| self.map_ledger(id, e))?;
         let mut state = SessionState::new(reader.header().clone());
         while let Some((_, env)) = reader.next_record::<Record>()? {
             let seq = env.seq;
@@ -151,15 +161,8 @@ impl Store for LocalStore {
         lazarus_ledger::validate_id(&id)?;
         let mut header = Header::new(FORMAT, &id);
         header.meta = opts.meta;
-        let writer = Writer::create(&self.dir, header.clone(), b"", self.opts.clone()).map_err(
-            |e| match e {
-                LedgerError::AlreadyExists { .. } => SessionError::AlreadyExists {
-                    id: id.clone(),
-                    location: self.dir.display().to_string(),
-                },
-                e => SessionError::Ledger(e),
-            },
-        )?;
+        let writer = Writer::create(&self.dir, header.clone(), b"", self.opts.clone())
+            .map_err(|e| self.map_ledger(&id, e))?;
         Ok(Session::new(
             Box::new(LocalSink { writer }),
             SessionState::new(header),
@@ -172,7 +175,7 @@ impl Store for LocalStore {
         let path = ledger_path(&self.dir, id);
         // The header is immutable once written; read it first so replay knows the lineage.
         let header = Reader::open(&path, &self.opts)
-            .map_err(|e| self.map_missing(id, e))?
+            .map_err(|e| self.map_ledger(id, e))?
             .header()
             .clone();
         let mut state = SessionState::new(header);
@@ -195,11 +198,16 @@ impl Store for LocalStore {
                         source,
                     });
                 }
-                return Err(self.map_missing(id, e));
+                return Err(self.map_ledger(id, e));
             }
         };
         let report = OpenReport {
             truncated_bytes: recovery.cut.as_ref().map_or(0, |c| c.bytes),
+            truncated_saved_to: recovery
+                .saved_to
+                .as_ref()
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned()),
             records_replayed: recovery.records,
         };
         Ok(Session::new(Box::new(LocalSink { writer }), state, report))
@@ -212,7 +220,7 @@ impl Store for LocalStore {
     fn records(&self, id: &str, after: u64, limit: usize) -> Result<Vec<StoredRecord>> {
         let path = self.path_of(id)?;
         let mut reader =
-            Reader::open_after(&path, &self.opts, after).map_err(|e| self.map_missing(id, e))?;
+            Reader::open_after(&path, &self.opts, after).map_err(|e| self.map_ledger(id, e))?;
         let mut out = Vec::new();
         while out.len() < limit {
             let Some((_, env)) = reader.next_record::<serde_json::Value>()? else {
@@ -231,7 +239,7 @@ impl Store for LocalStore {
     fn summary(&self, id: &str) -> Result<SessionSummary> {
         let path = self.path_of(id)?;
         self.summary_of(&path).map_err(|e| match e {
-            SessionError::Ledger(e) => self.map_missing(id, e),
+            SessionError::Ledger(e) => self.map_ledger(id, e),
             e => e,
         })
     }
@@ -294,14 +302,8 @@ impl Store for LocalStore {
             seq: boundary,
         });
         header.meta = state.header.meta.clone();
-        let writer =
-            Writer::create(&self.dir, header, &prefix, self.opts.clone()).map_err(|e| match e {
-                LedgerError::AlreadyExists { .. } => SessionError::AlreadyExists {
-                    id: child_id.clone(),
-                    location: self.dir.display().to_string(),
-                },
-                e => SessionError::Ledger(e),
-            })?;
+        let writer = Writer::create(&self.dir, header, &prefix, self.opts.clone())
+            .map_err(|e| self.map_ledger(&child_id, e))?;
         let fork = Record::Fork(ForkPoint {
             parent: id.to_string(),
             parent_seq: boundary,
@@ -318,7 +320,7 @@ impl Store for LocalStore {
         for _ in 0..10_000 {
             let path = self.path_of(&current)?;
             let reader =
-                Reader::open(&path, &self.opts).map_err(|e| self.map_missing(&current, e))?;
+                Reader::open(&path, &self.opts).map_err(|e| self.map_ledger(&current, e))?;
             match &reader.header().parent {
                 Some(p) => {
                     if out.contains(&p.id) {
@@ -340,7 +342,7 @@ impl Store for LocalStore {
 
     fn export_to(&self, id: &str, out: &mut dyn std::io::Write) -> Result<u64> {
         let path = self.path_of(id)?;
-        let mut reader = Reader::open(&path, &self.opts).map_err(|e| self.map_missing(id, e))?;
+        let mut reader = Reader::open(&path, &self.opts).map_err(|e| self.map_ledger(id, e))?;
         let io = |e: std::io::Error| SessionError::Backend(format!("export of {id}: {e}"));
         // The header line, then every good record line (a torn tail is not part of the log).
         let mut header_line = Vec::new();
@@ -392,13 +394,8 @@ impl Store for LocalStore {
             }
             header
         };
-        Writer::import(&self.dir, jsonl, self.opts.clone()).map_err(|e| match e {
-            LedgerError::AlreadyExists { .. } => SessionError::AlreadyExists {
-                id: header.id.clone(),
-                location: self.dir.display().to_string(),
-            },
-            e => SessionError::Ledger(e),
-        })?;
+        Writer::import(&self.dir, jsonl, self.opts.clone())
+            .map_err(|e| self.map_ledger(&header.id, e))?;
         self.summary(&header.id)
     }
 

@@ -11,6 +11,27 @@ use serde::{Deserialize, Serialize};
 /// The format name in every session header.
 pub const FORMAT: &str = "lazarus.session";
 
+/// The input id for a message sent without one: SHA-256 over the session id, the source and
+/// the text (each length-prefixed, so no two different triples share a digest), as
+/// `sha256-<64 hex digits>`. Re-sending the same text to the same session is then recorded
+/// once, also across crashes of the sender; a different text never shares its id. (Ids of the
+/// older form `sha-<crc><len>` in existing sessions are ordinary ids and read back as such.)
+pub fn derived_input_id(session_id: &str, source: &str, text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [session_id, source, text] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part.as_bytes());
+    }
+    let digest = h.finalize();
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256-");
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
 /// One record of a session (everything but the header).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
@@ -329,6 +350,9 @@ pub struct ResumeReceipt {
     pub trigger: String,
     /// Crash debris cut from the end of the file at open.
     pub truncated_bytes: u64,
+    /// The file beside the session that holds the cut bytes (never deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated_saved_to: Option<String>,
     pub records_replayed: u64,
     /// Finished calls whose recorded result is reused.
     pub calls_reused: u64,

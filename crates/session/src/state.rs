@@ -439,7 +439,11 @@ impl SessionState {
                 }
             }
             Record::Fork(f) => self.forked_at_turn = Some(f.at_turn),
-            Record::Resume(r) => self.last_receipt = Some(r),
+            Record::Resume(r) => {
+                // The receipt is the answer to a resume event.
+                self.pending_control = None;
+                self.last_receipt = Some(r);
+            }
             Record::Interrupted(i) => self.interrupted = Some(i),
             Record::Header => {}
         }
@@ -475,6 +479,19 @@ impl SessionState {
             Some(&next_turn_seq) => next_turn_seq - 1,
             None => self.last_seq,
         })
+    }
+
+    /// Whether the session owes work: a turn to request (again), a tool call without an
+    /// outcome, an input not yet answered, or tool results the model has not seen. The one
+    /// rule for it: the runner keeps going while it holds, the gateway requeues such sessions
+    /// at start and takes them over, and [`Status::owes_work`] is its tail-only twin for
+    /// listings and boot-resume. A pending `resume` event owes its receipt.
+    pub fn owes_work(&self) -> bool {
+        self.open_turn.is_some()
+            || self.unresolved_calls().next().is_some()
+            || !self.pending_inputs.is_empty()
+            || self.pending_control.is_some()
+            || matches!(self.context.last(), Some(ContextEntry::ToolResult { .. }))
     }
 
     /// What the model will see next: the status of the work, in one word.
@@ -538,6 +555,15 @@ pub enum Status {
     Failed,
 }
 
+impl Status {
+    /// Whether a session in this status owes work, judged from its last record alone (the
+    /// tail-only twin of [`SessionState::owes_work`], for listings and boot-resume): inputs
+    /// not answered, or cut off mid-turn.
+    pub fn owes_work(self) -> bool {
+        matches!(self, Status::Pending | Status::Interrupted)
+    }
+}
+
 impl std::fmt::Display for Status {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = match self {
@@ -550,6 +576,21 @@ impl std::fmt::Display for Status {
             Status::Failed => "failed",
         };
         f.write_str(s)
+    }
+}
+
+/// Whether a session whose last record is `kind`/`data` may owe work: the tail-only twin of
+/// [`SessionState::owes_work`], for listings and boot-resume (no replay). It never says "no"
+/// where a replay says "yes"; where only a replay can tell (the last record is a resume
+/// receipt, a stop or a fork point) it says "yes", and whoever acts on it replays anyway.
+pub fn owes_work_from_tail(kind: &str, data: &serde_json::Value) -> bool {
+    match kind {
+        "header" => false,
+        "response" => status_from_tail(kind, data) == Status::Interrupted,
+        "input" | "control" | "turn_start" | "tool_intent" | "tool_start" | "tool_outcome"
+        | "resume" | "interrupted" | "fork" => true,
+        // A kind this build does not know: say "maybe" rather than leave work behind.
+        _ => true,
     }
 }
 

@@ -28,6 +28,25 @@ pub enum SessionError {
     NotFound { id: String, location: String },
     #[error("session {id:?} already exists in {location}; a session is never overwritten")]
     AlreadyExists { id: String, location: String },
+    #[error(
+        "session {id:?} in {location} is in use by {}; only one writer at a time (stop that process, or read without writing)",
+        lazarus_ledger::holder::describe(.holder)
+    )]
+    Locked {
+        id: String,
+        location: String,
+        holder: Option<lazarus_ledger::Holder>,
+    },
+    /// An append stated a seq that is not the session's next free one (taken by another
+    /// writer, or out of order). Nothing was written; the writer must reopen.
+    #[error(
+        "session {id:?} in {location}: seq {seq} is not the next free seq (already taken, or out of order); nothing was written, reopen the session"
+    )]
+    Conflict {
+        id: String,
+        location: String,
+        seq: u64,
+    },
     #[error("cannot fork {id:?} at turn {turn}: {reason}")]
     BadForkPoint {
         id: String,
@@ -62,16 +81,22 @@ pub trait RecordSink: Send + Sync {
 pub struct OpenReport {
     /// Crash debris cut from the end.
     pub truncated_bytes: u64,
+    /// Where the cut bytes were saved (a file name in the session directory), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated_saved_to: Option<String>,
     /// Records replayed into the state.
     pub records_replayed: u64,
 }
 
 /// Answer to appending an input.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InputAck {
     /// Seq of the record holding this input (the original one for a duplicate).
     pub seq: u64,
     pub duplicate: bool,
+    /// Timestamp of the record written now (`None` for a duplicate: nothing was written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ts: Option<String>,
 }
 
 /// A session open for writing: the only writer, with its replayed state kept current.
@@ -126,23 +151,18 @@ impl Session {
     }
 
     /// Records an external input once: a redelivered `input_id` is a no-op answering the
-    /// original record's seq.
+    /// original record's seq. This is the one holder of the exactly-once rule for inputs (G6):
+    /// every path that records an input (CLI, runner, gateway) goes through here or
+    /// [`Session::append_control`].
     pub fn append_input(&mut self, input_id: &str, source: &str, text: &str) -> Result<InputAck> {
-        if let Some(&seq) = self.state.input_ids.get(input_id) {
-            return Ok(InputAck {
-                seq,
-                duplicate: true,
-            });
-        }
-        let stored = self.append(Record::Input(Input {
-            input_id: input_id.to_string(),
-            source: source.to_string(),
-            text: text.to_string(),
-        }))?;
-        Ok(InputAck {
-            seq: stored.seq,
-            duplicate: false,
-        })
+        self.append_once(
+            input_id,
+            Record::Input(Input {
+                input_id: input_id.to_string(),
+                source: source.to_string(),
+                text: text.to_string(),
+            }),
+        )
     }
 
     /// Records a control input (e.g. `resume`) once per `input_id`.
@@ -152,20 +172,29 @@ impl Session {
         action: &str,
         reason: Option<&str>,
     ) -> Result<InputAck> {
+        self.append_once(
+            input_id,
+            Record::Control(Control {
+                input_id: input_id.to_string(),
+                action: action.to_string(),
+                reason: reason.map(str::to_string),
+            }),
+        )
+    }
+
+    fn append_once(&mut self, input_id: &str, rec: Record) -> Result<InputAck> {
         if let Some(&seq) = self.state.input_ids.get(input_id) {
             return Ok(InputAck {
                 seq,
                 duplicate: true,
+                ts: None,
             });
         }
-        let stored = self.append(Record::Control(Control {
-            input_id: input_id.to_string(),
-            action: action.to_string(),
-            reason: reason.map(str::to_string),
-        }))?;
+        let stored = self.append(rec)?;
         Ok(InputAck {
             seq: stored.seq,
             duplicate: false,
+            ts: Some(stored.ts),
         })
     }
 }

@@ -96,6 +96,7 @@ fn records() -> Vec<Record> {
         Record::Resume(ResumeReceipt {
             trigger: "event".into(),
             truncated_bytes: 97,
+            truncated_saved_to: Some("golden.jsonl.cut-20261202T100003.000000Z".into()),
             records_replayed: 8,
             calls_reused: 0,
             calls_rerun: 0,
@@ -137,6 +138,7 @@ fn render() -> String {
             seq: 0,
         }),
         meta: Some(json!({"workspace": "/home/dana/project"})),
+        unsynced_bytes_max: None,
     };
     let mut out = Vec::new();
     let mut line = Vec::new();

@@ -2,23 +2,10 @@
 
 use lazarus_session::SessionError;
 
-/// What every conflict message starts with (see [`is_conflict`]).
-pub const CONFLICT_PREFIX: &str = "conflict:";
-
 /// Errors of this backend. Everything crosses the `Store` trait as a [`SessionError`]:
 /// [`PgError::Session`] as itself, the rest as [`SessionError::Backend`] with the message.
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {
-    /// An append stated a seq that is not the session's next free one (taken by another
-    /// writer, or out of order). Nothing was written; the writer must reopen.
-    #[error(
-        "conflict: session {id:?} in {location}: seq {seq} is not the next free seq (already taken, or out of order); nothing was written, reopen the session"
-    )]
-    Conflict {
-        id: String,
-        location: String,
-        seq: u64,
-    },
     /// The writer's connection (which holds the session's lock) failed: the lock is gone with
     /// it, so this writer may never write again. The failed append may or may not have
     /// committed; every acknowledged one has.
@@ -95,11 +82,6 @@ impl From<PgError> for SessionError {
             other => SessionError::Backend(other.to_string()),
         }
     }
-}
-
-/// True when `err` is this backend's append conflict (a taken or out-of-order seq).
-pub fn is_conflict(err: &SessionError) -> bool {
-    matches!(err, SessionError::Backend(m) if m.starts_with(CONFLICT_PREFIX))
 }
 
 /// A readable one-line description of a driver error, with the server's message and code.

@@ -10,12 +10,12 @@ use lazarus_session::{FORMAT, Record, SessionError, SessionState};
 
 /// A corruption error for the record at `seq` (line `seq + 1` of the export, at `offset`).
 pub(crate) fn corrupt(location: &str, seq: u64, offset: u64, problem: Problem) -> SessionError {
-    SessionError::Ledger(LedgerError::Corrupt(Box::new(Corruption {
-        path: PathBuf::from(location),
-        line: seq + 1,
+    SessionError::Ledger(LedgerError::Corrupt(Box::new(Corruption::new(
+        PathBuf::from(location),
+        seq + 1,
         offset,
         problem,
-    })))
+    ))))
 }
 
 fn check_len(location: &str, seq: u64, offset: u64, line: &[u8]) -> Result<(), SessionError> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use lazarus_ledger::frame;
 use lazarus_ledger::writer::LINE_BYTES_MAX_DEFAULT;
-use lazarus_ledger::{LedgerError, lock::Holder};
+use lazarus_ledger::{Holder, LedgerError};
 use lazarus_session::store::RecordSink;
 use lazarus_session::{Result, SessionError, Stored};
 use tokio::task::JoinHandle;
@@ -74,10 +74,11 @@ pub(crate) async fn lock_holder(
 }
 
 /// The "in use by …" error, the same one the local store gives.
-pub(crate) fn locked_error(session_location: &str, holder: Option<&LockHolder>) -> PgError {
-    PgError::ledger(LedgerError::Locked {
-        path: session_location.into(),
-        holder: lazarus_ledger::error::HolderDisplay(holder.and_then(LockHolder::holder)),
+pub(crate) fn locked_error(id: &str, location: &str, holder: Option<&LockHolder>) -> PgError {
+    PgError::Session(SessionError::Locked {
+        id: id.to_string(),
+        location: location.to_string(),
+        holder: holder.and_then(LockHolder::holder),
     })
 }
 
@@ -317,7 +318,7 @@ impl PgWriter {
     }
 
     /// Appends a record stating the seq it expects to take. A seq that is not the session's
-    /// next free one fails with a conflict ([`is_conflict`](crate::is_conflict)) and writes
+    /// next free one fails with [`SessionError::Conflict`] and writes
     /// nothing: a taken seq is refused by the table's primary key, a seq beyond the end (a
     /// gap) before anything is sent. The writer must then be reopened, since the log is not
     /// what it believed.
@@ -399,12 +400,11 @@ impl PgWriter {
     }
 
     fn conflict(&self, seq: u64) -> SessionError {
-        PgError::Conflict {
+        SessionError::Conflict {
             id: self.id.clone(),
             location: self.ctx.location.clone(),
             seq,
         }
-        .into()
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use lazarus_session::{CreateOptions, Session, SessionError, Store};
-use lazarus_store_postgres::{PgOptions, PgStore, is_conflict};
+use lazarus_store_postgres::{PgOptions, PgStore};
 
 macro_rules! url_or_skip {
     ($name:expr) => {
@@ -263,7 +263,7 @@ fn a_taken_seq_is_a_conflict_never_an_overwrite() {
     let (w, _, _) = store.open_writer("s1").unwrap();
     assert_eq!(w.next_seq(), 4);
     let err = w.append_at(2, "input", data).unwrap_err();
-    assert!(is_conflict(&err), "{err}");
+    assert!(matches!(err, SessionError::Conflict { .. }), "{err}");
     assert!(err.to_string().contains("seq 2"), "{err}");
     // the writer no longer trusts its view: it must reopen
     assert!(w.append_json("input", data).is_err());
@@ -272,7 +272,7 @@ fn a_taken_seq_is_a_conflict_never_an_overwrite() {
     // a gap is a conflict too
     let (w, _, _) = store.open_writer("s1").unwrap();
     let err = w.append_at(6, "input", data).unwrap_err();
-    assert!(is_conflict(&err), "{err}");
+    assert!(matches!(err, SessionError::Conflict { .. }), "{err}");
     drop(w);
 
     // the table itself refuses a taken seq

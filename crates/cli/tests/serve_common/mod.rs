@@ -306,3 +306,14 @@ pub fn tempdir() -> tempfile::TempDir {
 pub fn session_path(state: &Path, id: &str) -> PathBuf {
     state.join("sessions").join(format!("{id}.jsonl"))
 }
+
+/// Input records stored for `id`, counted one by one from the store (not from a map keyed
+/// by input id, which would hide a duplicate).
+pub fn input_records(store: &dyn lazarus_session::Store, id: &str) -> usize {
+    store
+        .records(id, 0, usize::MAX)
+        .unwrap()
+        .iter()
+        .filter(|r| r.kind == "input")
+        .count()
+}

@@ -3,10 +3,16 @@
 
 use lazarus_store_postgres::{PgOptions, PgStore};
 
-/// The test server URL from `LAZARUS_TEST_PG`, or `None` after a loud skip message.
+/// The test server URL from `LAZARUS_TEST_PG`, or `None` after a loud skip message. Where
+/// the database must be there (`CI` or `LAZARUS_REQUIRE_PG` set, as `.ci/run` and
+/// `scripts/test.sh` do), its absence fails the test instead.
 pub fn pg_url(test: &str) -> Option<String> {
     match std::env::var("LAZARUS_TEST_PG") {
         Ok(url) if !url.is_empty() => Some(url),
+        _ if required() => panic!(
+            "{test}: LAZARUS_TEST_PG is not set, but CI / LAZARUS_REQUIRE_PG say the \
+             PostgreSQL store must be tested here (start one with scripts/pg-test-server.sh)"
+        ),
         _ => {
             eprintln!(
                 "\n\
@@ -20,6 +26,12 @@ pub fn pg_url(test: &str) -> Option<String> {
             None
         }
     }
+}
+
+fn required() -> bool {
+    ["CI", "LAZARUS_REQUIRE_PG"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|v| !v.is_empty() && v != "0" && v != "false"))
 }
 
 /// A schema name no other test uses.

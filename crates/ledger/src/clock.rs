@@ -1,0 +1,6 @@
+//! Timestamps as the ledger writes them.
+
+/// RFC 3339 in UTC with milliseconds, e.g. `2026-12-02T10:00:00.000Z`.
+pub fn format_ts(ts: jiff::Timestamp) -> String {
+    ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}

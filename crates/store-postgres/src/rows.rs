@@ -1,0 +1,118 @@
+//! Row-level steps shared by the store's operations: insert a session row, replay a
+//! session on a connection, turn a listing row into a summary.
+
+use futures_util::{TryStreamExt, pin_mut};
+use lazarus_ledger::{Header, LedgerError};
+use lazarus_session::state::status_from_tail;
+use lazarus_session::{SessionError, SessionState, SessionSummary, Status};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Row};
+
+use crate::ctx::{Ctx, slice_iter};
+use crate::error::PgError;
+use crate::lines::{Replay, check_line, parse_header};
+
+/// Inserts a sessions row; false when the id exists already.
+pub(crate) async fn insert_session(
+    ctx: &Ctx,
+    c: &tokio_postgres::Transaction<'_>,
+    header: &Header,
+) -> std::result::Result<bool, PgError> {
+    let header_json = serde_json::to_string(header).map_err(SessionError::from)?;
+    let parent_id = header.parent.as_ref().map(|p| p.id.clone());
+    let parent_seq = header.parent.as_ref().map(|p| p.seq as i64);
+    let n = c
+        .execute(
+            &ctx.sql.insert_session,
+            &[
+                &header.id,
+                &header_json,
+                &header.created_at,
+                &parent_id,
+                &parent_seq,
+            ],
+        )
+        .await
+        .map_err(ctx.db("insert the session"))?;
+    Ok(n == 1)
+}
+
+/// Replays session `id` with `client` (all records, one statement); also returns the
+/// session's size in bytes.
+pub(crate) async fn replay_on(
+    ctx: &Ctx,
+    client: &Client,
+    id: &str,
+) -> std::result::Result<(SessionState, u64), PgError> {
+    if client
+        .query_opt(&ctx.sql.session_exists, &[&id])
+        .await
+        .map_err(ctx.db("read the session"))?
+        .is_none()
+    {
+        return Err(ctx.not_found(id));
+    }
+    let location = ctx.session_location(id);
+    let mut replay = Replay::new(&location, id);
+    let params: [&(dyn ToSql + Sync); 1] = [&id];
+    let stream = client
+        .query_raw(&ctx.sql.replay, slice_iter(&params))
+        .await
+        .map_err(ctx.db("read records"))?;
+    pin_mut!(stream);
+    while let Some(r) = stream.try_next().await.map_err(ctx.db("read records"))? {
+        replay.feed(r.get(0), r.get(1), r.get(2))?;
+    }
+    let size = replay.offset();
+    match replay.finish() {
+        Some(state) => Ok((state, size)),
+        None => Err(PgError::ledger(LedgerError::NoHeader {
+            path: location.into(),
+        })),
+    }
+}
+
+/// A listing row: `id, created_at, parent_id, meta, running, seq, kind, end_offset, line`
+/// (`line` NULL when too long to send with the listing: it is read on its own).
+pub(crate) async fn summary_from_row(
+    ctx: &Ctx,
+    c: &Client,
+    r: &Row,
+) -> std::result::Result<SessionSummary, PgError> {
+    let id: String = r.get(0);
+    let seq: i64 = r.get(5);
+    let end: i64 = r.get(7);
+    let line: Vec<u8> = match r.get::<_, Option<Vec<u8>>>(8) {
+        Some(l) => l,
+        None => c
+            .query_one(&ctx.sql.line_at, &[&id, &seq])
+            .await
+            .map_err(ctx.db("read the last record"))?
+            .get(0),
+    };
+    let location = ctx.session_location(&id);
+    let start = (end - line.len() as i64 - 1).max(0) as u64;
+    let env = if seq == 0 {
+        parse_header(&location, &id, &line)?;
+        check_line(&location, 0, 0, &line)?
+    } else {
+        check_line(&location, seq as u64, start, &line)?
+    };
+    let running: bool = r.get(4);
+    let status = if running {
+        Status::Running
+    } else {
+        status_from_tail(env.kind, &env.data)
+    };
+    Ok(SessionSummary {
+        id,
+        created_at: r.get(1),
+        records: seq as u64,
+        size: end as u64,
+        status,
+        parent: r.get(2),
+        last_kind: env.kind.to_string(),
+        updated_at: env.ts.to_string(),
+        meta: r.get(3),
+    })
+}

@@ -1,0 +1,320 @@
+//! The [`Store`] trait on PostgreSQL.
+
+use lazarus_ledger::frame;
+use lazarus_ledger::{Header, LedgerError, Parent, Problem};
+use lazarus_session::record::ForkPoint;
+use lazarus_session::{
+    CreateOptions, FORMAT, OpenReport, Record, Result, Session, SessionError, SessionState,
+    SessionSummary, Store, StoredRecord,
+};
+use tokio_postgres::IsolationLevel;
+
+use crate::PgStore;
+use crate::error::PgError;
+use crate::lines::{check_line, corrupt};
+use crate::rows::{insert_session, replay_on, summary_from_row};
+use crate::schema::{self};
+use crate::writer::{self, Locked};
+
+impl Store for PgStore {
+    fn create(&self, opts: CreateOptions) -> Result<Session> {
+        let id = opts.id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        lazarus_ledger::validate_id(&id)?;
+        let mut header = Header::new(FORMAT, &id);
+        header.meta = opts.meta;
+        let header_json = frame::data_to_json(&header).map_err(LedgerError::Serialize)?;
+        let mut line = Vec::new();
+        frame::encode_line(&mut line, 0, &header.created_at, "header", &header_json);
+        line.pop();
+        let size = line.len() as u64 + 1;
+        let ctx = self.shared.ctx.clone();
+        let mut locked = match Locked::take(ctx.clone(), &id)? {
+            Ok(l) => l,
+            Err(busy) if busy.exists => return Err(ctx.already_exists(&id).into()),
+            Err(busy) => {
+                // being created by someone else right now
+                return Err(writer::locked_error(&id, &ctx.location, busy.holder.as_ref()).into());
+            }
+        };
+        let Locked { rt, conn, .. } = &mut locked;
+        let conn = conn.as_mut().expect("connection present");
+        rt.run_here(async {
+            let tx = conn
+                .client
+                .transaction()
+                .await
+                .map_err(ctx.db("begin create"))?;
+            if !insert_session(&ctx, &tx, &header).await? {
+                return Err(ctx.already_exists(&header.id));
+            }
+            tx.execute(
+                &ctx.sql.insert_record,
+                &[&header.id, &0i64, &"header", &line, &(size as i64)],
+            )
+            .await
+            .map_err(ctx.db("insert the header"))?;
+            tx.commit().await.map_err(ctx.db("commit create"))
+        })?;
+        let w = locked.into_writer(1, size)?;
+        Ok(Session::new(
+            Box::new(w),
+            SessionState::new(header),
+            OpenReport::default(),
+        ))
+    }
+
+    fn open(&self, id: &str) -> Result<Session> {
+        let (w, state, report) = self.open_writer(id)?;
+        Ok(Session::new(Box::new(w), state, report))
+    }
+
+    fn load(&self, id: &str) -> Result<SessionState> {
+        lazarus_ledger::validate_id(id)?;
+        let id = id.to_string();
+        self.run(move |ctx| async move {
+            let mut c = ctx.conn().await?;
+            // One snapshot for the sessions row and the records.
+            let tx = c
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await
+                .map_err(ctx.db("begin read"))?;
+            let state = replay_on(&ctx, tx.client(), &id).await;
+            let _ = tx.rollback().await;
+            state.map(|(state, _)| state)
+        })
+    }
+
+    fn records(&self, id: &str, after: u64, limit: usize) -> Result<Vec<StoredRecord>> {
+        lazarus_ledger::validate_id(id)?;
+        let location = self.location_of(id);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let after_i = i64::try_from(after).unwrap_or(i64::MAX);
+        let id_s = id.to_string();
+        let rows = self.run(move |ctx| async move {
+            let c = ctx.conn().await?;
+            let rows = c
+                .query(&ctx.sql.records_after, &[&id_s, &after_i, &limit])
+                .await
+                .map_err(ctx.db("read records"))?;
+            if rows.is_empty() {
+                let exists: bool = c
+                    .query_one(&ctx.sql.exists, &[&id_s])
+                    .await
+                    .map_err(ctx.db("look up the session"))?
+                    .get(0);
+                if !exists {
+                    return Err(ctx.not_found(&id_s));
+                }
+            }
+            Ok(rows
+                .into_iter()
+                .map(|r| {
+                    (
+                        r.get::<_, i64>(0),
+                        r.get::<_, Vec<u8>>(1),
+                        r.get::<_, i64>(2),
+                    )
+                })
+                .collect::<Vec<_>>())
+        })?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (expected, (seq, line, end)) in (after + 1..).zip(rows) {
+            if seq as u64 != expected {
+                return Err(corrupt(
+                    &location,
+                    expected,
+                    0,
+                    Problem::SeqGap {
+                        expected,
+                        found: seq as u64,
+                    },
+                ));
+            }
+            let start = (end - line.len() as i64 - 1).max(0) as u64;
+            let env = check_line(&location, expected, start, &line)?;
+            out.push(StoredRecord {
+                seq: env.seq,
+                ts: env.ts.to_string(),
+                kind: env.kind.to_string(),
+                data: env.data,
+            });
+        }
+        Ok(out)
+    }
+
+    fn summary(&self, id: &str) -> Result<SessionSummary> {
+        lazarus_ledger::validate_id(id)?;
+        let id = id.to_string();
+        self.run(move |ctx| async move {
+            let c = ctx.conn().await?;
+            let row = c
+                .query_opt(&ctx.sql.summary, &[&ctx.lock_prefix(), &id])
+                .await
+                .map_err(ctx.db("read the session"))?;
+            match row {
+                Some(r) => summary_from_row(&ctx, &c, &r).await,
+                None => Err(ctx.not_found(&id)),
+            }
+        })
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>> {
+        self.run(move |ctx| async move {
+            let c = ctx.conn().await?;
+            let rows = c
+                .query(&ctx.sql.list, &[&ctx.lock_prefix()])
+                .await
+                .map_err(ctx.db("list sessions"))?;
+            let mut out = Vec::with_capacity(rows.len());
+            for r in &rows {
+                match summary_from_row(&ctx, &c, r).await {
+                    Ok(s) => out.push(s),
+                    Err(e) => {
+                        tracing::warn!(session = %r.get::<_, String>(0), error = %e, "unreadable session skipped in listing")
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn fork(&self, id: &str, at_turn: u64, new_id: Option<&str>) -> Result<SessionSummary> {
+        let state = self.load(id)?;
+        let boundary =
+            state
+                .fork_boundary(at_turn)
+                .map_err(|reason| SessionError::BadForkPoint {
+                    id: id.to_string(),
+                    turn: at_turn,
+                    reason,
+                })?;
+        let child_id = new_id
+            .map(str::to_string)
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        lazarus_ledger::validate_id(&child_id)?;
+        let mut header = Header::new(FORMAT, &child_id);
+        header.parent = Some(Parent {
+            id: id.to_string(),
+            seq: boundary,
+        });
+        header.meta = state.header.meta.clone();
+        let header_json = frame::data_to_json(&header).map_err(LedgerError::Serialize)?;
+        let mut header_line = Vec::new();
+        frame::encode_line(
+            &mut header_line,
+            0,
+            &header.created_at,
+            "header",
+            &header_json,
+        );
+        header_line.pop();
+        let fork = Record::Fork(ForkPoint {
+            parent: id.to_string(),
+            parent_seq: boundary,
+            at_turn,
+        });
+        let fork_json = fork.data_json()?;
+        let fork_seq = boundary + 1;
+        let fork_ts = frame::format_ts(jiff::Timestamp::now());
+        let mut fork_line = Vec::new();
+        frame::encode_line(&mut fork_line, fork_seq, &fork_ts, fork.kind(), &fork_json);
+        fork_line.pop();
+        let header_end = header_line.len() as i64 + 1;
+        let parent = id.to_string();
+        let location = self.location_of(id);
+        self.run(move |ctx| async move {
+            let mut c = ctx.conn().await?;
+            let tx = c.transaction().await.map_err(ctx.db("begin fork"))?;
+            tx.execute(schema::DURABLE_TX, &[])
+                .await
+                .map_err(ctx.db("begin fork"))?;
+            let child = header.id.clone();
+            if !insert_session(&ctx, &tx, &header).await? {
+                return Err(ctx.already_exists(&child));
+            }
+            tx.execute(
+                &ctx.sql.insert_record,
+                &[&child, &0i64, &"header", &header_line, &header_end],
+            )
+            .await
+            .map_err(ctx.db("insert the header"))?;
+            let copied = tx
+                .query_one(
+                    &ctx.sql.copy_prefix,
+                    &[&child, &parent, &(boundary as i64), &header_end],
+                )
+                .await
+                .map_err(ctx.db("copy the parent's records"))?;
+            let (n, max, end): (i64, i64, i64) = (copied.get(0), copied.get(1), copied.get(2));
+            if n as u64 != boundary || max as u64 != boundary {
+                return Err(PgError::Session(corrupt(
+                    &location,
+                    boundary,
+                    0,
+                    Problem::Invalid(format!(
+                        "fork copied {n} records up to seq {max}, expected {boundary}"
+                    )),
+                )));
+            }
+            let fork_end = end + fork_line.len() as i64 + 1;
+            tx.execute(
+                &ctx.sql.insert_record,
+                &[&child, &(fork_seq as i64), &"fork", &fork_line, &fork_end],
+            )
+            .await
+            .map_err(ctx.db("insert the fork record"))?;
+            tx.commit().await.map_err(ctx.db("commit fork"))?;
+            Ok(())
+        })?;
+        self.summary(&child_id)
+    }
+
+    fn lineage(&self, id: &str) -> Result<Vec<String>> {
+        lazarus_ledger::validate_id(id)?;
+        let id = id.to_string();
+        self.run(move |ctx| async move {
+            let c = ctx.conn().await?;
+            let mut out = vec![id.clone()];
+            let mut current = id.clone();
+            for _ in 0..10_000 {
+                let row = c
+                    .query_opt(&ctx.sql.parent_of, &[&current])
+                    .await
+                    .map_err(ctx.db("read the lineage"))?;
+                let Some(row) = row else {
+                    return Err(ctx.not_found(&current));
+                };
+                match row.get::<_, Option<String>>(0) {
+                    Some(p) => {
+                        if out.contains(&p) {
+                            return Err(PgError::Session(SessionError::Backend(format!(
+                                "fork lineage of {id:?} loops at {p:?}"
+                            ))));
+                        }
+                        out.push(p.clone());
+                        current = p;
+                    }
+                    None => return Ok(out),
+                }
+            }
+            Err(PgError::Session(SessionError::Backend(format!(
+                "fork lineage of {id:?} is deeper than 10,000"
+            ))))
+        })
+    }
+
+    fn export_to(&self, id: &str, out: &mut dyn std::io::Write) -> Result<u64> {
+        PgStore::export_to(self, id, out)
+    }
+
+    fn import(&self, jsonl: &[u8]) -> Result<SessionSummary> {
+        self.import_lines(jsonl)
+    }
+
+    fn location(&self) -> String {
+        self.shared.ctx.location.clone()
+    }
+}

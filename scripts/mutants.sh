@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Mutation testing of the code that holds the guarantees: cargo-mutants changes the code on
+# purpose (a `>` becomes `>=`, a function returns a default, a call is dropped) and runs the
+# tests; a mutant the tests do not catch is a guarantee without a proof. See docs/testing.md.
+#
+#   scripts/mutants.sh [GROUP...] [-- EXTRA CARGO-MUTANTS ARGS]
+#
+# GROUP: ledger (writer, scan, frame, repair), session (state, store, local), runner (the
+# resume path of agent::runner), or all (the default). Slow on 2 cores (hours for `all`):
+# it is opt-in, never part of the test suite.
+#
+# It runs in a throwaway git worktree of HEAD (your working tree is never touched), with a
+# build directory kept under target/mutants so later runs build incrementally. Results go to
+# target/mutants/GROUP/mutants.out (caught.txt, missed.txt, timeout.txt, unviable.txt) and a
+# summary line per group is printed at the end. Needs `cargo install --locked cargo-mutants`
+# and cargo-nextest.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+
+groups=()
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --) shift; extra=("$@"); break ;;
+    ledger|session|runner) groups+=("$1") ;;
+    all) groups+=(ledger session runner) ;;
+    *) echo "mutants.sh: unknown group '$1' (ledger, session, runner, all)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ ${#groups[@]} -gt 0 ] || groups=(ledger session runner)
+
+command -v cargo-mutants >/dev/null || { echo "mutants.sh: cargo-mutants is not installed: cargo install --locked cargo-mutants" >&2; exit 2; }
+command -v cargo-nextest >/dev/null || { echo "mutants.sh: cargo-nextest is not installed: cargo install --locked cargo-nextest" >&2; exit 2; }
+
+out="$repo/target/mutants"
+mkdir -p "$out"
+tree=$(mktemp -d "${TMPDIR:-/tmp}/lazarus-mutants.XXXXXX")
+cleanup() { git -C "$repo" worktree remove --force "$tree" >/dev/null 2>&1 || rm -rf "$tree"; }
+trap cleanup EXIT
+git -C "$repo" worktree add --detach --quiet "$tree" HEAD
+echo "mutants: testing $(git -C "$repo" rev-parse --short HEAD) in $tree"
+export CARGO_TARGET_DIR="$out/build"
+# Faster builds (no debug info), and the heavy tests at a size that still catches what they
+# catch at full size (a survivor is re-checked at full size before it is called a survivor).
+export CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
+export LAZARUS_POWER_TRIALS=${LAZARUS_POWER_TRIALS:-2000}
+export LAZARUS_GROUPED_TRIALS=${LAZARUS_GROUPED_TRIALS:-400}
+export LAZARUS_CRASH_CYCLES=${LAZARUS_CRASH_CYCLES:-100}
+
+run_group() {
+  local group=$1; shift
+  echo "== $group"
+  (cd "$tree" && nice cargo mutants --in-place --test-tool nextest --no-shuffle \
+      --timeout 300 --build-timeout 900 --output "$out/$group" "$@" "${extra[@]}") || true
+  local o="$out/$group/mutants.out"
+  local caught missed timeout unviable
+  caught=$(wc -l < "$o/caught.txt" 2>/dev/null || echo 0)
+  missed=$(wc -l < "$o/missed.txt" 2>/dev/null || echo 0)
+  timeout=$(wc -l < "$o/timeout.txt" 2>/dev/null || echo 0)
+  unviable=$(wc -l < "$o/unviable.txt" 2>/dev/null || echo 0)
+  summary+=("$group: caught $caught, missed $missed, timeout $timeout, unviable $unviable ($o)")
+}
+
+summary=()
+for g in "${groups[@]}"; do
+  case "$g" in
+    ledger)
+      run_group ledger -p lazarus-ledger \
+        -f crates/ledger/src/writer.rs -f crates/ledger/src/scan.rs \
+        -f crates/ledger/src/frame.rs -f crates/ledger/src/repair.rs ;;
+    session)
+      run_group session -p lazarus-session --test-package lazarus-session \
+        -f crates/session/src/state.rs -f crates/session/src/store.rs \
+        -f crates/session/src/local.rs ;;
+    runner)
+      # The resume path: what resume decides and does. Its tests are the agent's own and
+      # the CLI's resume and crash tests (real processes, real HTTP).
+      run_group runner -p lazarus-agent --test-package lazarus-agent,lazarus-cli \
+        -f crates/agent/src/runner.rs \
+        --re 'resume_if_needed|owes_turn|clean_calls|execute_call|Runner::drive' \
+        --cargo-test-arg=-E --cargo-test-arg='package(lazarus-agent) | binary(run_resume) | binary(run_crash)' ;;
+  esac
+done
+
+echo
+printf '%s\n' "${summary[@]}"
