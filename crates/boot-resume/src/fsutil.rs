@@ -36,15 +36,21 @@ fn explain(path: &Path, e: io::Error) -> io::Error {
 
 /// Opens `path` for reading: `O_NOFOLLOW | O_NONBLOCK`, then requires a regular file.
 pub fn open_regular(path: &Path) -> io::Result<File> {
+    open_regular_md(path).map(|(f, _)| f)
+}
+
+/// [`open_regular`], also returning the metadata it checked (one `fstat`).
+pub fn open_regular_md(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
     let f = OpenOptions::new()
         .read(true)
         .custom_flags(no_follow_nonblock())
         .open(path)
         .map_err(|e| explain(path, e))?;
-    if !f.metadata()?.is_file() {
+    let md = f.metadata()?;
+    if !md.is_file() {
         return Err(not_regular(path));
     }
-    Ok(f)
+    Ok((f, md))
 }
 
 /// Reads a whole small file opened with [`open_regular`], refusing files over `max` bytes.

@@ -83,7 +83,7 @@ pub struct FileFacts {
 /// or a symlink to `/dev/zero` named like a session log is refused, never read), and
 /// returns it with its facts.
 pub fn open(path: &Path) -> Result<(File, FileFacts), TailError> {
-    let file = crate::fsutil::open_regular(path).map_err(|source| {
+    let (file, md) = crate::fsutil::open_regular_md(path).map_err(|source| {
         if source.kind() == io::ErrorKind::InvalidInput
             && source.to_string().contains("not a regular file")
         {
@@ -96,10 +96,6 @@ pub fn open(path: &Path) -> Result<(File, FileFacts), TailError> {
                 source,
             }
         }
-    })?;
-    let md = file.metadata().map_err(|source| TailError::Read {
-        path: path.to_path_buf(),
-        source,
     })?;
     Ok((
         file,
@@ -304,6 +300,7 @@ pub fn classify_open(
     let mut window = first.min(size);
     let mut fmt = format;
     let mut owner_read = false;
+    let mut subagents: Option<bool> = None;
     loop {
         let off = size - window;
         pread(file, off, window as usize, buf).map_err(rd)?;
@@ -350,7 +347,8 @@ pub fn classify_open(
             file_name,
             subagent_path,
             index,
-            has_subagents: f == Format::ClaudeCode && fmt_may_have_subagents(path),
+            has_subagents: f == Format::ClaudeCode
+                && *subagents.get_or_insert_with(|| fmt_may_have_subagents(path)),
         };
         if !at_start && window >= cap && crate::lines::split(buf, false).lines.is_empty() {
             let mut c = Classification::new(

@@ -285,11 +285,12 @@ fn gather_facts<'a>(
         }
         // Stop once the facts are known and a few conversation lines were seen (enough to
         // tell a sidechain-only file); the decision walk parses lazily on its own.
+        // (The permission mode is on every user line and in the `permission-mode` records
+        // Claude Code writes at each turn's end, so the newest lines hold it.)
         if any
             && out.session_id.is_some()
             && out.cwd.is_some()
             && f.version.is_some()
-            && f.permission_mode.is_some()
             && i + 4 < p.len()
         {
             break;
