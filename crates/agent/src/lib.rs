@@ -6,6 +6,8 @@
 //! - [`tools`]: the five workspace tools (`shell`, `read_file`, `write_file`, `edit_file`,
 //!   `list_dir`) behind a [`tools::Tool`] trait whose [`tools::ToolHooks::started`] hook lets
 //!   the runner durably record "started" before any side effect happens.
+//! - [`sandbox`]: how `shell` commands are confined (Landlock, namespaces, an init that takes
+//!   everything a call started down with it).
 //! - [`process`]: process-group helpers used to find and terminate a shell call's leftover
 //!   process group after a crash.
 //!
@@ -15,4 +17,5 @@ pub mod model;
 pub mod process;
 pub mod provider;
 pub mod runner;
+pub mod sandbox;
 pub mod tools;

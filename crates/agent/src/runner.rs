@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use lazarus_session::record::{
     Attempt as RecAttempt, Failure, Interrupted, Item, OutcomeStatus, ProcessRef, Record, Response,
-    ResumeReceipt, ToolIntent, ToolOutcome, ToolStart, TurnStart, Usage as RecUsage,
+    ResumeReceipt, SandboxRecord, ToolIntent, ToolOutcome, ToolStart, TurnStart, Usage as RecUsage,
 };
 use lazarus_session::{CallState, ContextEntry, Session, SessionError, SessionState, Status};
 use serde_json::Value;
@@ -31,6 +31,7 @@ use crate::provider::{
     CancellationToken, CompletionFailure, OpenAiClient, ProviderConfig, ProviderError, StreamEvent,
     dedup_consecutive_tool_calls, drop_truncated_tool_calls,
 };
+use crate::sandbox::Sandbox;
 use crate::tools::{ToolContext, ToolHooks, ToolLimits, ToolOutput, ToolStatus, Toolbox};
 
 /// A session shared between its runner and whoever feeds it inputs (the gateway).
@@ -57,6 +58,8 @@ pub struct RunnerConfig {
     pub tool_limits: ToolLimits,
     /// Grace between SIGTERM and SIGKILL for a leftover process group, in milliseconds.
     pub leftover_kill_grace_ms: u64,
+    /// How `shell` commands are confined; recorded in every resume receipt.
+    pub sandbox: Arc<Sandbox>,
 }
 
 impl RunnerConfig {
@@ -73,6 +76,7 @@ impl RunnerConfig {
             workspace,
             tool_limits: ToolLimits::default(),
             leftover_kill_grace_ms: 2_000,
+            sandbox: crate::sandbox::default_probed(),
         }
     }
 }
@@ -197,6 +201,7 @@ impl Runner {
             workspace: self.cfg.workspace.clone(),
             cancel: cancel.clone(),
             limits: self.cfg.tool_limits.clone(),
+            sandbox: self.cfg.sandbox.clone(),
         };
         self.resume_if_needed(session, trigger, &ctx, observer)
             .await?;
@@ -340,6 +345,7 @@ impl Runner {
             records_replayed: report.records_replayed,
             inputs_pending: st.pending_inputs.len() as u64,
             open_turn: st.open_turn,
+            sandbox: Some(sandbox_record(&self.cfg.sandbox)),
             ..ResumeReceipt::default()
         };
         // Results of finished calls of the last turn with calls are reused as recorded.
@@ -565,6 +571,16 @@ impl Runner {
             }
         }
         out
+    }
+}
+
+/// The receipt's account of the sandbox in force.
+pub fn sandbox_record(sandbox: &Sandbox) -> SandboxRecord {
+    let note = sandbox.note();
+    SandboxRecord {
+        mode: note.mode.as_str().to_string(),
+        network: note.network,
+        detail: note.detail,
     }
 }
 

@@ -9,7 +9,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use lazarus_agent::model::{Message, ToolCall};
 use lazarus_agent::provider::{CancellationToken, ProviderConfig};
-use lazarus_agent::runner::{RunEvent, RunOutcome, Runner, RunnerConfig};
+use lazarus_agent::runner::{RunEvent, RunOutcome, Runner, RunnerConfig, sandbox_record};
+use lazarus_agent::sandbox::{Sandbox, SandboxMode, SandboxPolicy};
 use lazarus_agent::tools::Toolbox;
 use lazarus_session::{CreateOptions, SessionError, Store};
 use serde_json::json;
@@ -66,6 +67,19 @@ pub struct ModelArgs {
     /// Offer only these tools (comma-separated) [default: all five]
     #[arg(long, value_delimiter = ',')]
     pub tools: Vec<String>,
+    /// How shell commands are confined: `workspace-write` (read anywhere except credential
+    /// stores such as ~/.ssh; write only in the workspace and a private $TMPDIR; no network;
+    /// nothing outlives the call), `read-only` (write only in the private $TMPDIR), or `off`
+    /// (unconfined). Where the kernel cannot enforce it, shell calls are refused.
+    #[arg(long, default_value = "workspace-write", value_parser = parse_sandbox_mode)]
+    pub sandbox: SandboxMode,
+    /// Let sandboxed shell commands use the network.
+    #[arg(long)]
+    pub sandbox_network: bool,
+}
+
+fn parse_sandbox_mode(s: &str) -> Result<SandboxMode, String> {
+    s.parse()
 }
 
 impl ModelArgs {
@@ -100,6 +114,10 @@ impl ModelArgs {
         cfg.temperature = self.temperature;
         cfg.stream = !self.no_stream;
         cfg.tool_limits.shell_default_timeout_secs = self.shell_timeout;
+        cfg.sandbox = Arc::new(Sandbox::probe(SandboxPolicy {
+            mode: self.sandbox,
+            network: self.sandbox_network,
+        }));
         if self.tool_example {
             cfg.examples = tool_example();
         }
@@ -141,7 +159,8 @@ fn tool_example() -> Vec<Message> {
 pub struct RunArgs {
     #[command(flatten)]
     pub store: StoreArgs,
-    /// Directory the tools work in (all paths confined to it) [default: current directory]
+    /// Directory the tools work in (all paths confined to it) [default: current directory].
+    /// A resumed session always uses this, never the workspace its header records.
     #[arg(long)]
     pub workspace: Option<PathBuf>,
     /// Session to create or resume [default: a new session]
@@ -193,9 +212,12 @@ async fn run_async(args: RunArgs) -> Result<i32> {
         }
         None => None,
     };
-    let session = open_session(&*store, &args, &workspace, prompt.is_some())?;
+    let cfg = args.model.runner_config(workspace.clone())?;
+    let session = open_session(&*store, &args, &cfg, prompt.is_some())?;
     let id = session.id().to_string();
     eprintln!("session {id} ({})", session.location());
+    eprintln!("workspace: {}", workspace.display());
+    eprintln!("{}", cfg.sandbox.describe());
     let session = Arc::new(Mutex::new(session));
     if let Some(text) = &prompt {
         let message_id = args
@@ -215,8 +237,7 @@ async fn run_async(args: RunArgs) -> Result<i32> {
             print_line(&json!({"seq": ack.seq, "kind": "input", "data": {"input_id": message_id, "source": "user", "text": text}}).to_string());
         }
     }
-    let runner =
-        Runner::new(args.model.runner_config(workspace)?)?.with_toolbox(args.model.toolbox()?);
+    let runner = Runner::new(cfg)?.with_toolbox(args.model.toolbox()?);
     let cancel = CancellationToken::new();
     spawn_signal_handler(cancel.clone());
     let json_out = args.json;
@@ -251,15 +272,19 @@ async fn run_async(args: RunArgs) -> Result<i32> {
     })
 }
 
+/// Opens or creates the session. The workspace is the operator's (`--workspace` or the
+/// current directory), never the one a session's header names: that is only a record.
 fn open_session(
     store: &dyn Store,
     args: &RunArgs,
-    workspace: &std::path::Path,
+    cfg: &RunnerConfig,
     have_prompt: bool,
 ) -> Result<lazarus_session::Session> {
+    let workspace = &cfg.workspace;
     let meta = json!({
         "workspace": workspace,
         "system_prompt": args.model.system_prompt,
+        "sandbox": sandbox_record(&cfg.sandbox),
     });
     if args.continue_ {
         let ws = workspace.to_string_lossy();
@@ -323,6 +348,19 @@ fn spawn_signal_handler(cancel: CancellationToken) {
     });
 }
 
+/// `workspace-write (no network; Landlock ABI 7, …)` from a receipt's `sandbox`.
+fn describe_sandbox_record(v: &serde_json::Value) -> String {
+    let Some(mode) = v["mode"].as_str() else {
+        return "not recorded".into();
+    };
+    let net = if v["network"].as_bool() == Some(true) {
+        "network allowed"
+    } else {
+        "no network"
+    };
+    format!("{mode} ({net}; {})", v["detail"].as_str().unwrap_or("?"))
+}
+
 /// Prints one line; a closed stdout must not stop the run (every record is durable already).
 fn print_line(s: &str) {
     let mut out = std::io::stdout().lock();
@@ -373,7 +411,7 @@ fn show_event(ev: &RunEvent<'_>, json: bool) {
                 ));
             }
             "resume" => print_line(&format!(
-                "resumed ({}): {} bytes of crash debris cut{}, {} records replayed, {} calls reused, {} re-run, {} in doubt, {} not started, {} leftover process groups terminated, {} inputs pending{}; every tool call has exactly one result: {}",
+                "resumed ({}): {} bytes of crash debris cut{}, {} records replayed, {} calls reused, {} re-run, {} in doubt, {} not started, {} leftover process groups terminated, {} inputs pending{}; every tool call has exactly one result: {}; sandbox: {}",
                 data["trigger"].as_str().unwrap_or("?"),
                 data["truncated_bytes"],
                 data["truncated_saved_to"]
@@ -391,7 +429,8 @@ fn show_event(ev: &RunEvent<'_>, json: bool) {
                     .as_u64()
                     .map(|t| format!(", turn {t} requested again"))
                     .unwrap_or_default(),
-                data["every_call_has_one_result"]
+                data["every_call_has_one_result"],
+                describe_sandbox_record(&data["sandbox"])
             )),
             "response" if data.get("failure").is_some() => {
                 print_line(&format!("model failed: {}", data["failure"]["message"]))

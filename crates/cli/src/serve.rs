@@ -87,6 +87,7 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         .unwrap_or_else(|| state.join("workspaces"));
     let mut runner = args.model.runner_config(workspace_root.clone())?;
     runner.max_turns = args.model.max_turns;
+    eprintln!("{}", runner.sandbox.describe());
     let shared = args.store.store.is_some();
     let store: std::sync::Arc<dyn lazarus_session::Store> =
         std::sync::Arc::from(args.store.open()?);

@@ -1,5 +1,6 @@
 //! `lazarus sessions …`: create, send, list, show, verify, repair, fork, tree.
 
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
@@ -155,6 +156,7 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
         }
         SessionsCommand::List => {
             let list = store.list()?;
+            let mut out = std::io::BufWriter::new(&mut out);
             if json {
                 for s in &list {
                     writeln!(out, "{}", serde_json::to_string(s)?)?;
@@ -162,6 +164,7 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
             } else {
                 print_table(&mut out, &list)?;
             }
+            out.flush()?;
         }
         SessionsCommand::Show { id } => show(store, &id, json, &mut out)?,
         SessionsCommand::Verify { id, all } => {
@@ -259,7 +262,11 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
                 )?;
             }
         }
-        SessionsCommand::Tree { id } => tree(store, id.as_deref(), json, &mut out)?,
+        SessionsCommand::Tree { id } => {
+            let mut out = std::io::BufWriter::new(&mut out);
+            tree(store, id.as_deref(), json, &mut out)?;
+            out.flush()?;
+        }
     }
     Ok(0)
 }
@@ -307,6 +314,9 @@ fn show(store: &dyn Store, id: &str, json: bool, out: &mut impl Write) -> Result
     )?;
     if let Some(p) = &st.header.parent {
         writeln!(out, "forked from {} at seq {}", p.id, p.seq)?;
+    }
+    if let Some(sb) = st.header.meta.as_ref().and_then(|m| m.get("sandbox")) {
+        writeln!(out, "shell sandbox at creation: {sb}")?;
     }
     for entry in &st.context {
         match entry {
@@ -499,25 +509,44 @@ fn verify(
     Ok(if problems == 0 { 0 } else { 1 })
 }
 
+/// The fork tree: each session under its parent, children in listing order. Iterative (a
+/// fork chain of any depth) and O(n log n) (children indexed by parent once).
 fn tree(store: &dyn Store, id: Option<&str>, json: bool, out: &mut impl Write) -> Result<()> {
     let list = store.list()?;
-    let root = match id {
-        Some(id) => Some(
-            store
+    let index: HashMap<&str, usize> = list
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    let mut children: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, s) in list.iter().enumerate() {
+        if let Some(p) = s.parent.as_deref().filter(|p| index.contains_key(p)) {
+            children.entry(p).or_default().push(i);
+        }
+    }
+    let roots: Vec<usize> = match id {
+        Some(id) => {
+            let root = store
                 .lineage(id)?
                 .last()
                 .cloned()
-                .unwrap_or_else(|| id.to_string()),
-        ),
-        None => None,
+                .unwrap_or_else(|| id.to_string());
+            index.get(root.as_str()).copied().into_iter().collect()
+        }
+        // A session whose parent is gone is a root of its own.
+        None => (0..list.len())
+            .filter(|&i| {
+                list[i]
+                    .parent
+                    .as_deref()
+                    .is_none_or(|p| !index.contains_key(p))
+            })
+            .collect(),
     };
-    fn walk(
-        out: &mut dyn Write,
-        list: &[SessionSummary],
-        s: &SessionSummary,
-        depth: usize,
-        json: bool,
-    ) -> Result<()> {
+    // Depth-first, children in order: push them reversed.
+    let mut stack: Vec<(usize, usize)> = roots.into_iter().rev().map(|r| (r, 0)).collect();
+    while let Some((i, depth)) = stack.pop() {
+        let s = &list[i];
         if json {
             writeln!(
                 out,
@@ -534,27 +563,9 @@ fn tree(store: &dyn Store, id: Option<&str>, json: bool, out: &mut impl Write) -
                 s.records
             )?;
         }
-        for c in list
-            .iter()
-            .filter(|c| c.parent.as_deref() == Some(s.id.as_str()))
-        {
-            walk(out, list, c, depth + 1, json)?;
+        if let Some(c) = children.get(s.id.as_str()) {
+            stack.extend(c.iter().rev().map(|&c| (c, depth + 1)));
         }
-        Ok(())
-    }
-    let roots: Vec<&SessionSummary> = match &root {
-        Some(r) => list.iter().filter(|s| &s.id == r).collect(),
-        None => list
-            .iter()
-            .filter(|s| {
-                s.parent
-                    .as_ref()
-                    .is_none_or(|p| !list.iter().any(|x| &x.id == p))
-            })
-            .collect(),
-    };
-    for r in roots {
-        walk(out, &list, r, 0, json)?;
     }
     Ok(())
 }

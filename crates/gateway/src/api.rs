@@ -68,11 +68,7 @@ async fn not_found() -> ApiError {
 }
 
 async fn method_not_allowed() -> ApiError {
-    ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "method not allowed on this route",
-    )
+    ApiError::method_not_allowed("method not allowed on this route")
 }
 
 async fn count_requests(State(st): State<AppState>, req: Request, next: Next) -> Response {
@@ -92,10 +88,7 @@ async fn require_token(State(st): State<AppState>, req: Request, next: Next) -> 
         .get(header::AUTHORIZATION)
         .map(|v| v.as_bytes());
     if !auth::check_bearer(h, &st.token) {
-        let mut r = ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing or wrong bearer token (Authorization: Bearer <token from the token file or LAZARUS_TOKEN>)",
+        let mut r = ApiError::unauthorized("missing or wrong bearer token (Authorization: Bearer <token from the token file or LAZARUS_TOKEN>)",
         )
         .into_response();
         r.headers_mut()
@@ -112,8 +105,7 @@ fn body_json<T: DeserializeOwned>(
 ) -> ApiResult<T> {
     let b = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::too_large(
                 "body_too_large",
                 format!("request body larger than {limit} bytes (limit --max-body-bytes)"),
             )
@@ -221,8 +213,7 @@ async fn create_session(
 ) -> ApiResult<Response> {
     let b: CreateBody = body_json(body, st.hub.cfg.limits.max_body_bytes, true)?;
     if b.system_prompt.as_ref().map_or(0, String::len) > st.hub.cfg.limits.max_text_bytes {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
+        return Err(ApiError::too_large(
             "text_too_large",
             "system_prompt is larger than --max-text-bytes",
         ));
@@ -241,7 +232,7 @@ async fn create_session(
         .into_response())
 }
 
-fn describe(st: &SessionState, running: bool) -> Value {
+fn describe(st: &SessionState, running: bool, workspace: &std::path::Path) -> Value {
     let status = if running {
         Status::Running
     } else {
@@ -268,7 +259,6 @@ fn describe(st: &SessionState, running: bool) -> Value {
         .iter()
         .map(|p| json!({"seq": p.seq, "input_id": p.input_id}))
         .collect();
-    let meta = st.header.meta.clone().unwrap_or(Value::Null);
     json!({
         "id": st.id(),
         "status": status,
@@ -281,7 +271,8 @@ fn describe(st: &SessionState, running: bool) -> Value {
         "open_tool_calls": open_calls,
         "in_doubt_calls": st.in_doubt_calls().count(),
         "last_receipt": st.last_receipt,
-        "workspace": meta.get("workspace"),
+        // the workspace in use (the operator's policy decides, not the header)
+        "workspace": workspace,
         "work_owed": st.owes_work(),
     })
 }
@@ -292,7 +283,14 @@ async fn show_session(
 ) -> ApiResult<Json<Value>> {
     let id = path_id(id)?;
     let (s, running) = st.hub.state(&id).await?;
-    Ok(Json(describe(&s, running)))
+    let workspace = match st.hub.session_if_open(&id) {
+        Some(open) => open.workspace.clone(),
+        None => st
+            .hub
+            .workspaces()
+            .path_for_existing(s.header.meta.as_ref(), &id),
+    };
+    Ok(Json(describe(&s, running, &workspace)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -461,8 +459,7 @@ async fn post_message(
     let limits = &st.hub.cfg.limits;
     let b: MessageBody = body_json(body, limits.max_body_bytes, false)?;
     if b.text.len() > limits.max_text_bytes {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
+        return Err(ApiError::too_large(
             "text_too_large",
             format!(
                 "text is {} bytes; the limit is {} (--max-text-bytes)",
@@ -484,7 +481,7 @@ async fn post_message(
     if st.hub.is_draining() {
         return Err(ApiError::unavailable("the gateway is shutting down"));
     }
-    let actor = st.hub.actor(&id).await?;
+    let actor = st.hub.session(&id).await?;
     st.hub.admit(&actor)?;
     let (seq, duplicate) = st
         .hub
@@ -531,8 +528,7 @@ async fn post_event(
         check_input_id(k, "idempotency_key")?;
     }
     if b.reason.as_ref().map_or(0, String::len) > 4096 {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
+        return Err(ApiError::too_large(
             "text_too_large",
             "reason is longer than 4096 bytes",
         ));
@@ -540,7 +536,7 @@ async fn post_event(
     if st.hub.is_draining() {
         return Err(ApiError::unavailable("the gateway is shutting down"));
     }
-    let actor = st.hub.actor(&id).await?;
+    let actor = st.hub.session(&id).await?;
     let _g = actor.event_lock.lock().await;
     let (dup_seq, status, owed) = Hub::with_state(&actor, |s| {
         (

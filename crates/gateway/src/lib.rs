@@ -18,6 +18,10 @@ pub mod error;
 pub mod hub;
 pub mod metrics;
 pub mod notify;
+pub mod recovery;
+pub mod registry;
+pub mod scheduler;
+pub mod workspace;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -30,7 +34,8 @@ use lazarus_agent::tools::Toolbox;
 use lazarus_session::SharedStore;
 use tokio_util::sync::CancellationToken;
 
-pub use hub::{Hub, HubConfig, Limits, TakeoverReport};
+pub use hub::{Hub, HubConfig, Limits};
+pub use recovery::TakeoverReport;
 
 /// Everything `lazarus serve` needs.
 #[derive(Clone)]

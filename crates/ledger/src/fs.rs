@@ -95,6 +95,15 @@ fn not_regular(what: &'static str) -> io::Error {
 /// Opens an existing file without following a symlink in its last component and without
 /// blocking (a FIFO), and checks that it is a regular file.
 pub fn open_regular(path: &Path, write: bool, append: bool) -> io::Result<File> {
+    open_regular_meta(path, write, append).map(|(f, _)| f)
+}
+
+/// [`open_regular`], also returning the file's metadata (read once, for the check).
+pub fn open_regular_meta(
+    path: &Path,
+    write: bool,
+    append: bool,
+) -> io::Result<(File, std::fs::Metadata)> {
     let f = OpenOptions::new()
         .read(!write)
         .write(write && !append)
@@ -108,18 +117,17 @@ pub fn open_regular(path: &Path, write: bool, append: bool) -> io::Result<File> 
                 e
             }
         })?;
-    check_regular(&f)?;
-    // Back to blocking mode: a regular file never blocks, and later readers expect it.
-    let flags = rustix::fs::fcntl_getfl(&f)?;
-    rustix::fs::fcntl_setfl(&f, flags.difference(rustix::fs::OFlags::NONBLOCK))?;
-    Ok(f)
+    // O_NONBLOCK stays set: it means nothing for a regular file, which is all this returns.
+    let meta = check_regular(&f)?;
+    Ok((f, meta))
 }
 
 /// Fails unless `f` is a regular file.
-pub fn check_regular(f: &File) -> io::Result<()> {
-    let ft = f.metadata()?.file_type();
+pub fn check_regular(f: &File) -> io::Result<std::fs::Metadata> {
+    let meta = f.metadata()?;
+    let ft = meta.file_type();
     if ft.is_file() {
-        return Ok(());
+        return Ok(meta);
     }
     use std::os::unix::fs::FileTypeExt;
     Err(not_regular(if ft.is_dir() {

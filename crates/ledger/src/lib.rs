@@ -55,6 +55,7 @@
 //! ```
 
 pub mod clock;
+pub mod durable_replace;
 pub mod error;
 pub mod frame;
 pub mod fs;
@@ -77,7 +78,7 @@ pub use holder::Holder;
 pub use id::validate_id;
 pub use layout::{ledger_path, lock_path};
 pub use lock::read_holder;
-pub use reader::{Reader, Tail, read_tail};
+pub use reader::{Reader, Tail, read_head_and_tail, read_tail};
 pub use repair::{Finding, RepairOutcome, VerifyReport, repair, verify_file};
 pub use scan::{CrashWindow, Cut, LineInfo};
 pub use writer::{Appended, Durability, Options, Recovery, Writer};

@@ -20,21 +20,33 @@ pub struct WriterLock {
     path: PathBuf,
 }
 
+/// How long a writer waits for a lock someone holds before it gives up with
+/// [`LedgerError::Locked`].
+pub const LOCK_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl WriterLock {
-    /// Takes the exclusive lock at `lock_path` without waiting.
+    /// Takes the exclusive lock at `lock_path`, waiting at most [`LOCK_WAIT_MAX`]: a lister
+    /// that checks the lock ([`held_by`]) holds it for microseconds, a writer for its life.
     pub fn acquire(lock_path: &Path, session_path: &Path) -> Result<Self> {
         let mut file =
             open_lock_file(lock_path).map_err(|e| LedgerError::open_failed(lock_path, e))?;
-        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => {}
-            Err(e) if e == rustix::io::Errno::WOULDBLOCK || e == rustix::io::Errno::AGAIN => {
-                return Err(LedgerError::Locked {
-                    path: session_path.to_path_buf(),
-                    holder: read_holder_from(&mut file),
-                });
-            }
-            Err(e) => {
-                return Err(LedgerError::io("flock", lock_path, e.into()));
+        let started = std::time::Instant::now();
+        loop {
+            match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => break,
+                Err(e) if e == rustix::io::Errno::WOULDBLOCK || e == rustix::io::Errno::AGAIN => {
+                    if started.elapsed() < LOCK_WAIT_MAX {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                        continue;
+                    }
+                    return Err(LedgerError::Locked {
+                        path: session_path.to_path_buf(),
+                        holder: read_holder_from(&mut file),
+                    });
+                }
+                Err(e) => {
+                    return Err(LedgerError::io("flock", lock_path, e.into()));
+                }
             }
         }
         let me = serde_json::to_vec(&Holder::current()).unwrap_or_default();
@@ -97,6 +109,20 @@ fn open_lock_file(lock_path: &Path) -> std::io::Result<File> {
 pub fn read_holder(lock_path: &Path) -> Option<Holder> {
     let mut f = crate::fs::open_regular(lock_path, false, false).ok()?;
     read_holder_from(&mut f)
+}
+
+/// Whether some process holds the writer lock at `lock_path` right now, and if so who (as
+/// far as the lock file says): one open, one non-blocking shared `flock` (released at once).
+/// `None`: nobody holds it (or there is no lock file).
+pub fn held_by(lock_path: &Path) -> Option<Option<Holder>> {
+    let mut f = crate::fs::open_regular(lock_path, false, false).ok()?;
+    match flock(&f, FlockOperation::NonBlockingLockShared) {
+        Ok(()) => {
+            let _ = flock(&f, FlockOperation::Unlock);
+            None
+        }
+        Err(_) => Some(read_holder_from(&mut f)),
+    }
 }
 
 /// True when some process holds the writer lock at `lock_path` right now.

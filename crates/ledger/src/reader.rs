@@ -4,8 +4,9 @@
 
 use std::fs::File;
 
-use crate::fs::open_regular;
+use crate::fs::{open_regular, open_regular_meta};
 use std::io::{Read, Seek, SeekFrom};
+
 use std::path::{Path, PathBuf};
 
 use crate::error::{LedgerError, Result};
@@ -160,23 +161,85 @@ pub struct Tail {
 /// Reads only the end of `path` (growing the window as needed, never past one line limit)
 /// and returns its last checksum-valid record. Does not validate the whole file.
 pub fn read_tail(path: &Path, opts: &Options) -> Result<Tail> {
-    let mut f = open_regular(path, false, false).map_err(|e| LedgerError::open_failed(path, e))?;
-    let size = f
-        .metadata()
-        .map_err(|e| LedgerError::io("stat", path, e))?
-        .len();
-    let mut window: u64 = 16 * 1024;
+    let (f, meta) =
+        open_regular_meta(path, false, false).map_err(|e| LedgerError::open_failed(path, e))?;
+    let size = meta.len();
+    tail_of(&f, path, opts, size, None)
+}
+
+/// The first window the tail reader reads; a file this small is read whole, once.
+const TAIL_WINDOW_FIRST: u64 = 16 * 1024;
+
+/// The header (line 1, checked) and the last good record of `path`, through one open and
+/// (for a file of up to 16 KiB) one read: what a listing needs of each session, without
+/// reading the middle.
+pub fn read_head_and_tail(path: &Path, opts: &Options) -> Result<(Header, Tail)> {
+    let (f, meta) =
+        open_regular_meta(path, false, false).map_err(|e| LedgerError::open_failed(path, e))?;
+    let size = meta.len();
+    let first = pread(&f, path, 0, size.min(TAIL_WINDOW_FIRST))?;
+    let whole = first.len() as u64 == size;
+    let header_fits = memchr::memchr(b'\n', &first).is_some();
+    let header = if header_fits {
+        Scanner::from_start_buffered(
+            path,
+            &first[..],
+            opts.line_bytes_max,
+            opts.format.as_deref(),
+            first.len().max(1),
+        )?
+        .1
+    } else {
+        // A header longer than the first read (or none at all): read it as a stream.
+        Scanner::from_start_buffered(
+            path,
+            (&f).take(opts.line_bytes_max as u64 + 1),
+            opts.line_bytes_max,
+            opts.format.as_deref(),
+            64 * 1024,
+        )?
+        .1
+    };
+    let tail = tail_of(&f, path, opts, size, whole.then_some(first))?;
+    Ok((header, tail))
+}
+
+fn pread(f: &File, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; len as usize];
+    let mut done = 0;
+    while done < buf.len() {
+        match f.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(LedgerError::io("read", path, e)),
+        }
+    }
+    buf.truncate(done);
+    Ok(buf)
+}
+
+/// The last checksum-valid record of a file of `size` bytes, read backwards in growing
+/// windows; `whole` is the whole file when it was read already.
+fn tail_of(
+    f: &File,
+    path: &Path,
+    opts: &Options,
+    size: u64,
+    whole: Option<Vec<u8>>,
+) -> Result<Tail> {
+    let mut window = TAIL_WINDOW_FIRST;
     let cap = opts.line_bytes_max as u64 * 2 + 2;
+    let mut prefetched = whole;
     loop {
         let w = window.min(size);
         let start = size - w;
-        f.seek(SeekFrom::Start(start))
-            .map_err(|e| LedgerError::io("seek", path, e))?;
-        let mut buf = Vec::with_capacity(w as usize);
-        (&mut f)
-            .take(w)
-            .read_to_end(&mut buf)
-            .map_err(|e| LedgerError::io("read", path, e))?;
+        let buf = match prefetched.take() {
+            Some(b) => b,
+            None => pread(f, path, start, w)?,
+        };
+        let start = size - buf.len() as u64;
         // Walk complete lines from the end.
         let mut end = match memchr::memrchr(b'\n', &buf) {
             Some(i) => i,
@@ -187,17 +250,7 @@ pub fn read_tail(path: &Path, opts: &Options) -> Result<Tail> {
             }
             None => {
                 if window >= cap {
-                    return Err(LedgerError::Corrupt(Box::new(
-                        crate::error::Corruption::new(
-                            path,
-                            0,
-                            start,
-                            crate::error::Problem::LineTooLong {
-                                len: w,
-                                max: opts.line_bytes_max as u64,
-                            },
-                        ),
-                    )));
+                    return Err(damaged_tail(path, start, w, opts));
                 }
                 window *= 4;
                 continue;
@@ -228,11 +281,33 @@ pub fn read_tail(path: &Path, opts: &Options) -> Result<Tail> {
             }
             end = line_start - 1;
         }
-        if window >= cap || start == 0 {
+        if start == 0 {
             return Err(LedgerError::NoHeader {
                 path: path.to_path_buf(),
             });
         }
+        if window >= cap {
+            return Err(damaged_tail(path, start, w, opts));
+        }
         window *= 4;
     }
+}
+
+/// More than two line limits at the end of the file without a valid record: no crash leaves
+/// that much, so the end of the file is damaged (the header may be fine).
+fn damaged_tail(path: &Path, start: u64, w: u64, opts: &Options) -> LedgerError {
+    LedgerError::Corrupt(Box::new(
+        crate::error::Corruption::new(
+            path,
+            0,
+            start,
+            crate::error::Problem::LineTooLong {
+                len: w,
+                max: opts.line_bytes_max as u64,
+            },
+        )
+        .with_context(
+            "no valid record in the last bytes of the file; run `lazarus sessions verify`",
+        ),
+    ))
 }

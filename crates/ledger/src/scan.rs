@@ -108,8 +108,19 @@ pub(crate) struct LineSource<R> {
 
 impl<R: Read> LineSource<R> {
     pub(crate) fn new(path: &Path, r: R, offset: u64, line_no: u64, max: usize) -> Self {
+        Self::with_capacity(path, r, offset, line_no, max, 256 * 1024)
+    }
+
+    pub(crate) fn with_capacity(
+        path: &Path,
+        r: R,
+        offset: u64,
+        line_no: u64,
+        max: usize,
+        capacity: usize,
+    ) -> Self {
         LineSource {
-            inner: BufReader::with_capacity(256 * 1024, r),
+            inner: BufReader::with_capacity(capacity, r),
             buf: Vec::with_capacity(4096),
             offset,
             line_no,
@@ -220,7 +231,19 @@ impl<R: Read> Scanner<R> {
         max: usize,
         expected_format: Option<&str>,
     ) -> Result<(Self, Header)> {
-        let mut src = LineSource::new(path, r, 0, 0, max);
+        Self::from_start_buffered(path, r, max, expected_format, 256 * 1024)
+    }
+
+    /// [`Scanner::from_start`] with a read buffer of `capacity` bytes (small when only the
+    /// header is wanted, as listings do for every session).
+    pub(crate) fn from_start_buffered(
+        path: &Path,
+        r: R,
+        max: usize,
+        expected_format: Option<&str>,
+        capacity: usize,
+    ) -> Result<(Self, Header)> {
+        let mut src = LineSource::with_capacity(path, r, 0, 0, max, capacity);
         let (raw, info) = src.next_raw()?;
         let corrupt =
             |problem| LedgerError::Corrupt(Box::new(Corruption::new(path, 1, 0, problem)));

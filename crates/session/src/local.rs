@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use lazarus_ledger::{
     Durability, Header, LedgerError, Options, Parent, Problem, Reader, Writer, ledger_path,
-    read_tail,
+    read_head_and_tail,
 };
 
 use crate::record::{FORMAT, ForkPoint, Record};
@@ -97,17 +97,13 @@ impl LocalStore {
         Ok(state)
     }
 
+    /// A session's line in a listing, from its header and its tail only (one open of the
+    /// ledger, one of its lock file).
     fn summary_of(&self, path: &Path) -> Result<SessionSummary> {
-        let reader = Reader::open(path, &self.opts)?;
-        let header = reader.header().clone();
-        drop(reader);
-        let tail = read_tail(path, &self.opts)?;
+        let (header, tail) = read_head_and_tail(path, &self.opts)?;
         let mut status = status_from_tail(&tail.last_kind, &tail.last_data);
         let lock = lazarus_ledger::lock_path(&self.dir, &header.id);
-        if let Some(holder) = lazarus_ledger::read_holder(&lock)
-            && holder.is_alive_here()
-            && lazarus_ledger::lock::is_locked(&lock)
-        {
+        if lazarus_ledger::lock::held_by(&lock).is_some() {
             status = Status::Running;
         }
         Ok(SessionSummary {
@@ -248,26 +244,44 @@ impl Store for LocalStore {
         let entries = std::fs::read_dir(&self.dir).map_err(|e| {
             SessionError::Backend(format!("cannot list {}: {e}", self.dir.display()))
         })?;
-        let mut out = Vec::new();
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let Some(stem) = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_suffix(".jsonl"))
-            else {
-                continue;
-            };
-            if lazarus_ledger::validate_id(stem).is_err() {
-                continue;
-            }
-            match self.summary_of(&path) {
-                Ok(s) => out.push(s),
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "unreadable session skipped in listing")
-                }
-            }
-        }
+        let paths: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_suffix(".jsonl"))
+                    .is_some_and(|stem| lazarus_ledger::validate_id(stem).is_ok())
+            })
+            .collect();
+        // Headers and tails only, a few threads at once: the cost is system calls.
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 8)
+            .min(paths.len().div_ceil(256).max(1));
+        let chunk = paths.len().div_ceil(threads).max(1);
+        let mut out: Vec<SessionSummary> = std::thread::scope(|scope| {
+            let workers: Vec<_> = paths
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || {
+                        part.iter()
+                            .filter_map(|path| match self.summary_of(path) {
+                                Ok(s) => Some(s),
+                                Err(e) => {
+                                    tracing::warn!(path = %path.display(), error = %e, "unreadable session skipped in listing");
+                                    None
+                                }
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_default())
+                .collect()
+        });
         out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
         Ok(out)
     }

@@ -371,6 +371,22 @@ pub struct ResumeReceipt {
     pub open_turn: Option<u64>,
     /// After the resume actions: every tool call of every response has exactly one outcome.
     pub every_call_has_one_result: bool,
+    /// How the runner that resumed confined `shell` commands (absent in older receipts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxRecord>,
+}
+
+/// How `shell` commands were confined.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxRecord {
+    /// `workspace-write`, `read-only` or `off`.
+    pub mode: String,
+    /// Whether shell commands could use the network.
+    pub network: bool,
+    /// What enforced it (e.g. `Landlock ABI 7, network namespace, PID namespace`), or why
+    /// shell calls were refused, or `unconfined`.
+    pub detail: String,
 }
 
 /// The session was stopped (signal, shutdown, user) at this point.

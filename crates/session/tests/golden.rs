@@ -106,6 +106,7 @@ fn records() -> Vec<Record> {
             inputs_pending: 0,
             open_turn: None,
             every_call_has_one_result: true,
+            sandbox: None,
         }),
         Record::TurnStart(TurnStart {
             turn: 2,

@@ -21,11 +21,12 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use fs::{EditFileTool, ListDirTool, ReadFileTool, WriteFileTool};
-pub use path::{PathError, resolve_in_workspace};
+pub use path::{PathError, Workspace};
 pub use shell::{GATE_REFUSED_EXIT, ShellTool};
 
 use crate::model::ToolSpec;
 pub use crate::process::ProcessGroupRef;
+use crate::sandbox::Sandbox;
 
 /// How a tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -120,6 +121,9 @@ pub struct ToolLimits {
     pub output_tail_bytes: usize,
     /// Largest number of bytes `read_file` returns.
     pub read_max_bytes: usize,
+    /// Bytes `read_file` reads at most to skip to the requested `offset`.
+    #[serde(default = "default_read_scan_max_bytes")]
+    pub read_scan_max_bytes: u64,
     /// Largest content `write_file` / `edit_file` writes, in bytes.
     pub write_max_bytes: usize,
     /// Largest number of entries `list_dir` returns.
@@ -135,10 +139,15 @@ impl Default for ToolLimits {
             output_head_bytes: 16 * 1024,
             output_tail_bytes: 16 * 1024,
             read_max_bytes: 256 * 1024,
+            read_scan_max_bytes: default_read_scan_max_bytes(),
             write_max_bytes: 8 * 1024 * 1024,
             list_max_entries: 1_000,
         }
     }
+}
+
+fn default_read_scan_max_bytes() -> u64 {
+    256 * 1024 * 1024
 }
 
 /// What every tool call gets.
@@ -149,14 +158,19 @@ pub struct ToolContext {
     /// Cancelled when the runner stops (SIGINT/SIGTERM).
     pub cancel: CancellationToken,
     pub limits: ToolLimits,
+    /// How `shell` commands are confined.
+    pub sandbox: Arc<Sandbox>,
 }
 
 impl ToolContext {
+    /// A context with the default sandbox (`workspace-write`, no network), probed once per
+    /// process.
     pub fn new(workspace: impl Into<PathBuf>) -> Self {
         ToolContext {
             workspace: workspace.into(),
             cancel: CancellationToken::new(),
             limits: ToolLimits::default(),
+            sandbox: crate::sandbox::default_probed(),
         }
     }
 }

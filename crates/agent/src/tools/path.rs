@@ -1,102 +1,180 @@
-//! Confining paths to the workspace.
+//! Confining paths to the workspace, atomically.
+//!
+//! Every file tool resolves its path with one `openat2(RESOLVE_BENEATH |
+//! RESOLVE_NO_MAGICLINKS)` from a descriptor of the workspace: the kernel refuses any step
+//! out of it (`..`, an absolute symlink, a symlink to outside, `/proc` magic links) during the
+//! open itself, so a directory swapped for a symlink between a check and the open cannot
+//! redirect it. Nothing is resolved by name and opened later.
 
+use std::ffi::OsStr;
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
 
 /// Why a path was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PathError {
-    #[error("the workspace {0} cannot be resolved: {1}")]
+    #[error("the workspace {0} cannot be opened: {1}")]
     Workspace(PathBuf, #[source] io::Error),
     #[error("path {0:?} is outside the workspace; use a path relative to the workspace")]
     Outside(String),
     #[error("path {0:?} leaves the workspace through a symbolic link")]
     SymlinkEscape(String),
-    #[error("path {0:?} is a dangling symbolic link")]
-    Dangling(String),
+    #[error("path {0:?} does not exist")]
+    NotFound(String),
     #[error("path is empty")]
     Empty,
     #[error("cannot resolve path {0:?}: {1}")]
     Io(String, #[source] io::Error),
 }
 
-/// Resolves `path` (relative to the workspace, or absolute inside it) to an absolute path
-/// whose existing part has all symlinks resolved and lies inside the canonical workspace.
-/// Refuses `..` that climbs out, absolute paths elsewhere, symlinks pointing out and dangling
-/// symlinks (writing through one would create a file wherever it points).
-pub fn resolve_in_workspace(workspace: &Path, path: &str) -> Result<PathBuf, PathError> {
-    if path.is_empty() {
-        return Err(PathError::Empty);
+pub(crate) fn errno(e: Errno) -> io::Error {
+    io::Error::from_raw_os_error(e.raw_os_error())
+}
+
+/// A workspace opened as a directory descriptor; paths are resolved beneath it.
+#[derive(Debug)]
+pub struct Workspace {
+    root: OwnedFd,
+    path: PathBuf,
+}
+
+impl Workspace {
+    /// Opens the workspace directory (following symlinks: the operator chose it).
+    pub fn open(workspace: &Path) -> Result<Self, PathError> {
+        let root = rustix::fs::open(
+            workspace,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| PathError::Workspace(workspace.to_path_buf(), errno(e)))?;
+        Ok(Workspace {
+            root,
+            path: workspace.to_path_buf(),
+        })
     }
-    if path.contains('\0') {
-        return Err(PathError::Outside(path.to_string()));
-    }
-    let root = workspace
-        .canonicalize()
-        .map_err(|e| PathError::Workspace(workspace.to_path_buf(), e))?;
-    let p = Path::new(path);
-    let rel: PathBuf = if p.is_absolute() {
-        if let Ok(r) = p.strip_prefix(&root) {
-            r.to_path_buf()
-        } else if let Ok(r) = p.strip_prefix(workspace) {
-            r.to_path_buf()
-        } else {
+
+    /// The path relative to the workspace, lexically: absolute paths must lie inside the
+    /// workspace (as given or canonical), `..` may not climb above it. Empty means the
+    /// workspace itself.
+    pub fn relative(&self, path: &str) -> Result<PathBuf, PathError> {
+        if path.is_empty() {
+            return Err(PathError::Empty);
+        }
+        if path.contains('\0') {
             return Err(PathError::Outside(path.to_string()));
         }
-    } else {
-        p.to_path_buf()
-    };
-    // Lexical normalisation: `..` may not climb above the workspace root.
-    let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
-    for c in rel.components() {
-        match c {
-            Component::Normal(s) => parts.push(s),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if parts.pop().is_none() {
+        let p = Path::new(path);
+        let rel: PathBuf = if p.is_absolute() {
+            let canon = self.path.canonicalize().ok();
+            if let Some(r) = canon.as_ref().and_then(|c| p.strip_prefix(c).ok()) {
+                r.to_path_buf()
+            } else if let Ok(r) = p.strip_prefix(&self.path) {
+                r.to_path_buf()
+            } else {
+                return Err(PathError::Outside(path.to_string()));
+            }
+        } else {
+            p.to_path_buf()
+        };
+        let mut parts: Vec<&OsStr> = Vec::new();
+        for c in rel.components() {
+            match c {
+                Component::Normal(s) => parts.push(s),
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    if parts.pop().is_none() {
+                        return Err(PathError::Outside(path.to_string()));
+                    }
+                }
+                Component::RootDir | Component::Prefix(_) => {
                     return Err(PathError::Outside(path.to_string()));
                 }
             }
-            Component::RootDir | Component::Prefix(_) => {
-                return Err(PathError::Outside(path.to_string()));
-            }
         }
+        Ok(parts.iter().collect())
     }
-    let mut full = root.clone();
-    full.extend(&parts);
-    // Find the deepest existing ancestor (not following a final symlink), canonicalise it.
-    let mut existing = full.clone();
-    let mut missing: Vec<std::ffi::OsString> = Vec::new();
-    loop {
-        match std::fs::symlink_metadata(&existing) {
-            Ok(_) => break,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let Some(name) = existing.file_name().map(|n| n.to_os_string()) else {
-                    return Err(PathError::Io(path.to_string(), e));
-                };
-                missing.push(name);
-                if !existing.pop() {
-                    return Err(PathError::Io(path.to_string(), e));
+
+    /// Opens `rel` beneath the workspace in one `openat2` (symlinks inside the workspace are
+    /// followed; any step out of it is refused by the kernel).
+    pub fn open_beneath(
+        &self,
+        rel: &Path,
+        flags: OFlags,
+        shown: &str,
+    ) -> Result<OwnedFd, PathError> {
+        let target: &Path = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
+        let mut tries = 0;
+        loop {
+            match rustix::fs::openat2(
+                &self.root,
+                target,
+                flags | OFlags::CLOEXEC,
+                Mode::empty(),
+                ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+            ) {
+                Ok(fd) => return Ok(fd),
+                // a concurrent rename made the kernel unsure; try again
+                Err(Errno::AGAIN) if tries < 16 => tries += 1,
+                Err(Errno::XDEV) | Err(Errno::LOOP) => {
+                    return Err(PathError::SymlinkEscape(shown.to_string()));
                 }
+                Err(Errno::NOENT) => return Err(PathError::NotFound(shown.to_string())),
+                Err(Errno::NOSYS) => {
+                    return Err(PathError::Io(
+                        shown.to_string(),
+                        io::Error::other(
+                            "this kernel lacks openat2 (Linux 5.6+), which the file tools need to stay inside the workspace",
+                        ),
+                    ));
+                }
+                Err(e) => return Err(PathError::Io(shown.to_string(), errno(e))),
             }
-            Err(e) => return Err(PathError::Io(path.to_string(), e)),
         }
     }
-    let canon = match existing.canonicalize() {
-        Ok(c) => c,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(PathError::Dangling(path.to_string()));
+
+    /// Opens the directory `rel` beneath the workspace, creating missing components one at
+    /// a time (`mkdirat` in the directory just opened, then `openat2` again from the root),
+    /// so nothing is ever created outside the workspace.
+    pub fn create_dirs(&self, rel: &Path, shown: &str) -> Result<OwnedFd, PathError> {
+        let mut done = PathBuf::new();
+        let mut dir = self.open_beneath(&done, OFlags::RDONLY | OFlags::DIRECTORY, shown)?;
+        for part in rel.components() {
+            let Component::Normal(name) = part else {
+                return Err(PathError::Outside(shown.to_string()));
+            };
+            done.push(name);
+            dir = match self.open_beneath(&done, OFlags::RDONLY | OFlags::DIRECTORY, shown) {
+                Ok(fd) => fd,
+                Err(PathError::NotFound(_)) => {
+                    match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o777)) {
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(e) => return Err(PathError::Io(shown.to_string(), errno(e))),
+                    }
+                    self.open_beneath(&done, OFlags::RDONLY | OFlags::DIRECTORY, shown)?
+                }
+                Err(e) => return Err(e),
+            };
         }
-        Err(e) => return Err(PathError::Io(path.to_string(), e)),
-    };
-    if !canon.starts_with(&root) {
-        return Err(PathError::SymlinkEscape(path.to_string()));
+        Ok(dir)
     }
-    let mut out = canon;
-    for name in missing.into_iter().rev() {
-        out.push(name);
+
+    pub fn root(&self) -> impl AsFd + '_ {
+        &self.root
     }
-    Ok(out)
+}
+
+/// Splits a relative path into its parent and last component (`None` for the workspace).
+pub(crate) fn split_last(rel: &Path) -> Option<(&Path, &OsStr)> {
+    let name = rel.file_name()?;
+    Some((rel.parent().unwrap_or(Path::new("")), name))
 }
 
 #[cfg(test)]
@@ -110,24 +188,55 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         let root = ws.path().canonicalize().unwrap();
         std::fs::create_dir(ws.path().join("sub")).unwrap();
+        std::fs::write(ws.path().join("sub/x"), "x").unwrap();
+        std::fs::write(outside.path().join("x"), "secret").unwrap();
         symlink(outside.path(), ws.path().join("out")).unwrap();
-        symlink(ws.path().join("sub"), ws.path().join("in")).unwrap();
-        symlink("/nonexistent/x", ws.path().join("dangling")).unwrap();
+        symlink("sub", ws.path().join("in")).unwrap();
+        symlink("../sub/x", ws.path().join("sub/up")).unwrap();
+        symlink("/etc/hostname", ws.path().join("abs")).unwrap();
+        symlink("/proc/self/root/etc/hostname", ws.path().join("magic")).unwrap();
+        let w = Workspace::open(ws.path()).unwrap();
 
-        let ok = |p: &str| resolve_in_workspace(ws.path(), p).unwrap();
-        assert_eq!(ok("a.txt"), root.join("a.txt"));
-        assert_eq!(ok("./sub/../b/c.txt"), root.join("b/c.txt"));
-        assert_eq!(ok("in/x"), root.join("sub/x"));
-        assert_eq!(ok(&root.join("sub").to_string_lossy()), root.join("sub"));
-        assert_eq!(ok("."), root);
-
-        let err = |p: &str| resolve_in_workspace(ws.path(), p).unwrap_err();
+        let rel = |p: &str| w.relative(p).unwrap();
+        assert_eq!(rel("a.txt"), Path::new("a.txt"));
+        assert_eq!(rel("./sub/../b/c.txt"), Path::new("b/c.txt"));
+        assert_eq!(rel(&root.join("sub").to_string_lossy()), Path::new("sub"));
+        assert_eq!(rel("."), Path::new(""));
+        let err = |p: &str| w.relative(p).unwrap_err();
         assert!(matches!(err("../x"), PathError::Outside(_)));
         assert!(matches!(err("sub/../../x"), PathError::Outside(_)));
         assert!(matches!(err("/etc/passwd"), PathError::Outside(_)));
-        assert!(matches!(err("out/x"), PathError::SymlinkEscape(_)));
-        assert!(matches!(err("out"), PathError::SymlinkEscape(_)));
-        assert!(matches!(err("dangling"), PathError::Dangling(_)));
         assert!(matches!(err(""), PathError::Empty));
+
+        let open = |p: &str| w.open_beneath(Path::new(p), OFlags::RDONLY, p);
+        assert!(open("in/x").is_ok());
+        assert!(open("sub/up").is_ok());
+        assert!(open("").is_ok());
+        for bad in ["out/x", "out", "abs", "magic"] {
+            assert!(
+                matches!(open(bad), Err(PathError::SymlinkEscape(_))),
+                "{bad}: {:?}",
+                open(bad)
+            );
+        }
+        assert!(matches!(open("nope"), Err(PathError::NotFound(_))));
+    }
+
+    #[test]
+    fn creates_directories_only_beneath() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        symlink(outside.path(), ws.path().join("link")).unwrap();
+        let w = Workspace::open(ws.path()).unwrap();
+        w.create_dirs(Path::new("a/b/c"), "a/b/c").unwrap();
+        assert!(ws.path().join("a/b/c").is_dir());
+        assert!(matches!(
+            w.create_dirs(Path::new("link/a/b"), "link/a/b"),
+            Err(PathError::SymlinkEscape(_))
+        ));
+        assert!(
+            std::fs::read_dir(outside.path()).unwrap().next().is_none(),
+            "created something outside"
+        );
     }
 }

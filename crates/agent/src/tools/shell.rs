@@ -9,6 +9,11 @@
 //! then writes `go`. If the pipe closes without it — the hook refused, or the runner died —
 //! the gate exits with status 125 and the command never runs.
 //!
+//! The command runs in the sandbox in force ([`crate::sandbox`]): by default it can write only
+//! in the workspace and a private `$TMPDIR`, has no network, and runs in its own PID
+//! namespace, so nothing it starts outlives the call. When the sandbox cannot be enforced on
+//! this machine the call is refused before anything runs (unless the sandbox is `off`).
+//!
 //! Timeout and cancellation terminate the whole group (SIGTERM, grace, SIGKILL). When the
 //! command finishes, processes it left running in its group (background jobs) are terminated
 //! too, so nothing outlives the call unrecorded. Output (stdout and stderr interleaved) keeps
@@ -23,11 +28,13 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{
-    Args, Tool, ToolContext, ToolFuture, ToolHooks, ToolOutput, ToolStatus, duration_secs,
+    Args, Tool, ToolContext, ToolFuture, ToolHooks, ToolLimits, ToolOutput, ToolStatus,
+    duration_secs,
 };
 use crate::process::{
     ProcessGroupRef, TerminateOutcome, group_has_running_members, terminate_group,
 };
+use crate::sandbox::Prepared;
 
 /// Exit status of the gate when the command was never started.
 pub const GATE_REFUSED_EXIT: i32 = 125;
@@ -136,7 +143,7 @@ impl Tool for ShellTool {
         "shell"
     }
     fn description(&self) -> &'static str {
-        "Run a shell command (sh -c) in the workspace directory. Output (stdout and stderr) is returned with the exit code; long output is cut in the middle. Processes left running in the background are terminated when the command finishes."
+        "Run a shell command (sh -c) in the workspace directory. Output (stdout and stderr) is returned with the exit code; long output is cut in the middle. Processes left running in the background are terminated when the command finishes. Unless the operator turned the sandbox off, commands can write only in the workspace and $TMPDIR and have no network."
     }
     fn parameters(&self) -> Value {
         json!({"type": "object", "properties": {
@@ -157,51 +164,78 @@ impl Tool for ShellTool {
     }
 }
 
-async fn run_shell(ctx: &ToolContext, arguments: &Value, hooks: &mut dyn ToolHooks) -> ToolOutput {
-    let limits = &ctx.limits;
-    let prep = (|| {
+/// A validated shell request.
+struct ShellRequest<'a> {
+    command: &'a str,
+    timeout_secs: u64,
+}
+
+impl<'a> ShellRequest<'a> {
+    fn parse(arguments: &'a Value, limits: &ToolLimits) -> Result<Self, String> {
         let a = Args::new("shell", arguments)?;
         let command = a.string("command")?;
         if command.trim().is_empty() {
             return Err("error: command is empty".to_string());
         }
-        let timeout = a
+        let timeout_secs = a
             .opt_u64("timeout_secs")?
             .unwrap_or(limits.shell_default_timeout_secs);
-        if timeout == 0 || timeout > limits.shell_max_timeout_secs {
+        if timeout_secs == 0 || timeout_secs > limits.shell_max_timeout_secs {
             return Err(format!(
                 "error: timeout_secs must be between 1 and {}",
                 limits.shell_max_timeout_secs
             ));
         }
-        Ok((command, timeout))
-    })();
-    let (command, timeout_secs) = match prep {
-        Ok(p) => p,
-        Err(e) => return ToolOutput::rejected(e),
-    };
-    let workspace = match ctx.workspace.canonicalize() {
-        Ok(w) => w,
-        Err(e) => {
-            return ToolOutput::rejected(format!(
-                "error: the workspace {} cannot be used: {e}",
-                ctx.workspace.display()
-            ));
-        }
-    };
-    let (reader, writer) = match std::io::pipe() {
-        Ok(p) => p,
-        Err(e) => return ToolOutput::rejected(format!("error: cannot create a pipe: {e}")),
-    };
-    let writer2 = match writer.try_clone() {
-        Ok(w) => w,
-        Err(e) => return ToolOutput::rejected(format!("error: cannot create a pipe: {e}")),
-    };
+        Ok(ShellRequest {
+            command,
+            timeout_secs,
+        })
+    }
+}
+
+/// A shell spawned and held at its gate: nothing of the command has run yet.
+struct Gated {
+    child: tokio::process::Child,
+    group: ProcessGroupRef,
+    stdin: Option<tokio::process::ChildStdin>,
+    output: Option<std::io::PipeReader>,
+    /// The call's private `$TMPDIR` and what else the sandbox set up; dropped after the call.
+    _sandbox: Prepared,
+}
+
+/// Refuses the call when the sandbox in force cannot be enforced here.
+fn check_sandbox(ctx: &ToolContext) -> Result<(), String> {
+    match &ctx.sandbox.unavailable {
+        None => Ok(()),
+        Some(why) => Err(format!(
+            "error: shell is refused: the {} sandbox cannot be enforced on this machine ({why}); the operator can pass --sandbox off to allow unconfined commands",
+            ctx.sandbox.policy.mode
+        )),
+    }
+}
+
+/// Spawns `sh` (sandboxed as configured) in its own process group, waiting at the gate.
+async fn spawn_gated(ctx: &ToolContext, req: &ShellRequest<'_>) -> Result<Gated, String> {
+    let workspace = ctx.workspace.canonicalize().map_err(|e| {
+        format!(
+            "error: the workspace {} cannot be used: {e}",
+            ctx.workspace.display()
+        )
+    })?;
+    let sandbox = ctx
+        .sandbox
+        .prepare(&workspace)
+        .map_err(|e| format!("error: cannot set up the shell sandbox: {e}"))?;
+    let (reader, writer) =
+        std::io::pipe().map_err(|e| format!("error: cannot create a pipe: {e}"))?;
+    let writer2 = writer
+        .try_clone()
+        .map_err(|e| format!("error: cannot create a pipe: {e}"))?;
     let mut cmd = tokio::process::Command::new("sh");
     cmd.arg("-c")
         .arg(GATE_SCRIPT)
         .arg("lazarus-shell")
-        .arg(command)
+        .arg(req.command)
         .current_dir(&workspace)
         .process_group(0)
         .stdin(Stdio::piped())
@@ -209,48 +243,64 @@ async fn run_shell(ctx: &ToolContext, arguments: &Value, hooks: &mut dyn ToolHoo
         .stderr(Stdio::from(OwnedFd::from(writer2)))
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat");
+    sandbox.apply(&mut cmd);
     let spawned = cmd.spawn();
     drop(cmd); // closes the parent's copies of the output pipe's write end
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => return ToolOutput::rejected(format!("error: cannot start sh: {e}")),
-    };
+    let mut child = spawned.map_err(|e| format!("error: cannot start sh: {e}"))?;
     let Some(pid) = child.id().map(|p| p as i32) else {
-        return ToolOutput::rejected("error: the shell exited before it could be tracked");
+        return Err("error: the shell exited before it could be tracked".into());
     };
     let group = match ProcessGroupRef::of_leader(pid) {
         Ok(g) => g,
         Err(e) => {
             let _ = child.start_kill();
             let _ = child.wait().await;
-            return ToolOutput::rejected(format!("error: cannot track the shell process: {e}"));
+            return Err(format!("error: cannot track the shell process: {e}"));
         }
     };
-    let mut stdin = child.stdin.take();
-    if let Err(reason) = hooks.started(Some(group)) {
-        drop(stdin); // the gate sees EOF and exits 125 without running the command
-        let _ = child.wait().await;
-        return ToolOutput::rejected(format!("error: not started: {reason}"));
-    }
-    let mut guard = GroupGuard(Some(group));
-    let gate_open = match stdin.as_mut() {
-        Some(s) => s.write_all(b"go\n").await.and(s.flush().await),
-        None => Err(std::io::Error::other("no stdin pipe")),
-    };
-    drop(stdin);
-    if let Err(e) = gate_open {
-        tracing::warn!(pgid = group.pgid, error = %e, "cannot open the shell gate");
+    let stdin = child.stdin.take();
+    Ok(Gated {
+        child,
+        group,
+        stdin,
+        output: Some(reader),
+        _sandbox: sandbox,
+    })
+}
+
+impl Gated {
+    /// The hook refused: close the gate (the shell sees EOF and exits 125 unrun).
+    async fn refuse(mut self, reason: String) -> ToolOutput {
+        drop(self.stdin.take());
+        let _ = self.child.wait().await;
+        ToolOutput::rejected(format!("error: not started: {reason}"))
     }
 
-    let receiver = match tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader)) {
-        Ok(r) => Some(r),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read the shell output pipe");
-            None
+    /// Lets the command run.
+    async fn open_gate(&mut self) {
+        let opened = match self.stdin.as_mut() {
+            Some(s) => s.write_all(b"go\n").await.and(s.flush().await),
+            None => Err(std::io::Error::other("no stdin pipe")),
+        };
+        drop(self.stdin.take());
+        if let Err(e) = opened {
+            tracing::warn!(pgid = self.group.pgid, error = %e, "cannot open the shell gate");
         }
-    };
+    }
+}
+
+/// Reads the output pipe into a head-and-tail buffer until every writer has closed it.
+fn collect_output(
+    reader: Option<std::io::PipeReader>,
+    limits: &ToolLimits,
+) -> tokio::task::JoinHandle<Capped> {
+    let receiver = reader.and_then(|r| {
+        tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(r))
+            .map_err(|e| tracing::warn!(error = %e, "cannot read the shell output pipe"))
+            .ok()
+    });
     let (head, tail) = (limits.output_head_bytes, limits.output_tail_bytes);
-    let reader_task = tokio::spawn(async move {
+    tokio::spawn(async move {
         let mut buf = Capped::new(head, tail);
         if let Some(mut r) = receiver {
             let mut chunk = vec![0u8; 16 * 1024];
@@ -262,20 +312,37 @@ async fn run_shell(ctx: &ToolContext, arguments: &Value, hooks: &mut dyn ToolHoo
             }
         }
         buf
-    });
+    })
+}
 
-    let grace = Duration::from_millis(limits.shell_kill_grace_ms);
-    enum End {
-        Exited(std::io::Result<ExitStatus>),
-        Timeout,
-        Cancelled,
-    }
-    let end = tokio::select! {
+enum End {
+    Exited(std::io::Result<ExitStatus>),
+    Timeout,
+    Cancelled,
+}
+
+/// Waits for the command to exit, the timeout, or cancellation.
+async fn wait_for_end(
+    child: &mut tokio::process::Child,
+    timeout_secs: u64,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> End {
+    tokio::select! {
         s = child.wait() => End::Exited(s),
         _ = tokio::time::sleep(duration_secs(timeout_secs)) => End::Timeout,
-        _ = ctx.cancel.cancelled() => End::Cancelled,
-    };
-    let (status, note, exit_code) = match end {
+        _ = cancel.cancelled() => End::Cancelled,
+    }
+}
+
+/// Stops what is left of the group and says how the call ended.
+async fn settle(
+    end: End,
+    child: &mut tokio::process::Child,
+    group: ProcessGroupRef,
+    grace: Duration,
+    timeout_secs: u64,
+) -> (ToolStatus, String, Option<i32>) {
+    match end {
         End::Exited(Ok(st)) => {
             if group_has_running_members(group.pgid) {
                 let outcome = terminate(group, grace).await;
@@ -322,20 +389,49 @@ async fn run_shell(ctx: &ToolContext, arguments: &Value, hooks: &mut dyn ToolHoo
                 None,
             )
         }
-    };
-    guard.0 = None;
-    let output = match tokio::time::timeout(Duration::from_secs(2), reader_task).await {
+    }
+}
+
+/// The text the model sees: the kept output, then the note on how the call ended.
+async fn render(output: tokio::task::JoinHandle<Capped>, note: &str) -> String {
+    let mut text = match tokio::time::timeout(Duration::from_secs(2), output).await {
         Ok(Ok(buf)) => buf.render(),
         _ => String::from("[output unavailable]"),
     };
-    let mut text = output;
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
-    text.push_str(&note);
+    text.push_str(note);
+    text
+}
+
+async fn run_shell(ctx: &ToolContext, arguments: &Value, hooks: &mut dyn ToolHooks) -> ToolOutput {
+    let req = match ShellRequest::parse(arguments, &ctx.limits) {
+        Ok(r) => r,
+        Err(e) => return ToolOutput::rejected(e),
+    };
+    if let Err(e) = check_sandbox(ctx) {
+        return ToolOutput::rejected(e);
+    }
+    let mut gated = match spawn_gated(ctx, &req).await {
+        Ok(g) => g,
+        Err(e) => return ToolOutput::rejected(e),
+    };
+    let group = gated.group;
+    if let Err(reason) = hooks.started(Some(group)) {
+        return gated.refuse(reason).await;
+    }
+    let mut guard = GroupGuard(Some(group));
+    gated.open_gate().await;
+    let output = collect_output(gated.output.take(), &ctx.limits);
+    let grace = Duration::from_millis(ctx.limits.shell_kill_grace_ms);
+    let end = wait_for_end(&mut gated.child, req.timeout_secs, &ctx.cancel).await;
+    let (status, note, exit_code) =
+        settle(end, &mut gated.child, group, grace, req.timeout_secs).await;
+    guard.0 = None;
     ToolOutput {
         status,
-        text,
+        text: render(output, &note).await,
         exit_code,
         effect_started: true,
     }

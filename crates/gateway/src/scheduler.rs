@@ -1,0 +1,185 @@
+//! When sessions run: admission against the bounded run queue, one run per session at a
+//! time (a message that arrives mid-run makes it run again), the run loop, and what the
+//! runner's events mean for metrics, live tails and drain.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use lazarus_agent::provider::CancellationToken;
+use lazarus_agent::runner::{RunEvent, RunOutcome, Runner};
+use lazarus_session::StoredRecord;
+use serde_json::json;
+
+use crate::error::{ApiError, ApiResult};
+
+use crate::hub::Hub;
+use crate::registry::{OpenSession, lock};
+
+#[derive(Default)]
+pub(crate) struct RunFlags {
+    pub(crate) running: bool,
+    pub(crate) again: bool,
+    pub(crate) in_tool: bool,
+    pub(crate) cancel: Option<CancellationToken>,
+}
+
+impl Hub {
+    /// Refuses new work with 429 when the run queue is full (the session is not running and
+    /// no slot or queue place is free).
+    pub fn admit(&self, actor: &OpenSession) -> ApiResult<()> {
+        if self.cfg.no_run || actor.is_running() {
+            return Ok(());
+        }
+        let queued = self.queued.load(Ordering::SeqCst);
+        // A free run slot (nobody waiting for it) takes the work at once.
+        if self.run_slots.available_permits() > queued {
+            return Ok(());
+        }
+        if queued >= self.cfg.limits.max_queued {
+            return Err(ApiError::busy(
+                "queue_full",
+                format!(
+                    "all {} run slots are busy and {queued} sessions are waiting for one (limit --max-queued {}); retry later",
+                    self.cfg.limits.max_running, self.cfg.limits.max_queued
+                ),
+                1,
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Makes sure the session runs until idle: starts a run, or asks the running one to look
+    /// again for inputs when it is done. False when nothing was scheduled.
+    pub fn schedule(self: &Arc<Self>, actor: &Arc<OpenSession>, trigger: &'static str) -> bool {
+        if self.cfg.no_run || self.is_draining() {
+            return false;
+        }
+        let cancel = {
+            let mut f = lock(&actor.run);
+            if f.running {
+                f.again = true;
+                return true;
+            }
+            f.running = true;
+            f.again = false;
+            f.in_tool = false;
+            let c = self.shutdown.child_token();
+            f.cancel = Some(c.clone());
+            c
+        };
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        let hub = self.clone();
+        let actor = actor.clone();
+        self.runs.spawn_on(
+            async move { hub.run_loop(actor, trigger, cancel).await },
+            &self.run_rt,
+        );
+        true
+    }
+
+    async fn run_loop(
+        self: Arc<Self>,
+        actor: Arc<OpenSession>,
+        trigger: &'static str,
+        cancel: CancellationToken,
+    ) {
+        let permit = tokio::select! {
+            p = self.run_slots.clone().acquire_owned() => p.ok(),
+            _ = cancel.cancelled() => None,
+        };
+        self.queued.fetch_sub(1, Ordering::SeqCst);
+        let Some(_permit) = permit else {
+            let mut f = lock(&actor.run);
+            f.running = false;
+            f.cancel = None;
+            return;
+        };
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let mut cfg = self.cfg.runner.clone();
+        cfg.workspace = self
+            .workspaces()
+            .for_existing_session(Some(&json!({ "workspace": actor.workspace })), &actor.id);
+        let runner = Runner::new(cfg).map(|r| r.with_toolbox(self.cfg.toolbox.clone()));
+        let mut trigger = trigger;
+        loop {
+            let r = match &runner {
+                Ok(runner) => {
+                    let hub = &self;
+                    let a = &actor;
+                    let c = &cancel;
+                    let mut observer = move |ev: RunEvent<'_>| hub.observe(a, ev, c);
+                    runner
+                        .drive(&actor.session, trigger, &cancel, &mut observer)
+                        .await
+                }
+                Err(e) => Err(lazarus_agent::runner::RunError::Internal(e.to_string())),
+            };
+            let outcome = match &r {
+                Ok(RunOutcome::Idle) => "idle",
+                Ok(RunOutcome::MaxTurns) => "max_turns",
+                Ok(RunOutcome::Cancelled) => "cancelled",
+                Ok(RunOutcome::Failed { .. }) => "failed",
+                Err(_) => "error",
+            };
+            self.metrics.run_finished(outcome);
+            if let Err(e) = &r {
+                tracing::warn!(session = %actor.id, error = %e, "run stopped with an error; the session stays resumable");
+            }
+            let mut f = lock(&actor.run);
+            f.in_tool = false;
+            if f.again && r.is_ok() && !cancel.is_cancelled() && !self.is_draining() {
+                f.again = false;
+                trigger = "message";
+                continue;
+            }
+            f.running = false;
+            f.again = false;
+            f.cancel = None;
+            break;
+        }
+        self.running.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn observe(&self, actor: &OpenSession, ev: RunEvent<'_>, cancel: &CancellationToken) {
+        match ev {
+            RunEvent::Record {
+                seq,
+                ts,
+                kind,
+                data,
+            } => {
+                let m = &self.metrics;
+                m.appended(kind);
+                match kind {
+                    "resume" => m.resumed(data["trigger"].as_str().unwrap_or("?")),
+                    "response" => {
+                        let failed = data.get("failure").is_some_and(|f| !f.is_null());
+                        m.model_request(if failed { "failed" } else { "ok" });
+                    }
+                    "tool_outcome" => {
+                        m.tool_call(data["status"].as_str().unwrap_or("?"));
+                        lock(&actor.run).in_tool = false;
+                        if self.is_draining() {
+                            // the running call finished: stop here, resumable
+                            cancel.cancel();
+                        }
+                    }
+                    _ => {}
+                }
+                let _ = actor.tx.send(Arc::new(StoredRecord {
+                    seq,
+                    ts: ts.to_string(),
+                    kind: kind.to_string(),
+                    data,
+                }));
+            }
+            RunEvent::ToolRunning { .. } => lock(&actor.run).in_tool = true,
+            RunEvent::Retry { .. } => self.metrics.model_retry(),
+            RunEvent::Text(_) | RunEvent::Reasoning(_) => {}
+        }
+    }
+}
