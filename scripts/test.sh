@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, property, crash and integration tests of every crate, the
 # PostgreSQL store against a throwaway server, and the end-to-end run against a real small
-# model served locally. Needs PostgreSQL 15 binaries and Python 3 with pip (.ci/run installs
-# what is missing). Heavy variants: LAZARUS_CRASH_CYCLES, LAZARUS_POWER_TRIALS,
+# model served locally, and boot-resume against the real agents installed from npm
+# (scripts/e2e-real-agents.sh). Needs PostgreSQL 15 binaries, Python 3 with pip, npm and tmux
+# (.ci/run installs what is missing). Heavy variants: LAZARUS_CRASH_CYCLES, LAZARUS_POWER_TRIALS,
 # LAZARUS_RUN_CRASH_ROUNDS (see docs/testing.md).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,3 +33,6 @@ cargo nextest run --workspace
 
 echo "== the documentation examples (nextest does not run doctests)"
 cargo test --workspace --doc
+
+echo "== boot-resume against the real OpenClaw, Claude Code, Codex and pi"
+bash scripts/e2e-real-agents.sh

@@ -12,7 +12,11 @@ fx_dir, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rnd = random.Random(42)
 fixtures = []
 for fmt in sorted(os.listdir(fx_dir)):
+    if fmt == "real":  # real captures (SQLite, sub-directories) are not templates
+        continue
     for name in sorted(os.listdir(os.path.join(fx_dir, fmt))):
+        if not os.path.isfile(os.path.join(fx_dir, fmt, name)):
+            continue
         with open(os.path.join(fx_dir, fmt, name), "rb") as f:
             data = f.read()
         head, _, rest = data.partition(b"\n")

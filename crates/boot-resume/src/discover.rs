@@ -206,7 +206,9 @@ pub fn walk_jsonl(dir: &Path, out: &mut Vec<PathBuf>) {
                 if depth < 32 && name != "session-sqlite-import-archive" && name != "cold" {
                     stack.push((ent.path(), depth + 1));
                 }
-            } else if name.ends_with(".jsonl") && !not_a_transcript(&name) {
+            } else if (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst"))
+                && !not_a_transcript(&name)
+            {
                 // Regular files and symlinks (a symlink loop fails at open, per file).
                 files.push(ent.path());
             }
@@ -325,8 +327,16 @@ pub fn index_facts(key: &str, e: &Value) -> IndexFacts {
             || truthy(e.get("subagentRole"))
             || truthy(e.get("spawnedBy")),
         updated_at_ms: e.get("updatedAt").and_then(Value::as_i64),
+        created_via: e
+            .get("createdVia")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        foreign_owned: false,
+        sqlite: false,
     }
 }
+
+pub const MAX_INDEX_BYTES: u64 = 64 << 20;
 
 /// Candidates from an OpenClaw `sessions.json`. An unreadable index yields one candidate
 /// carrying the problem, so it shows up in the report.
@@ -341,7 +351,7 @@ pub fn openclaw_index(path: &Path) -> Vec<Candidate> {
             problem: Some(msg),
         }]
     };
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::fsutil::read_small(path, MAX_INDEX_BYTES) {
         Ok(b) => b,
         Err(e) => return bad(format!("cannot read index {}: {e}", path.display())),
     };
@@ -399,9 +409,19 @@ pub fn openclaw_index(path: &Path) -> Vec<Candidate> {
 
 fn open_ro(db: &Path) -> rusqlite::Result<rusqlite::Connection> {
     use rusqlite::OpenFlags;
+    // A symlink or a FIFO named like the database is refused before SQLite touches it.
+    match std::fs::symlink_metadata(db) {
+        Ok(m) if m.file_type().is_file() => {}
+        Ok(_) => {
+            return Err(rusqlite::Error::InvalidPath(db.to_path_buf()));
+        }
+        Err(_) => return Err(rusqlite::Error::InvalidPath(db.to_path_buf())),
+    }
     let c = rusqlite::Connection::open_with_flags(
         db,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW,
     )?;
     c.busy_timeout(std::time::Duration::from_secs(2))?;
     Ok(c)
@@ -424,61 +444,75 @@ fn ms_of(v: rusqlite::types::ValueRef<'_>) -> Option<i64> {
     }
 }
 
+/// One row's facts from `session_nodes` (schema v23): the node's session key, its
+/// `status` column and its `entry_json` (status, createdVia, spawn fields, recovery markers).
+fn node_facts(key: String, id: String, status: Option<String>, entry: Option<&str>) -> IndexFacts {
+    let e: Value = entry
+        .and_then(|j| serde_json::from_str(j).ok())
+        .unwrap_or(Value::Null);
+    let mut f = index_facts(&key, &e);
+    f.session_id = Some(id);
+    if f.status.is_none() {
+        f.status = status;
+    }
+    f.created_via = e
+        .get("createdVia")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    f
+}
+
+/// Session facts of an OpenClaw agent database, by session id: `session_nodes` names the
+/// current session of each key, `session_windows` every session (older ones included) with
+/// its key, status and ownership.
+fn openclaw_session_facts(
+    c: &rusqlite::Connection,
+) -> std::collections::HashMap<String, IndexFacts> {
+    let mut facts: std::collections::HashMap<String, IndexFacts> = Default::default();
+    if let Ok(mut st) = c.prepare(
+        "SELECT session_key, current_session_id, status, entry_json, spawned_by, parent_session_key FROM session_nodes",
+    ) && let Ok(mut rows) = st.query([])
+    {
+        while let Ok(Some(r)) = rows.next() {
+            let text = |i| r.get::<_, Option<String>>(i).ok().flatten();
+            let (Some(key), Some(id)) = (text(0), text(1)) else {
+                continue;
+            };
+            let mut f = node_facts(key, id.clone(), text(2), text(3).as_deref());
+            f.spawned |= text(4).is_some() || text(5).is_some();
+            facts.insert(id, f);
+        }
+    }
+    if let Ok(mut st) = c.prepare(
+        "SELECT session_id, session_key, status, acp_owned, plugin_owner_id, spawned_by, parent_session_key FROM session_windows",
+    ) && let Ok(mut rows) = st.query([])
+    {
+        while let Ok(Some(r)) = rows.next() {
+            let text = |i| r.get::<_, Option<String>>(i).ok().flatten();
+            let Some(id) = text(0) else { continue };
+            let f = facts.entry(id.clone()).or_insert_with(|| IndexFacts {
+                session_id: Some(id),
+                ..Default::default()
+            });
+            if f.session_key.is_none() {
+                f.session_key = text(1);
+            }
+            if f.status.is_none() {
+                f.status = text(2);
+            }
+            f.foreign_owned |= r.get::<_, Option<i64>>(3).ok().flatten().unwrap_or(0) != 0
+                || text(4).is_some();
+            f.spawned |= text(5).is_some() || text(6).is_some();
+        }
+    }
+    facts
+}
+
 /// Candidates from an OpenClaw `openclaw-agent.sqlite` (one per session with events).
 pub fn openclaw_sqlite(db: &Path) -> Result<Vec<Candidate>, String> {
     let ctx = |e: rusqlite::Error| format!("OpenClaw database {}: {e}", db.display());
     let c = open_ro(db).map_err(ctx)?;
-    // Session facts (optional tables; columns vary by schema version).
-    let mut facts: std::collections::HashMap<String, IndexFacts> = Default::default();
-    if let Ok(mut st) = c.prepare("SELECT * FROM sessions") {
-        let names: Vec<String> = st.column_names().iter().map(|s| s.to_string()).collect();
-        let col = |n: &str| names.iter().position(|c| c == n);
-        let (ci, ck, cs, csp, cdepth) = (
-            col("session_id").or(col("id")),
-            col("session_key"),
-            col("status"),
-            col("spawned_by"),
-            col("spawn_depth"),
-        );
-        if let Ok(mut rows) = st.query([]) {
-            while let Ok(Some(r)) = rows.next() {
-                let get =
-                    |i: Option<usize>| i.and_then(|i| r.get::<_, Option<String>>(i).ok().flatten());
-                let Some(id) = get(ci) else { continue };
-                let depth = cdepth
-                    .and_then(|i| r.get::<_, Option<i64>>(i).ok().flatten())
-                    .unwrap_or(0);
-                facts.insert(
-                    id.clone(),
-                    IndexFacts {
-                        session_key: get(ck),
-                        session_id: Some(id),
-                        status: get(cs),
-                        spawned: get(csp).is_some() || depth > 0,
-                        ..Default::default()
-                    },
-                );
-            }
-        }
-    }
-    if let Ok(mut st) = c.prepare("SELECT session_key, session_id FROM session_routes")
-        && let Ok(mut rows) = st.query([])
-    {
-        {
-            while let Ok(Some(r)) = rows.next() {
-                let (Ok(k), Ok(id)) = (r.get::<_, String>(0), r.get::<_, String>(1)) else {
-                    continue;
-                };
-                let f = facts.entry(id.clone()).or_insert_with(|| IndexFacts {
-                    session_id: Some(id),
-                    ..Default::default()
-                });
-                if f.session_key.is_none() {
-                    f.session_key = Some(k);
-                }
-            }
-        }
-    }
+    let facts = openclaw_session_facts(&c);
     let mut st = c
         .prepare("SELECT session_id, MAX(created_at) FROM transcript_events GROUP BY session_id")
         .map_err(ctx)?;
@@ -494,6 +528,7 @@ pub fn openclaw_sqlite(db: &Path) -> Result<Vec<Candidate>, String> {
             ..Default::default()
         });
         f.updated_at_ms = updated;
+        f.sqlite = true;
         out.push(Candidate {
             format: Some(Format::Openclaw),
             path: db.to_path_buf(),

@@ -68,20 +68,19 @@ pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// Whether an error text looks transient (rate limit, overload, 5xx, network trouble).
+/// Status codes count only as whole numbers: "215029 tokens" is not a 502.
 pub fn is_transient_error(text: &str) -> bool {
     let t = text.to_ascii_lowercase();
+    if is_context_overflow(&t) {
+        return false;
+    }
+    const CODES: &[&str] = &["408", "429", "500", "502", "503", "504", "529"];
     const NEEDLES: &[&str] = &[
-        "429",
         "rate limit",
         "rate_limit",
         "ratelimit",
         "too many requests",
         "overloaded",
-        "529",
-        "500",
-        "502",
-        "503",
-        "504",
         "internal server error",
         "bad gateway",
         "service unavailable",
@@ -98,7 +97,15 @@ pub fn is_transient_error(text: &str) -> bool {
         "timeout",
         "temporarily unavailable",
     ];
-    NEEDLES.iter().any(|n| t.contains(n))
+    let whole_number = |code: &str| {
+        t.match_indices(code).any(|(i, _)| {
+            let before = t[..i].chars().next_back();
+            let after = t[i + code.len()..].chars().next();
+            !before.is_some_and(|c| c.is_ascii_digit())
+                && !after.is_some_and(|c| c.is_ascii_digit())
+        })
+    };
+    CODES.iter().any(|c| whole_number(c)) || NEEDLES.iter().any(|n| t.contains(n))
 }
 
 /// Whether an error text says the context window overflowed.
@@ -113,6 +120,9 @@ pub fn is_context_overflow(text: &str) -> bool {
         "maximum context",
         "context overflow",
         "input is too long",
+        "prompt too long",
+        "tokens > ",
+        "exceeds the context",
     ]
     .iter()
     .any(|n| t.contains(n))
@@ -212,6 +222,12 @@ mod tests {
         assert!(!is_transient_error(
             "400 invalid_request_error: tool_use ids must be unique"
         ));
+        // Claude Code 2.1's overflow text holds "215029": not a 502.
+        assert!(!is_transient_error(
+            "Prompt is too long · the request is ~215029 tokens (limit 200000)"
+        ));
+        assert!(!is_transient_error("request 15029 failed validation"));
+        assert!(is_transient_error("HTTP 502 from upstream"));
         assert_eq!(user_text_kind("ok!"), UserText::Trivial);
         assert_eq!(user_text_kind("Thanks."), UserText::Trivial);
         assert_eq!(user_text_kind("Prune old snapshots"), UserText::Real);

@@ -41,7 +41,8 @@ impl Action {
 pub struct Report {
     /// Format name (`unknown` when it could not be told).
     pub format: &'static str,
-    /// Session id (falls back to the file name).
+    /// Session id (falls back to the file name); `id` in JSON.
+    #[serde(rename = "id")]
     pub session: String,
     /// Session key (OpenClaw).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -73,11 +74,23 @@ pub struct Report {
     pub last_record_id: Option<String>,
     /// File size (fingerprint part).
     pub size: u64,
-    /// Modification time in ns since the epoch (fingerprint part).
+    /// Modification time in ns since the epoch (fingerprint part); in JSON `mtime`, RFC 3339
+    /// UTC.
+    #[serde(rename = "mtime", serialize_with = "rfc3339_ns")]
     pub mtime_ns: i64,
+    /// Claude Code permission mode of the session, carried into the resume.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
     /// Idempotency key of the injection.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+}
+
+fn rfc3339_ns<S: serde::Serializer>(ns: &i64, s: S) -> Result<S::Ok, S::Error> {
+    match jiff::Timestamp::from_nanosecond(i128::from(*ns)) {
+        Ok(t) => s.serialize_str(&t.to_string()),
+        Err(_) => s.serialize_none(),
+    }
 }
 
 impl Report {
@@ -179,6 +192,7 @@ fn base_report(c: &Candidate) -> Report {
         last_record_id: None,
         size: 0,
         mtime_ns: 0,
+        permission_mode: None,
         idempotency_key: None,
     }
 }
@@ -198,6 +212,7 @@ fn apply(mut r: Report, c: Classification) -> Report {
     }
     r.cwd = c.cwd;
     r.last_record_id = c.last_record_id;
+    r.permission_mode = c.permission_mode;
     r
 }
 
@@ -272,6 +287,7 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
                 file_name: "",
                 subagent_path: false,
                 index: c.index.as_ref(),
+                has_subagents: false,
             };
             let cl = pi::classify_openclaw(&bytes, &meta);
             if cl.need_more && limit < 4096 {
@@ -279,15 +295,7 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
                 continue;
             }
             r.size = bytes.len() as u64;
-            let mut r = apply(r, cl);
-            if r.verdict.is_resumable(true) {
-                let inner = r.verdict;
-                r.set_verdict(Verdict::Skipped(SkipWhy::SelfRecovering));
-                r.reason = format!(
-                    "OpenClaw with the SQLite store (>= 2026.8) recovers interrupted sessions itself; monitor only (tail: {inner}: {})",
-                    r.reason
-                );
-            }
+            let r = apply(r, cl);
             return r;
         }
     }
@@ -328,7 +336,72 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
         r.set_verdict(Verdict::Skipped(SkipWhy::Running));
         r.reason = format!("a live writer holds the session ({holder}); tail: {inner}");
     }
+    if res.format == Format::ClaudeCode
+        && r.verdict.is_resumable(true)
+        && let Some(holder) = claude_live_process(&c.path, &r.session)
+    {
+        let inner = r.verdict;
+        r.set_verdict(Verdict::Skipped(SkipWhy::Running));
+        r.reason = format!("Claude Code is still running this session ({holder}); tail: {inner}");
+    }
     r
+}
+
+/// The start time of a process (field 22 of `/proc/PID/stat`, clock ticks since boot).
+fn proc_start(pid: u32) -> Option<String> {
+    let stat =
+        crate::fsutil::read_small(Path::new(&format!("/proc/{pid}/stat")), 64 * 1024).ok()?;
+    let stat = String::from_utf8_lossy(&stat);
+    // The command name may hold spaces and parentheses: fields resume after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19).map(str::to_string)
+}
+
+/// Whether a live Claude Code process owns `session`: Claude Code keeps
+/// `<config>/sessions/<pid>.json` (`pid`, `sessionId`, `procStart`) for each running
+/// process and leaves it behind when killed, so the pid must be alive with the same start
+/// time (a reused pid has another).
+pub fn claude_live_process(transcript: &Path, session: &str) -> Option<String> {
+    let config = transcript
+        .ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == "projects"))?
+        .parent()?;
+    let dir = config.join("sessions");
+    for e in std::fs::read_dir(&dir).ok()?.flatten() {
+        let p = e.path();
+        if p.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let Ok(bytes) = crate::fsutil::read_small(&p, 1 << 20) else {
+            continue;
+        };
+        #[derive(serde::Deserialize)]
+        struct Live {
+            pid: u32,
+            #[serde(rename = "sessionId", default)]
+            session_id: Option<String>,
+            #[serde(rename = "procStart", default)]
+            proc_start: Option<String>,
+            #[serde(default)]
+            status: Option<String>,
+        }
+        let Ok(l) = serde_json::from_slice::<Live>(&bytes) else {
+            continue;
+        };
+        if l.session_id.as_deref() != Some(session) {
+            continue;
+        }
+        let started = proc_start(l.pid);
+        if started.is_some() && started == l.proc_start {
+            return Some(format!(
+                "pid {} ({}), per {}",
+                l.pid,
+                l.status.as_deref().unwrap_or("status unknown"),
+                p.display()
+            ));
+        }
+    }
+    None
 }
 
 /// For a Lazarus ledger `<id>.jsonl`, the holder of `<id>.lock` if that process is alive
@@ -343,7 +416,7 @@ pub fn live_lock_holder(ledger: &Path) -> Option<String> {
         since: Option<serde_json::Value>,
     }
     let lock = ledger.with_extension("lock");
-    let bytes = std::fs::read(&lock).ok()?;
+    let bytes = crate::fsutil::read_small(&lock, 64 * 1024).ok()?;
     let l: Lock = serde_json::from_slice(&bytes).ok()?;
     let here = rustix::system::uname()
         .nodename()

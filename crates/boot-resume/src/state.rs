@@ -1,9 +1,15 @@
 //! The "never resume twice" state file, the single-instance lock and the decision log.
+//! All three are private (0600 in 0700 directories: the log holds user text) and opened
+//! with `O_NOFOLLOW | O_NONBLOCK`.
+use crate::fsutil;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+/// Largest state file read (each entry is a few hundred bytes).
+pub const MAX_STATE_BYTES: u64 = 64 << 20;
 
 /// State, lock and log errors.
 #[derive(Debug, thiserror::Error)]
@@ -50,13 +56,18 @@ pub struct Entry {
     pub idempotency_key: String,
     /// Attempts made for this interruption.
     pub attempts: u32,
-    /// Whether an injection succeeded.
+    /// Whether an injection was accepted (exit 0, HTTP 2xx, or the session's own record of
+    /// the resume message). Never set for a failed or unconfirmed injection.
     pub resumed: bool,
     /// When the last attempt was made (RFC 3339).
     pub last_attempt: String,
     /// The last error, if the last attempt failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The last failure cannot go away by retrying (missing directory, refused value,
+    /// a rejected request): not retried until the session changes.
+    #[serde(default)]
+    pub permanent_failure: bool,
 }
 
 /// The state file contents.
@@ -76,7 +87,7 @@ impl State {
 
     /// Loads the state file; a missing file is an empty state.
     pub fn load(path: &Path) -> Result<State, StateError> {
-        match std::fs::read(path) {
+        match fsutil::read_small(path, MAX_STATE_BYTES) {
             Ok(b) => {
                 let mut s: State =
                     serde_json::from_slice(&b).map_err(|source| StateError::Corrupt {
@@ -98,41 +109,17 @@ impl State {
         }
     }
 
-    /// Writes the state atomically: temp file in the same directory, fsync, rename, fsync dir.
+    /// Writes the state atomically (0600 temp file, fsync, rename, directory fsync).
     pub fn save(&self, path: &Path) -> Result<(), StateError> {
         let io = |what, source| StateError::Io {
             what,
             path: path.to_path_buf(),
             source,
         };
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)
-            .map_err(|e| io("cannot create directory for state file", e))?;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "state".into());
-        let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-        let body = serde_json::to_vec_pretty(self)
+        let mut body = serde_json::to_vec_pretty(self)
             .map_err(|e| io("cannot encode state file", std::io::Error::other(e)))?;
-        let write = || -> std::io::Result<()> {
-            let mut f = File::create(&tmp)?;
-            f.write_all(&body)?;
-            f.write_all(b"\n")?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)?;
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
-            Ok(())
-        };
-        write().map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            io("cannot write state file", e)
-        })
+        body.push(b'\n');
+        fsutil::write_atomic(path, &body).map_err(|e| io("cannot write state file", e))
     }
 }
 
@@ -149,15 +136,10 @@ pub fn try_lock(path: &Path) -> Result<Option<InstanceLock>, StateError> {
         path: path.to_path_buf(),
         source,
     };
-    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(d).map_err(|e| io("cannot create directory for lock file", e))?;
+    if let Some(d) = path.parent() {
+        fsutil::private_dir(d).map_err(|e| io("cannot create directory for lock file", e))?;
     }
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .map_err(|e| io("cannot open lock file", e))?;
+    let f = fsutil::open_private(path, false).map_err(|e| io("cannot open lock file", e))?;
     match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => {
             let _ = f.set_len(0);
@@ -176,22 +158,17 @@ pub struct DecisionLog {
 }
 
 impl DecisionLog {
-    /// Opens `path` for appending (creating directories).
+    /// Opens `path` for appending (0600; directories 0700).
     pub fn open(path: &Path) -> Result<DecisionLog, StateError> {
         let io = |what, source| StateError::Io {
             what,
             path: path.to_path_buf(),
             source,
         };
-        if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(d)
-                .map_err(|e| io("cannot create directory for log file", e))?;
+        if let Some(d) = path.parent() {
+            fsutil::private_dir(d).map_err(|e| io("cannot create directory for log file", e))?;
         }
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| io("cannot open log file", e))?;
+        let f = fsutil::open_private(path, true).map_err(|e| io("cannot open log file", e))?;
         Ok(DecisionLog { file: Some(f) })
     }
 

@@ -8,7 +8,7 @@ use crate::classify::{self, Format};
 use crate::verdict::{Classification, IndexFacts, SessionMeta};
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -79,25 +79,24 @@ pub struct FileFacts {
     pub mtime_ns: i128,
 }
 
-/// Opens a file for reading without blocking on FIFOs, and returns it with its facts.
+/// Opens a session file for reading (`O_NOFOLLOW | O_NONBLOCK`, regular files only: a FIFO
+/// or a symlink to `/dev/zero` named like a session log is refused, never read), and
+/// returns it with its facts.
 pub fn open(path: &Path) -> Result<(File, FileFacts), TailError> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)
-        .map_err(|source| TailError::Open {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    let md = file.metadata().map_err(|source| TailError::Read {
-        path: path.to_path_buf(),
-        source,
+    let (file, md) = crate::fsutil::open_regular_md(path).map_err(|source| {
+        if source.kind() == io::ErrorKind::InvalidInput
+            && source.to_string().contains("not a regular file")
+        {
+            TailError::NotAFile {
+                path: path.to_path_buf(),
+            }
+        } else {
+            TailError::Open {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
     })?;
-    if !md.is_file() {
-        return Err(TailError::NotAFile {
-            path: path.to_path_buf(),
-        });
-    }
     Ok((
         file,
         FileFacts {
@@ -132,6 +131,100 @@ fn pread(file: &File, off: u64, len: usize, buf: &mut Vec<u8>) -> io::Result<()>
     }
     buf.truncate(got);
     Ok(())
+}
+
+/// Largest decompressed size of a `.jsonl.zst` rollout that is read.
+pub const MAX_DECOMPRESSED: u64 = 256 << 20;
+
+/// A zstd-compressed transcript (Codex `rollout-*.jsonl.zst`): it cannot be read from the
+/// end, so it is decompressed (up to [`MAX_DECOMPRESSED`]) and classified whole.
+fn classify_compressed(
+    file: &File,
+    facts: FileFacts,
+    path: &Path,
+    format: Option<Format>,
+    index: Option<&IndexFacts>,
+    opts: TailOptions,
+    buf: &mut Vec<u8>,
+) -> Result<FileResult, TailError> {
+    use std::io::Read;
+    let rd = |e| TailError::Read {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    buf.clear();
+    let dec = zstd::stream::read::Decoder::new(file).map_err(rd)?;
+    dec.take(MAX_DECOMPRESSED + 1)
+        .read_to_end(buf)
+        .map_err(rd)?;
+    if buf.len() as u64 > MAX_DECOMPRESSED {
+        return Err(rd(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "decompresses to more than {} MiB; not reading it",
+                MAX_DECOMPRESSED >> 20
+            ),
+        )));
+    }
+    let path_str = path.to_string_lossy();
+    let header = memchr::memchr(b'\n', buf).map(|n| &buf[..n]);
+    let f = match format.or_else(|| classify::detect(header, buf, &path_str)) {
+        Some(f) => f,
+        None => {
+            return Err(TailError::UnknownFormat {
+                path: path.to_path_buf(),
+            });
+        }
+    };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let meta = SessionMeta {
+        header,
+        at_start: true,
+        at_cap: true,
+        file_name: name.strip_suffix(".zst").unwrap_or(name),
+        subagent_path: path_str.contains("/subagents/"),
+        index,
+        has_subagents: false,
+    };
+    let _ = opts;
+    Ok(FileResult {
+        format: f,
+        classification: f.classify(buf, &meta),
+        facts,
+        window: buf.len() as u64,
+    })
+}
+
+/// The first complete line of the file that names an `entrypoint` (Claude Code: who created
+/// the session), reading 4 KiB first and up to [`HEAD_MAX`].
+fn read_owner_line(file: &File, size: u64) -> io::Result<Option<Vec<u8>>> {
+    let mut buf = Vec::new();
+    let mut want = 4096usize;
+    loop {
+        pread(file, 0, want.min(size as usize), &mut buf)?;
+        let complete = memchr::memrchr(b'\n', &buf).map_or(0, |i| i + 1);
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', &buf[..complete]) {
+            let line = &buf[start..nl];
+            if crate::lines::contains(line, b"\"entrypoint\":") {
+                return Ok(Some(line.to_vec()));
+            }
+            start = nl + 1;
+        }
+        if want >= HEAD_MAX || buf.len() < want {
+            return Ok(None);
+        }
+        want = (want * 4).min(HEAD_MAX);
+    }
+}
+
+/// Whether sub-agent transcripts lie beside this Claude Code session file
+/// (`<dir>/<id>.jsonl` and `<dir>/<id>/subagents/`).
+fn fmt_may_have_subagents(path: &Path) -> bool {
+    match (path.parent(), path.file_stem()) {
+        (Some(dir), Some(stem)) => dir.join(stem).join("subagents").is_dir(),
+        _ => false,
+    }
 }
 
 /// Result of classifying one file.
@@ -174,6 +267,9 @@ pub fn classify_open(
         path: path.to_path_buf(),
         source: e,
     };
+    if path.extension().is_some_and(|x| x == "zst") {
+        return classify_compressed(file, facts, path, format, index, opts, buf);
+    }
     let size = facts.size;
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let path_str = path.to_string_lossy();
@@ -203,6 +299,8 @@ pub fn classify_open(
 
     let mut window = first.min(size);
     let mut fmt = format;
+    let mut owner_read = false;
+    let mut subagents: Option<bool> = None;
     loop {
         let off = size - window;
         pread(file, off, window as usize, buf).map_err(rd)?;
@@ -231,6 +329,17 @@ pub fn classify_open(
                 }
             },
         };
+        if f == Format::ClaudeCode && !owner_read && !at_start {
+            // Claude Code: the header that matters is the first line naming an entrypoint.
+            owner_read = true;
+            head = read_owner_line(file, size).map_err(rd)?;
+            continue;
+        }
+        let header: Option<&[u8]> = if f == Format::ClaudeCode && !at_start {
+            head.as_deref()
+        } else {
+            header
+        };
         let meta = SessionMeta {
             header,
             at_start,
@@ -238,6 +347,8 @@ pub fn classify_open(
             file_name,
             subagent_path,
             index,
+            has_subagents: f == Format::ClaudeCode
+                && *subagents.get_or_insert_with(|| fmt_may_have_subagents(path)),
         };
         if !at_start && window >= cap && crate::lines::split(buf, false).lines.is_empty() {
             let mut c = Classification::new(

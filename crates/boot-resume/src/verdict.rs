@@ -22,6 +22,8 @@ pub enum SkipWhy {
     AlreadyResumed,
     /// The maximum number of attempts for this interruption was reached.
     MaxAttempts,
+    /// The last resume of this interruption failed for a reason retrying cannot fix.
+    PermanentFailure,
     /// The owning agent recovers this session itself.
     SelfRecovering,
     /// Owned by an SDK / IDE / MCP client, not an interactive agent.
@@ -50,6 +52,7 @@ impl SkipWhy {
             SkipWhy::SkipPattern => "skip_pattern",
             SkipWhy::AlreadyResumed => "already_resumed",
             SkipWhy::MaxAttempts => "max_attempts",
+            SkipWhy::PermanentFailure => "permanent_failure",
             SkipWhy::SelfRecovering => "self_recovering",
             SkipWhy::SdkOwned => "sdk_owned",
             SkipWhy::Running => "running",
@@ -163,6 +166,10 @@ pub struct Classification {
     pub session_id: Option<String>,
     /// Working directory of the session, if known.
     pub cwd: Option<String>,
+    /// The permission mode the session ran in (Claude Code `permissionMode`), so a resume
+    /// can run the same way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
     /// The deciding record lies before the window: read a larger tail and classify again.
     #[serde(skip)]
     pub need_more: bool,
@@ -178,6 +185,7 @@ impl Classification {
             last_record_id: None,
             session_id: None,
             cwd: None,
+            permission_mode: None,
             need_more: false,
         }
     }
@@ -186,7 +194,9 @@ impl Classification {
 /// Facts about a session that do not come from the tail bytes.
 #[derive(Debug, Clone, Default)]
 pub struct SessionMeta<'a> {
-    /// The first line of the file (header), if it was read separately and is complete.
+    /// The header line, if it was read separately and is complete: the first line of the
+    /// file, or for Claude Code the first line that names an `entrypoint` (the session's
+    /// creator).
     pub header: Option<&'a [u8]>,
     /// The tail window starts at byte 0 of the file (the whole file is in the window).
     pub at_start: bool,
@@ -198,6 +208,10 @@ pub struct SessionMeta<'a> {
     pub subagent_path: bool,
     /// OpenClaw index entry facts, when the file was found through sessions.json.
     pub index: Option<&'a IndexFacts>,
+    /// Sub-agent transcripts exist beside the session (Claude Code `<id>/subagents/`), so a
+    /// finished tail is checked for background agents that never reported back over the
+    /// whole file, not just the first window.
+    pub has_subagents: bool,
 }
 
 /// What an OpenClaw sessions.json entry (or SQLite `sessions` row) says about a session.
@@ -217,11 +231,24 @@ pub struct IndexFacts {
     pub spawned: bool,
     /// `updatedAt` in ms since the epoch.
     pub updated_at_ms: Option<i64>,
+    /// `createdVia` (`run` for a gateway run; embedded `agent --local` runs write none).
+    pub created_via: Option<String>,
+    /// Owned by ACP or a plugin (`session_windows.acp_owned` / `plugin_owner_id`).
+    pub foreign_owned: bool,
+    /// Read from the SQLite store (OpenClaw 2026.9+), whose gateway recovery is known.
+    pub sqlite: bool,
 }
 
 impl IndexFacts {
     /// Whether the index says the run died (status running, or abortedLastRun).
     pub fn run_died(&self) -> bool {
         self.aborted_last_run || self.status.as_deref() == Some("running")
+    }
+
+    /// Whether OpenClaw's own gateway restart recovery owns this session: the gateway marks
+    /// the runs it executes `status: "running"` and resumes exactly those after a restart.
+    /// An embedded (`agent --local`) run leaves no status, and nobody but us resumes it.
+    pub fn gateway_recovers(&self) -> bool {
+        self.sqlite && self.status.as_deref() == Some("running")
     }
 }

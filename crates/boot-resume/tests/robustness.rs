@@ -338,17 +338,24 @@ fn lazarus_session_held_by_a_live_writer_is_skipped() {
     assert_eq!(rs[0].verdict, Verdict::InterruptedToolCall, "{:?}", rs[0]);
 }
 
+/// OpenClaw 2026.9's agent database (schema v23, the tables and columns the real program
+/// creates; see tests/fixtures/real/openclaw for databases it wrote): events are read by
+/// `seq`, a gateway run (`status` running) is left to OpenClaw's own restart recovery, an
+/// embedded run (no status) is resumed.
 #[test]
-fn openclaw_sqlite_store_is_read_by_seq_and_monitored_only() {
+fn openclaw_sqlite_store_is_read_by_seq_and_gateway_runs_are_left_to_openclaw() {
     let d = tempfile::tempdir().expect("tempdir");
     let db = d.path().join("agents/main/agent");
     std::fs::create_dir_all(&db).expect("mkdir");
     let db = db.join("openclaw-agent.sqlite");
     let c = rusqlite::Connection::open(&db).expect("open");
     c.execute_batch(
-        "CREATE TABLE transcript_events(session_id TEXT, seq INTEGER, event_json TEXT, created_at INTEGER);
-         CREATE TABLE session_routes(session_key TEXT, session_id TEXT);
-         INSERT INTO session_routes VALUES ('agent:main:main','s-1');",
+        "CREATE TABLE transcript_events(session_id TEXT, seq INTEGER, event_json TEXT, created_at INTEGER, event_zstd BLOB, event_utf8_bytes INTEGER, navigation_json TEXT);
+         CREATE TABLE session_nodes(session_key TEXT, current_session_id TEXT, entry_json TEXT, status TEXT, spawned_by TEXT, parent_session_key TEXT);
+         CREATE TABLE session_windows(session_id TEXT, session_key TEXT, status TEXT, acp_owned INTEGER, plugin_owner_id TEXT, spawned_by TEXT, parent_session_key TEXT);
+         INSERT INTO session_nodes VALUES ('agent:main:main','s-1','{\"sessionId\":\"s-1\",\"status\":\"running\",\"createdVia\":\"run\"}','running',NULL,NULL);
+         INSERT INTO session_nodes VALUES ('agent:main:embedded','s-3','{\"sessionId\":\"s-3\"}',NULL,NULL,NULL);
+         INSERT INTO session_windows VALUES ('s-2','agent:main:old',NULL,0,NULL,NULL,NULL);",
     )
     .expect("schema");
     let fx = std::fs::read_to_string(concat!(
@@ -358,12 +365,14 @@ fn openclaw_sqlite_store_is_read_by_seq_and_monitored_only() {
     .expect("fixture");
     // Insert out of order: the reader must order by seq.
     let lines: Vec<&str> = fx.lines().collect();
-    for (i, l) in lines.iter().enumerate().rev() {
-        c.execute(
-            "INSERT INTO transcript_events VALUES ('s-1', ?1, ?2, 1781773648000)",
-            rusqlite::params![i as i64, l],
-        )
-        .expect("insert");
+    for sid in ["s-1", "s-3"] {
+        for (i, l) in lines.iter().enumerate().rev() {
+            c.execute(
+                "INSERT INTO transcript_events(session_id, seq, event_json, created_at) VALUES (?1, ?2, ?3, 1781773648000)",
+                rusqlite::params![sid, i as i64, l],
+            )
+            .expect("insert");
+        }
     }
     let fin = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -372,24 +381,65 @@ fn openclaw_sqlite_store_is_read_by_seq_and_monitored_only() {
     .expect("fx");
     for (i, l) in fin.lines().enumerate() {
         c.execute(
-            "INSERT INTO transcript_events VALUES ('s-2', ?1, ?2, 1781773648000)",
+            "INSERT INTO transcript_events(session_id, seq, event_json, created_at) VALUES ('s-2', ?1, ?2, 1781773648000)",
             rusqlite::params![i as i64, l],
         )
         .expect("insert");
     }
     drop(c);
     let rs = scan_dir(d.path(), SourceFormat::Known(Format::Openclaw));
-    assert_eq!(rs.len(), 2);
-    let s1 = rs
-        .iter()
-        .find(|r| r.session == "s-1" || r.session_key.as_deref() == Some("agent:main:main"))
-        .expect("s-1");
+    assert_eq!(rs.len(), 3);
+    let get = |k: &str| {
+        rs.iter()
+            .find(|r| r.session_key.as_deref() == Some(k))
+            .unwrap_or_else(|| panic!("{k}: {rs:#?}"))
+    };
+    let s1 = get("agent:main:main");
     assert_eq!(
         s1.verdict,
         Verdict::Skipped(SkipWhy::SelfRecovering),
         "{s1:?}"
     );
     assert!(s1.reason.contains("interrupted_tool_call"), "{}", s1.reason);
-    let s2 = rs.iter().find(|r| r.session != s1.session).expect("s-2");
-    assert_eq!(s2.verdict, Verdict::Finished, "{s2:?}");
+    assert_eq!(get("agent:main:old").verdict, Verdict::Finished);
+    let s3 = get("agent:main:embedded");
+    assert_eq!(s3.verdict, Verdict::InterruptedToolCall, "{s3:?}");
+}
+
+/// Codex may keep rollouts zstd-compressed (`rollout-*.jsonl.zst`): they are found by the
+/// walk, decompressed and classified like the plain file; a compressed bomb is refused.
+#[test]
+fn compressed_codex_rollouts_are_read() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let plain = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/codex/interrupted-tool-call.jsonl"
+    ))
+    .expect("fixture");
+    let z = zstd::stream::encode_all(&plain[..], 3).expect("compress");
+    std::fs::write(
+        d.path()
+            .join("rollout-2026-10-05T13-02-11-019a5c31-0a7e-7f15-b2c8-4d6e9f1a3b57.jsonl.zst"),
+        z,
+    )
+    .expect("write");
+    let rs = scan_dir(d.path(), SourceFormat::Known(Format::Codex));
+    assert_eq!(rs.len(), 1, "{rs:?}");
+    assert_eq!(rs[0].verdict, Verdict::InterruptedToolCall, "{:?}", rs[0]);
+    assert_eq!(rs[0].session, "019a5c31-0a7e-7f15-b2c8-4d6e9f1a3b57");
+    let rs = scan_dir(d.path(), SourceFormat::Auto);
+    assert_eq!(
+        rs[0].verdict,
+        Verdict::InterruptedToolCall,
+        "auto: {:?}",
+        rs[0]
+    );
+    // Garbage named .zst is unreadable, not a panic.
+    std::fs::write(d.path().join("rollout-x.jsonl.zst"), b"not zstd").expect("write");
+    let rs = scan_dir(d.path(), SourceFormat::Known(Format::Codex));
+    assert!(
+        rs.iter()
+            .any(|r| r.verdict == Verdict::Skipped(SkipWhy::Unreadable)),
+        "{rs:?}"
+    );
 }

@@ -39,14 +39,16 @@ impl Sandbox {
     fn rec(&self) -> PathBuf {
         self.root().join("records")
     }
-    /// A fake executable that records its cwd and argv (NUL-separated) and exits with
-    /// $FAKE_EXIT (default 0) after sleeping $FAKE_SLEEP seconds.
+    /// A fake executable that records its cwd and argv (NUL-separated), prints $FAKE_OUT
+    /// to stderr, appends $FAKE_APPEND_LINE to the file $FAKE_APPEND_TO (a program writing
+    /// its transcript), and exits with $FAKE_EXIT (default 0) after sleeping $FAKE_SLEEP
+    /// seconds.
     fn fake(&self, name: &str) {
         let p = self.bin().join(name);
         std::fs::write(
             &p,
             format!(
-                "#!/bin/sh\nout=\"{}/{name}.$$\"\nprintf '%s\\0' \"$(pwd -P)\" \"$@\" > \"$out.tmp\" && mv \"$out.tmp\" \"$out\"\nsleep \"${{FAKE_SLEEP:-0}}\"\nexit \"${{FAKE_EXIT:-0}}\"\n",
+                "#!/bin/sh\nout=\"{}/{name}.$$\"\nprintf '%s\\0' \"$(pwd -P)\" \"$@\" > \"$out.tmp\" && mv \"$out.tmp\" \"$out\"\n[ -n \"$FAKE_OUT\" ] && echo \"$FAKE_OUT\" >&2\n[ -n \"$FAKE_APPEND_TO\" ] && echo \"$FAKE_APPEND_LINE\" >> \"$FAKE_APPEND_TO\"\nsleep \"${{FAKE_SLEEP:-0}}\"\nexit \"${{FAKE_EXIT:-0}}\"\n",
                 self.rec().display()
             ),
         )
@@ -135,7 +137,7 @@ fn json_report_has_the_documented_fields_for_every_fixture() {
     assert!(lines.len() >= 50, "{}", lines.len());
     for l in &lines {
         for k in [
-            "format", "session", "path", "verdict", "reason", "torn", "action",
+            "format", "id", "path", "verdict", "reason", "torn", "action", "size", "mtime",
         ] {
             assert!(l.get(k).is_some(), "missing {k} in {l}");
         }
@@ -147,8 +149,18 @@ fn json_report_has_the_documented_fields_for_every_fixture() {
                 | "interrupted_after_tool_result"
                 | "interrupted_stream"
         );
+        assert!(
+            l["mtime"]
+                .as_str()
+                .is_some_and(|t| t.ends_with('Z') && t.contains('T')),
+            "mtime is RFC 3339 UTC: {l}"
+        );
+        assert!(
+            l.get("session").is_none() && l.get("mtime_ns").is_none(),
+            "{l}"
+        );
         let a = l["action"].as_str().expect("action");
-        if resumable && l["format"] != "pi" {
+        if resumable {
             assert_eq!(a, "would_resume", "{l}");
         } else {
             assert_eq!(a, "none", "{l}");
@@ -256,6 +268,8 @@ fn claude_preset_passes_hostile_values_verbatim_in_the_session_cwd_and_never_twi
             "-p".to_string(),
             "--resume".into(),
             HOSTILE_ID.into(),
+            "--permission-mode".into(),
+            "default".into(),
             "go on; $(rm -rf /)".into()
         ]
     );
@@ -341,28 +355,37 @@ fn codex_and_openclaw_presets_build_the_documented_argv() {
     assert_eq!(codex.len(), 1);
     assert_eq!(Path::new(&codex[0].0), cwd.as_path());
     assert_eq!(
-        &codex[0].1[..3],
-        &["exec".to_string(), "resume".into(), HOSTILE_ID.into()]
+        &codex[0].1[..4],
+        &[
+            "exec".to_string(),
+            "resume".into(),
+            "--skip-git-repo-check".into(),
+            HOSTILE_ID.into()
+        ]
     );
     assert!(
-        codex[0].1[3].contains("interrupted"),
+        codex[0].1[4].contains("interrupted"),
         "default message: {:?}",
-        codex[0].1[3]
+        codex[0].1[4]
     );
     let oc = s.calls("openclaw");
     assert_eq!(oc.len(), 1);
     assert_eq!(
-        &oc[0].1[..5],
+        &oc[0].1[..6],
         &[
             "gateway".to_string(),
             "call".into(),
             "agent".into(),
+            "--json".into(),
             "--params".into(),
-            oc[0].1[4].clone()
+            oc[0].1[5].clone()
         ]
     );
-    let params: Value = serde_json::from_str(&oc[0].1[4]).expect("params JSON");
+    let params: Value = serde_json::from_str(&oc[0].1[5]).expect("params JSON");
     assert_eq!(params["sessionKey"], "agent:main:telegram:direct:12345");
+    // `deliver: true` fails with no channel configured; the resume must still run.
+    assert_eq!(params["bestEffortDeliver"], true, "{params}");
+    assert!(params.get("deliver").is_none(), "{params}");
     let key = lines
         .iter()
         .find(|l| l["format"] == "openclaw")
@@ -438,9 +461,10 @@ fn failures_retry_with_backoff_up_to_max_attempts_across_runs() {
     let t0 = Instant::now();
     // Run 1: the command fails twice within the run (max 2 per run is not a thing: the cap
     // is per interruption), so cap at 3 and let two runs share it.
+    let refused = "gateway connect failed: connect ECONNREFUSED 127.0.0.1:18789";
     let o = s.run(
         &[&base[..], &["--max-attempts", "2"]].concat(),
-        &[("FAKE_EXIT", "3")],
+        &[("FAKE_EXIT", "3"), ("FAKE_OUT", refused)],
     );
     assert_eq!(o.status.code(), Some(1), "{}", show(&o));
     let l = &json_lines(&o)[0];
@@ -448,7 +472,9 @@ fn failures_retry_with_backoff_up_to_max_attempts_across_runs() {
     assert!(
         l["action_detail"]
             .as_str()
-            .is_some_and(|d| d.contains("attempt 2/2") && d.contains("exited with")),
+            .is_some_and(|d| d.contains("attempt 2/2")
+                && d.contains("exited with")
+                && d.contains("(transient)")),
         "{l}"
     );
     let calls = s.calls("resumer");
@@ -491,6 +517,163 @@ fn failures_retry_with_backoff_up_to_max_attempts_across_runs() {
         .expect("entry");
     assert_eq!(e["attempts"], 3);
     assert_eq!(e["resumed"], true);
+}
+
+#[test]
+fn a_permanent_failure_is_recorded_as_failed_never_retried_and_never_as_resumed() {
+    let s = Sandbox::new();
+    s.fake("resumer");
+    std::fs::create_dir_all(s.root().join("cx")).expect("mkdir");
+    std::fs::write(
+        s.root().join("cx/s1.jsonl"),
+        fixture("codex/interrupted-tool-call.jsonl"),
+    )
+    .expect("write");
+    let src = format!("codex:{}", s.root().join("cx").display());
+    let base = [
+        "--source",
+        &src,
+        "--window",
+        "0",
+        "--json",
+        "--inject-command",
+        "resumer {session_id}",
+        "--retry-backoff",
+        "10ms",
+        "--max-attempts",
+        "5",
+    ];
+    // What `openclaw gateway call agent` said with `deliver: true` and no channel.
+    let channel = "Error: Channel is required (no configured channels detected)";
+    let o = s.run(&base, &[("FAKE_EXIT", "1"), ("FAKE_OUT", channel)]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    let l = &json_lines(&o)[0];
+    assert_eq!(l["action"], "failed", "{l}");
+    assert!(
+        l["action_detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("attempt 1/5")
+                && d.contains("Channel is required")
+                && d.contains("permanent, not retried")),
+        "{l}"
+    );
+    assert_eq!(
+        s.calls("resumer").len(),
+        1,
+        "a permanent failure is not retried"
+    );
+    let state = || -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(s.root().join("state/lazarus/boot-resume/state.json"))
+                .expect("state"),
+        )
+        .expect("state JSON")
+    };
+    let e = state()["sessions"]
+        .as_object()
+        .and_then(|m| m.values().next())
+        .cloned()
+        .expect("entry");
+    assert_eq!(
+        e["resumed"], false,
+        "a failed injection is never recorded as a resume: {e}"
+    );
+    assert_eq!(e["permanent_failure"], true, "{e}");
+    // The next run says why it does nothing, and does not call again.
+    let o = s.run(&base, &[("FAKE_EXIT", "0")]);
+    assert!(o.status.success(), "{}", show(&o));
+    let l = &json_lines(&o)[0];
+    assert_eq!(l["why"], "permanent_failure", "{l}");
+    assert!(
+        l["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("--retry-failed")),
+        "{l}"
+    );
+    assert_eq!(s.calls("resumer").len(), 1);
+    // After fixing the cause, --retry-failed tries again.
+    let o = s.run(
+        &[&base[..], &["--retry-failed"]].concat(),
+        &[("FAKE_EXIT", "0")],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(json_lines(&o)[0]["action"], "resumed");
+    assert_eq!(s.calls("resumer").len(), 2);
+    assert_eq!(
+        state()["sessions"]
+            .as_object()
+            .and_then(|m| m.values().next())
+            .expect("e")["resumed"],
+        true
+    );
+}
+
+#[test]
+fn a_resume_command_still_running_counts_only_once_the_session_records_the_resume() {
+    let s = Sandbox::new();
+    s.fake("claude");
+    let cwd = hostile_cwd(&s);
+    let path = claude_session(&s, "0b9d6a2c-cc11-4b8e-9d3f-5a7e1c2b4d60", &cwd);
+    let src = format!("claude-code:{}", s.root().join("claude").display());
+    let args = [
+        "--source",
+        &src,
+        "--window",
+        "0",
+        "--preset",
+        "claude",
+        "--json",
+        "--message",
+        "please carry on with the task",
+        "--command-grace",
+        "1s",
+        "--max-attempts",
+        "1",
+    ];
+    // Still running after the grace and the transcript never shows the message: not a
+    // resume (the old rule counted it as one), the command is stopped.
+    let t0 = Instant::now();
+    let o = s.run(&args, &[("FAKE_SLEEP", "30")]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "the command was stopped"
+    );
+    let l = &json_lines(&o)[0];
+    assert_eq!(l["action"], "failed", "{l}");
+    assert!(
+        l["action_detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("did not record the resume")),
+        "{l}"
+    );
+    // A program that records the message in the session (as `claude -p --resume` does) is
+    // accepted while it still runs. A new interruption of the same file: size changed.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(b"\n"))
+        .expect("touch");
+    let line = serde_json::json!({"type": "user", "uuid": "u-resume",
+        "message": {"role": "user", "content": "please carry on with the task"}})
+    .to_string();
+    let o = s.run(
+        &args,
+        &[
+            ("FAKE_SLEEP", "3"),
+            ("FAKE_APPEND_TO", &path.to_string_lossy()),
+            ("FAKE_APPEND_LINE", &line),
+        ],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    let l = &json_lines(&o)[0];
+    assert_eq!(l["action"], "resumed", "{l}");
+    assert!(
+        l["action_detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("recorded the resume message")),
+        "{l}"
+    );
 }
 
 /// A tiny HTTP server answering scripted statuses; returns the raw requests it saw.

@@ -1,5 +1,15 @@
-//! A scripted OpenAI-compatible chat-completions server for tests: real HTTP on
-//! 127.0.0.1, real SSE for `stream: true` requests, plain JSON otherwise.
+//! A scripted model server for tests: real HTTP on 127.0.0.1 speaking three protocols —
+//! OpenAI chat completions (`/v1/chat/completions`), the Anthropic Messages API
+//! (`/v1/messages`, plus `/v1/messages/count_tokens`) and the OpenAI Responses API
+//! (`/v1/responses`) — with real SSE for `stream: true` requests and plain JSON otherwise.
+//!
+//! One [`Script`] serves all three: each request is first viewed in chat-completions shape
+//! (system / user / assistant with `tool_calls` / `tool` messages), so the same [`When`]
+//! rules match it, and the chosen [`ScriptedResponse`] is rendered in the request's own
+//! protocol (`reasoning` becomes a `thinking` block with a `signature`, or a `reasoning`
+//! item with `encrypted_content`; see [`ScriptedServer::opaque_round_trips`]). Faults:
+//! [`Reply::Status`] (e.g. 529 `overloaded_error`), [`Reply::StreamThenError`],
+//! [`Reply::StreamThenHang`], [`Reply::StreamThenDrop`].
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -19,7 +29,10 @@
 //! # Ok(()) }
 //! ```
 
+pub mod anthropic;
+pub mod responses;
 mod script;
+pub mod sse;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -28,9 +41,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
@@ -39,11 +52,40 @@ use tokio::sync::watch;
 pub use script::{
     Predicate, Reply, RequestPredicate, Script, ScriptedCall, ScriptedResponse, Step, When,
 };
+use sse::{SseEvent, Then};
+
+/// The API a request came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// OpenAI chat completions.
+    Chat,
+    /// Anthropic Messages.
+    Anthropic,
+    /// OpenAI Responses.
+    Responses,
+}
+
+/// Where an opaque reasoning value (thinking signature, encrypted reasoning content) was
+/// issued, and the later requests that sent it back byte-identical.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpaqueRoundTrip {
+    /// The value as issued.
+    pub value: String,
+    /// The request number whose reply carried it.
+    pub issued_in: usize,
+    /// Later requests that carried it back unchanged.
+    pub echoed_in: Vec<usize>,
+}
 
 struct Inner {
     steps: Vec<(Step, bool)>,
     requests: Vec<Value>,
+    protocols: Vec<Protocol>,
     unmatched: usize,
+    other: Vec<String>,
+    issued: Vec<OpaqueRoundTrip>,
+    foreign_opaque: Vec<(usize, String)>,
     log: Option<std::fs::File>,
 }
 
@@ -92,14 +134,24 @@ impl ScriptedServer {
             inner: Mutex::new(Inner {
                 steps: script.steps.into_iter().map(|s| (s, false)).collect(),
                 requests: Vec::new(),
+                protocols: Vec::new(),
                 unmatched: 0,
+                other: Vec::new(),
+                issued: Vec::new(),
+                foreign_opaque: Vec::new(),
                 log,
             }),
             shutdown: shutdown.clone(),
         });
         let app = Router::new()
-            .route("/v1/chat/completions", post(handle))
-            .route("/chat/completions", post(handle))
+            .route("/v1/chat/completions", post(handle_chat))
+            .route("/chat/completions", post(handle_chat))
+            .route("/v1/messages", post(handle_anthropic))
+            .route("/messages", post(handle_anthropic))
+            .route("/v1/messages/count_tokens", post(count_tokens))
+            .route("/v1/responses", post(handle_responses))
+            .route("/responses", post(handle_responses))
+            .fallback(not_scripted)
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port)).await?;
         let addr = listener.local_addr()?;
@@ -134,6 +186,29 @@ impl ScriptedServer {
     /// Every request body received so far, in order.
     pub fn requests(&self) -> Vec<Value> {
         self.shared.lock().requests.clone()
+    }
+
+    /// The protocol of each request, in the order of [`ScriptedServer::requests`].
+    pub fn protocols(&self) -> Vec<Protocol> {
+        self.shared.lock().protocols.clone()
+    }
+
+    /// Requests to paths the server does not script (`METHOD /path`), answered 404.
+    pub fn other_requests(&self) -> Vec<String> {
+        self.shared.lock().other.clone()
+    }
+
+    /// Every opaque reasoning value issued so far, with the later requests that sent it back
+    /// byte-identical. A client that drops or alters a signature shows up here as a value
+    /// never echoed, and in [`ScriptedServer::unknown_opaque`].
+    pub fn opaque_round_trips(&self) -> Vec<OpaqueRoundTrip> {
+        self.shared.lock().issued.clone()
+    }
+
+    /// Opaque values found in requests that the server never issued (request number, value):
+    /// altered signatures or encrypted content end up here.
+    pub fn unknown_opaque(&self) -> Vec<(usize, String)> {
+        self.shared.lock().foreign_opaque.clone()
     }
 
     pub fn request_count(&self) -> usize {
@@ -185,23 +260,87 @@ fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-fn error_json(status: StatusCode, message: String) -> Response {
-    let body = json!({"error": {"message": message, "type": "scripted_server"}});
-    (
+/// An error body in the protocol's own shape.
+fn error_response(
+    protocol: Protocol,
+    status: StatusCode,
+    error_type: Option<&str>,
+    message: String,
+    number: usize,
+) -> Response {
+    let body = match protocol {
+        Protocol::Anthropic => anthropic::error_body(
+            error_type.unwrap_or(anthropic::error_type(status.as_u16())),
+            &message,
+            number,
+        ),
+        Protocol::Responses => {
+            responses::error_body(error_type.unwrap_or("server_error"), &message)
+        }
+        Protocol::Chat => {
+            json!({"error": {"message": message, "type": error_type.unwrap_or("scripted_server")}})
+        }
+    };
+    let mut resp = (
         status,
         [(header::CONTENT_TYPE, "application/json")],
         body.to_string(),
     )
+        .into_response();
+    if protocol == Protocol::Anthropic
+        && let Ok(v) = HeaderValue::from_str(&format!("req_scripted{number:06}"))
+    {
+        resp.headers_mut().insert("request-id", v);
+    }
+    resp
+}
+
+async fn handle_chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    handle(shared, Protocol::Chat, body).await
+}
+
+async fn handle_anthropic(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    handle(shared, Protocol::Anthropic, body).await
+}
+
+async fn handle_responses(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    handle(shared, Protocol::Responses, body).await
+}
+
+/// `POST /v1/messages/count_tokens`: a rough count (4 bytes a token); not a scripted step.
+async fn count_tokens(body: Bytes) -> Response {
+    let n = body.len() / 4;
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        json!({"input_tokens": n}).to_string(),
+    )
         .into_response()
 }
 
-async fn handle(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+async fn not_scripted(State(shared): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
+    let what = format!("{method} {uri}");
+    tracing::warn!(request = %what, "scripted server: path not scripted");
+    shared.lock().other.push(what.clone());
+    error_response(
+        Protocol::Chat,
+        StatusCode::NOT_FOUND,
+        Some("not_found_error"),
+        format!("scripted server: no route for {what}"),
+        0,
+    )
+}
+
+async fn handle(shared: Arc<Shared>, protocol: Protocol, body: Bytes) -> Response {
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
-            return error_json(
+            return error_response(
+                protocol,
                 StatusCode::BAD_REQUEST,
+                Some("invalid_request_error"),
                 format!("request body is not JSON: {e}"),
+                0,
             );
         }
     };
@@ -213,20 +352,38 @@ async fn handle(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let view = match protocol {
+        Protocol::Chat => None,
+        Protocol::Anthropic => Some(anthropic::normalize(&request)),
+        Protocol::Responses => Some(responses::normalize(&request)),
+    };
+    let echoed = match protocol {
+        Protocol::Chat => Vec::new(),
+        Protocol::Anthropic => anthropic::opaque_in_request(&request),
+        Protocol::Responses => responses::opaque_in_request(&request),
+    };
     let (number, step) = {
         let mut inner = shared.lock();
         inner.requests.push(request.clone());
+        inner.protocols.push(protocol);
         let number = inner.requests.len();
+        for v in echoed {
+            match inner.issued.iter_mut().find(|t| t.value == v) {
+                Some(t) => t.echoed_in.push(number),
+                None => inner.foreign_opaque.push((number, v)),
+            }
+        }
         if let Some(log) = inner.log.as_mut() {
             let line = format!("{request}\n");
             if let Err(e) = log.write_all(line.as_bytes()).and_then(|()| log.flush()) {
                 tracing::warn!(error = %e, "cannot append to the request log");
             }
         }
+        let seen = view.as_ref().unwrap_or(&request);
         let found = inner
             .steps
             .iter_mut()
-            .find(|(s, used)| !*used && s.matches(&request, number));
+            .find(|(s, used)| !*used && s.matches(seen, number));
         let step = found.map(|(s, used)| {
             if !s.repeat {
                 *used = true;
@@ -236,13 +393,26 @@ async fn handle(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         if step.is_none() {
             inner.unmatched += 1;
         }
+        if let Some(r) = step.as_ref().and_then(|s| s.reply.response())
+            && r.reasoning.is_some()
+            && protocol != Protocol::Chat
+        {
+            inner.issued.push(OpaqueRoundTrip {
+                value: r.opaque(number),
+                issued_in: number,
+                echoed_in: Vec::new(),
+            });
+        }
         (number, step)
     };
     let Some(step) = step else {
         tracing::warn!(number, "no scripted step matches the request");
-        return error_json(
+        return error_response(
+            protocol,
             StatusCode::UNPROCESSABLE_ENTITY,
+            Some("invalid_request_error"),
             format!("scripted server: no step matches request {number}"),
+            number,
         );
     };
     let mut shutdown = shared.shutdown.clone();
@@ -250,20 +420,53 @@ async fn handle(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(step.delay_ms)) => {}
             _ = shutdown.wait_for(|s| *s) => {
-                return error_json(StatusCode::SERVICE_UNAVAILABLE, "shutting down".into());
+                return error_response(protocol, StatusCode::SERVICE_UNAVAILABLE, None, "shutting down".into(), number);
             }
         }
     }
+    let events = |r: &ScriptedResponse| -> Vec<SseEvent> {
+        match protocol {
+            Protocol::Chat => r
+                .to_sse_events(number, include_usage)
+                .into_iter()
+                .map(SseEvent::data)
+                .collect(),
+            Protocol::Anthropic => anthropic::to_sse(r, number, &request),
+            Protocol::Responses => responses::to_sse(r, number, &request),
+        }
+    };
+    let json_body = |r: &ScriptedResponse| -> Response {
+        let v = match protocol {
+            Protocol::Chat => r.to_json(number),
+            Protocol::Anthropic => anthropic::to_json(r, number, &request),
+            Protocol::Responses => responses::to_json(r, number, &request),
+        };
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            v.to_string(),
+        )
+            .into_response()
+    };
+    let cut = |r: &ScriptedResponse, n: usize| -> Vec<SseEvent> {
+        let mut e = events(r);
+        e.truncate(n);
+        e
+    };
     match step.reply {
         Reply::Status {
             status,
             retry_after,
             body,
+            error_type,
         } => {
             let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let mut resp = error_json(
+            let mut resp = error_response(
+                protocol,
                 code,
+                error_type.as_deref(),
                 body.unwrap_or_else(|| format!("scripted failure {status}")),
+                number,
             );
             if let Some(ra) = retry_after
                 && let Ok(v) = HeaderValue::from_str(&ra)
@@ -272,112 +475,50 @@ async fn handle(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             }
             resp
         }
-        Reply::PlainJson(r) => json_response(&r, number),
-        Reply::Response(r) if !stream => json_response(&r, number),
-        Reply::Response(r) => {
-            let delay = r.chunk_delay_ms;
-            sse_response(
-                r.to_sse_events(number, include_usage),
-                None,
-                delay,
-                shutdown,
-                false,
-            )
-        }
+        Reply::PlainJson(r) => json_body(&r),
+        Reply::Response(r) if !stream => json_body(&r),
+        Reply::Response(r) => sse::stream(events(&r), Then::Finish, r.chunk_delay_ms, shutdown),
         Reply::StreamThenHang {
             response,
             after_chunks,
-        } => sse_response(
-            response.to_sse_events(number, include_usage),
-            Some(after_chunks),
+        } => sse::stream(
+            cut(&response, after_chunks),
+            Then::Hang,
             response.chunk_delay_ms,
             shutdown,
-            false,
         ),
         Reply::StreamThenDrop {
             response,
             after_chunks,
-        } => sse_response(
-            response.to_sse_events(number, include_usage),
-            Some(after_chunks),
+        } => sse::stream(
+            cut(&response, after_chunks),
+            Then::Drop,
             response.chunk_delay_ms,
             shutdown,
-            true,
         ),
-    }
-}
-
-fn json_response(r: &ScriptedResponse, number: usize) -> Response {
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        r.to_json(number).to_string(),
-    )
-        .into_response()
-}
-
-enum Then {
-    Finish,
-    Hang,
-    Drop,
-}
-
-fn sse_response(
-    events: Vec<String>,
-    cut_after: Option<usize>,
-    delay_ms: u64,
-    shutdown: watch::Receiver<bool>,
-    drop: bool,
-) -> Response {
-    let (events, then) = match cut_after {
-        None => (events, Then::Finish),
-        Some(n) => (
-            events.into_iter().take(n).collect(),
-            if drop { Then::Drop } else { Then::Hang },
-        ),
-    };
-    struct St {
-        events: std::vec::IntoIter<String>,
-        then: Option<Then>,
-        first: bool,
-        delay_ms: u64,
-        shutdown: watch::Receiver<bool>,
-    }
-    let st = St {
-        events: events.into_iter(),
-        then: Some(then),
-        first: true,
-        delay_ms,
-        shutdown,
-    };
-    let stream = futures_util::stream::unfold(st, |mut st| async move {
-        if let Some(ev) = st.events.next() {
-            if !st.first && st.delay_ms > 0 {
-                tokio::time::sleep(Duration::from_millis(st.delay_ms)).await;
-            }
-            st.first = false;
-            let item: Result<Bytes, std::io::Error> = Ok(Bytes::from(format!("data: {ev}\n\n")));
-            return Some((item, st));
+        Reply::StreamThenError {
+            response,
+            after_chunks,
+            error_type,
+            message,
+        } => {
+            let ty = error_type.unwrap_or_else(|| "overloaded_error".into());
+            let msg = message.unwrap_or_else(|| "Overloaded".into());
+            let last = match protocol {
+                Protocol::Anthropic => anthropic::error_event(&ty, &msg, number),
+                Protocol::Responses => {
+                    responses::failed_event(&response, number, &request, &ty, &msg, after_chunks)
+                }
+                Protocol::Chat => {
+                    SseEvent::data(json!({"error": {"message": msg, "type": ty}}).to_string())
+                }
+            };
+            sse::stream(
+                cut(&response, after_chunks),
+                Then::Error(last),
+                response.chunk_delay_ms,
+                shutdown,
+            )
         }
-        match st.then.take()? {
-            Then::Finish => None,
-            Then::Hang => {
-                let _ = st.shutdown.wait_for(|s| *s).await;
-                let item: Result<Bytes, std::io::Error> =
-                    Err(std::io::Error::other("server shut down"));
-                Some((item, st))
-            }
-            Then::Drop => {
-                let item: Result<Bytes, std::io::Error> =
-                    Err(std::io::Error::other("scripted connection drop"));
-                Some((item, st))
-            }
-        }
-    });
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(stream))
-        .unwrap_or_else(|e| error_json(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    }
 }

@@ -129,6 +129,11 @@ pub enum When {
         #[serde(default)]
         contains: Option<String>,
     },
+    /// Some message is the result of tool call `call_id` (wherever it is: agents append
+    /// context messages after tool results).
+    AnyToolResult {
+        call_id: String,
+    },
     /// The last message is a user message containing `text`.
     LastUserContains {
         text: String,
@@ -189,6 +194,10 @@ impl When {
                         .as_ref()
                         .is_none_or(|t| content_text(m).contains(t.as_str()))
             }),
+            When::AnyToolResult { call_id } => messages.iter().any(|m| {
+                role(m) == "tool"
+                    && m.get("tool_call_id").and_then(Value::as_str) == Some(call_id.as_str())
+            }),
             When::LastUserContains { text } => {
                 last.is_some_and(|m| role(m) == "user" && content_text(m).contains(text.as_str()))
             }
@@ -215,13 +224,18 @@ impl When {
 pub enum Reply {
     /// A normal response: SSE when the request has `stream: true`, JSON otherwise.
     Response(ScriptedResponse),
-    /// An HTTP error status, optionally with `Retry-After`.
+    /// An HTTP error status, optionally with `Retry-After`. The body is shaped as the
+    /// protocol's API sends errors; `body` is the error message and `error_type` its type
+    /// (default: the API's name for the status, e.g. `overloaded_error` for 529 on the
+    /// Anthropic route).
     Status {
         status: u16,
         #[serde(default)]
         retry_after: Option<String>,
         #[serde(default)]
         body: Option<String>,
+        #[serde(default)]
+        error_type: Option<String>,
     },
     /// Streams the first `after_chunks` SSE events, then sends nothing more until the
     /// server shuts down.
@@ -236,6 +250,19 @@ pub enum Reply {
     },
     /// Answers with a plain JSON body even when the request asked for a stream.
     PlainJson(ScriptedResponse),
+    /// Streams the first `after_chunks` SSE events, then an API error event (Anthropic:
+    /// `error`; Responses: `response.failed`; chat completions: an `{"error":…}` chunk) and
+    /// ends the response.
+    StreamThenError {
+        response: ScriptedResponse,
+        after_chunks: usize,
+        /// Default `overloaded_error`.
+        #[serde(default)]
+        error_type: Option<String>,
+        /// Default `Overloaded`.
+        #[serde(default)]
+        message: Option<String>,
+    },
 }
 
 impl From<ScriptedResponse> for Reply {
@@ -245,11 +272,33 @@ impl From<ScriptedResponse> for Reply {
 }
 
 impl Reply {
+    /// The response this reply plays (fully or in part), if any.
+    pub fn response(&self) -> Option<&ScriptedResponse> {
+        match self {
+            Reply::Response(r) | Reply::PlainJson(r) => Some(r),
+            Reply::StreamThenHang { response, .. }
+            | Reply::StreamThenDrop { response, .. }
+            | Reply::StreamThenError { response, .. } => Some(response),
+            Reply::Status { .. } => None,
+        }
+    }
+
     pub fn status(status: u16) -> Self {
         Reply::Status {
             status,
             retry_after: None,
             body: None,
+            error_type: None,
+        }
+    }
+
+    /// An HTTP error with a message and an API error type (e.g. 529, `overloaded_error`).
+    pub fn api_error(status: u16, error_type: &str, message: &str) -> Self {
+        Reply::Status {
+            status,
+            retry_after: None,
+            body: Some(message.into()),
+            error_type: Some(error_type.into()),
         }
     }
 
@@ -258,6 +307,7 @@ impl Reply {
             status: 429,
             retry_after: Some(retry_after_secs.to_string()),
             body: None,
+            error_type: None,
         }
     }
 }
@@ -306,6 +356,11 @@ pub struct ScriptedResponse {
     /// Pause between stream chunks, in milliseconds.
     #[serde(default)]
     pub chunk_delay_ms: u64,
+    /// The opaque value issued with `reasoning`: the thinking block's `signature`
+    /// (Anthropic) or the reasoning item's `encrypted_content` (Responses). Default: a
+    /// value unique to the request number, so a later request can be checked for it.
+    #[serde(default)]
+    pub opaque: Option<String>,
 }
 
 impl ScriptedResponse {
@@ -361,6 +416,18 @@ impl ScriptedResponse {
 
     pub fn chunk_delay_ms(mut self, ms: u64) -> Self {
         self.chunk_delay_ms = ms;
+        self
+    }
+
+    /// The opaque reasoning value sent in reply to request `number`.
+    pub fn opaque(&self, number: usize) -> String {
+        self.opaque
+            .clone()
+            .unwrap_or_else(|| format!("RXNjcmlwdGVk{number:06}/c2lnbmF0dXJl+Zw=="))
+    }
+
+    pub fn with_opaque(mut self, value: impl Into<String>) -> Self {
+        self.opaque = Some(value.into());
         self
     }
 

@@ -17,6 +17,7 @@ fuzz_target!(|data: &[u8]| {
             file_name: "rollout-2026-01-01T00-00-00-0199a3c2-7e10-7d3a-9b42-1e6c0d8f2a71.jsonl",
             subagent_path: flags & 8 != 0,
             index: None,
+            has_subagents: flags & 16 != 0,
         };
         let c = f.classify(body, &meta);
         assert!(!(c.need_more && (meta.at_start || meta.at_cap)));

@@ -30,6 +30,9 @@ struct Payload<'a> {
     reason: Option<String>,
     #[serde(default)]
     message: Option<serde_json::Value>,
+    /// `task_complete.error` (0.171+): `{"message", "codex_error_info"}`.
+    #[serde(default)]
+    error: Option<serde_json::Value>,
     // session_meta
     #[serde(default)]
     id: Option<String>,
@@ -64,6 +67,39 @@ enum Last {
     Stream,
     Compacted,
     Assistant,
+}
+
+/// The name of a `codex_error_info`: a string (`"context_window_exceeded"`) or an object
+/// whose single key names it (`{"http_connection_failed": {"http_status_code": 502}}`).
+fn error_info_name(info: &serde_json::Value) -> String {
+    match info {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(m) => m.keys().next().cloned().unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// Whether a turn that ended with this Codex error may succeed when resumed.
+fn codex_error_is_transient(info: Option<&serde_json::Value>, message: &str) -> bool {
+    match info.map(error_info_name).as_deref() {
+        Some(
+            "server_overloaded"
+            | "internal_server_error"
+            | "http_connection_failed"
+            | "response_stream_connection_failed"
+            | "response_stream_disconnected"
+            | "response_too_many_failed_attempts",
+        ) => true,
+        Some(
+            "context_window_exceeded"
+            | "usage_limit_exceeded"
+            | "unauthorized"
+            | "bad_request"
+            | "sandbox_error"
+            | "thread_rollback_failed",
+        ) => false,
+        _ => is_transient_error(message),
+    }
 }
 
 /// Classifies a Codex rollout tail.
@@ -158,6 +194,27 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
         let Some(pl) = &l.payload else { continue };
         let pty = pl.ty.as_deref().unwrap_or("");
         match (l.ty.as_str(), pty) {
+            ("event_msg", "task_complete" | "turn_complete")
+                if pl.error.as_ref().is_some_and(|e| !e.is_null()) =>
+            {
+                let e = pl.error.as_ref().unwrap_or(&serde_json::Value::Null);
+                let msg = e
+                    .get("message")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("");
+                let info = e.get("codex_error_info");
+                return decide(
+                    out,
+                    Verdict::Failed {
+                        transient: codex_error_is_transient(info, msg),
+                    },
+                    format!(
+                        "{pty} with an error ({}): {}",
+                        info.map(error_info_name).unwrap_or_default(),
+                        clip(msg, 100)
+                    ),
+                );
+            }
             ("event_msg", "task_complete" | "turn_complete") => {
                 if matches!(last, Some(Last::User)) {
                     return decide(

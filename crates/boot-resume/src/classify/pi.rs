@@ -155,10 +155,17 @@ pub fn classify_openclaw(tail: &[u8], meta: &SessionMeta) -> Classification {
                 SkipWhy::ForeignOwned,
                 "ACP / hook / explicit model-run session",
             ))
+        } else if ix.foreign_owned {
+            Some((SkipWhy::ForeignOwned, "ACP- or plugin-owned session"))
         } else if ix.restart_recovery && inner.is_resumable(true) {
             Some((
                 SkipWhy::SelfRecovering,
                 "OpenClaw's own restart recovery has handled or is handling this session",
+            ))
+        } else if ix.gateway_recovers() && inner.is_resumable(true) {
+            Some((
+                SkipWhy::SelfRecovering,
+                "a gateway run (status running): the OpenClaw gateway resumes it itself when it restarts",
             ))
         } else {
             None
@@ -171,13 +178,22 @@ pub fn classify_openclaw(tail: &[u8], meta: &SessionMeta) -> Classification {
     c
 }
 
-fn classify_inner(tail: &[u8], meta: &SessionMeta, openclaw: bool) -> Classification {
-    let p: Parsed<Entry> = Parsed::new(tail, meta.at_start);
-    let may_grow = !meta.at_start && !meta.at_cap;
-    let mut out = Classification::new(Verdict::Skipped(SkipWhy::Empty), "");
-    out.torn = p.torn;
+/// A verdict reached by the walk (the torn-line note is added when it is applied).
+struct Decision {
+    verdict: Verdict,
+    reason: String,
+}
 
-    // Header facts: from the separately read first line, else from the window.
+fn decision(verdict: Verdict, reason: impl Into<String>) -> Option<Decision> {
+    Some(Decision {
+        verdict,
+        reason: reason.into(),
+    })
+}
+
+/// Session id and cwd from the header (the separately read first line, else the window's
+/// first line), else from the file name.
+fn header_facts<'a>(p: &Parsed<'a, Entry<'a>>, meta: &SessionMeta, out: &mut Classification) {
     let header = meta
         .header
         .and_then(|h| serde_json::from_slice::<Entry>(h).ok())
@@ -198,6 +214,283 @@ fn classify_inner(tail: &[u8], meta: &SessionMeta, openclaw: bool) -> Classifica
             out.session_id = Some(s.to_string());
         }
     }
+}
+
+/// The entry the walk starts from: the last parsed non-header entry in file order, or the
+/// target of a trailing `leaf` pointer. `None` when there is none: `out` is then the answer.
+fn find_leaf<'a>(
+    p: &Parsed<'a, Entry<'a>>,
+    may_grow: bool,
+    out: &mut Classification,
+    torn_note: &str,
+) -> Option<usize> {
+    let leaf = (0..p.len())
+        .rev()
+        .find(|&i| p.get(i).is_some_and(|e| e.ty != "session"));
+    let Some(mut cur) = leaf else {
+        if may_grow && p.len() <= 1 {
+            *out = need_more(p.torn);
+            return None;
+        }
+        out.reason = if p.len() == 0 && !p.torn {
+            "empty file".into()
+        } else if p.torn {
+            format!("no complete record after the header{torn_note}")
+        } else {
+            "header only: the first prompt was never persisted".into()
+        };
+        return None;
+    };
+    out.last_record_id = p.get(cur).and_then(|e| e.id.clone());
+    if let Some(e) = p.get(cur)
+        && e.ty == "leaf"
+        && let Some(t) = e.target_id.as_deref()
+    {
+        match find(p, cur, t) {
+            Some(j) => cur = j,
+            None if may_grow => {
+                *out = need_more(p.torn);
+                return None;
+            }
+            None => {}
+        }
+    }
+    Some(cur)
+}
+
+/// The index of the entry with `id` before `from`, searching backwards.
+fn find<'a>(p: &Parsed<'a, Entry<'a>>, from: usize, id: &str) -> Option<usize> {
+    (0..from)
+        .rev()
+        .find(|&j| p.get(j).and_then(|e| e.id.as_deref()) == Some(id))
+}
+
+/// What the walk from the leaf towards the root has seen so far.
+#[derive(Default)]
+struct Walk {
+    results: HashSet<String>,
+    saw_result: bool,
+    prompt_error: Option<String>,
+    compaction: bool,
+    artifact: bool,
+}
+
+impl Walk {
+    /// One entry, newest first. `Some` once the entry decides.
+    fn entry(&mut self, e: &Entry, meta: &SessionMeta) -> Option<Decision> {
+        let id = e.id.as_deref().unwrap_or("?");
+        match e.ty.as_str() {
+            "custom"
+                if e.custom_type.as_deref() == Some("openclaw:prompt-error")
+                    && self.prompt_error.is_none()
+                    && !self.saw_result =>
+            {
+                let text = e
+                    .data
+                    .and_then(|d| serde_json::from_str::<PromptError>(d.get()).ok())
+                    .and_then(|d| d.error)
+                    .unwrap_or_default();
+                self.prompt_error = Some(text);
+                None
+            }
+            "compaction" | "branch_summary" => {
+                self.compaction = true;
+                None
+            }
+            "custom_message" => self.custom_message(id, e),
+            "message" => match &e.message {
+                Some(m) => match m.role.as_str() {
+                    "toolResult" => {
+                        if let Some(t) = &m.tool_call_id {
+                            self.results.insert(t.clone());
+                        }
+                        self.saw_result = true;
+                        None
+                    }
+                    "user" => self.user(id, m),
+                    "assistant" => self.assistant(id, m, meta),
+                    // system, bashExecution, custom, unknown roles: not decisive.
+                    _ => None,
+                },
+                // A message entry without a message: ignore.
+                None => None,
+            },
+            // label, session_info, model_change, thinking_level_change, active_tools_change,
+            // usage, context_edit, leaf and unknown types: bookkeeping.
+            _ => None,
+        }
+    }
+
+    fn custom_message(&self, id: &str, e: &Entry) -> Option<Decision> {
+        let ct = e.custom_type.as_deref().unwrap_or("");
+        if ct == "openclaw.sessions_yield" {
+            return decision(
+                Verdict::WaitingExternal,
+                format!("entry {id}: parked by sessions_yield, waiting for sub-agents"),
+            );
+        }
+        if self.saw_result {
+            return decision(
+                Verdict::InterruptedAfterToolResult,
+                "tool results recorded, the model never answered them",
+            );
+        }
+        decision(
+            Verdict::PendingInput,
+            format!("entry {id}: custom message {ct:?} not answered"),
+        )
+    }
+
+    fn user(&self, id: &str, m: &Msg) -> Option<Decision> {
+        if self.saw_result {
+            return decision(
+                Verdict::InterruptedAfterToolResult,
+                format!("entry {id}: tool results recorded after it were never answered"),
+            );
+        }
+        if let Some(err) = &self.prompt_error {
+            return decision(
+                Verdict::Failed {
+                    transient: is_transient_error(err),
+                },
+                format!("the run failed (openclaw:prompt-error: {})", clip(err, 120)),
+            );
+        }
+        let text = text_of(m.content);
+        let (v, r) = match user_text_kind(&text) {
+            UserText::Heartbeat => (
+                Verdict::Skipped(SkipWhy::Heartbeat),
+                "last input is a heartbeat prompt",
+            ),
+            UserText::Cron => (
+                Verdict::Skipped(SkipWhy::Cron),
+                "last input is a cron run prompt",
+            ),
+            UserText::Trivial => (
+                Verdict::Skipped(SkipWhy::TrivialInput),
+                "last input is trivial",
+            ),
+            UserText::Real => (Verdict::PendingInput, "user message not answered"),
+        };
+        decision(v, format!("entry {id}: {r}: {:?}", clip(&text, 60)))
+    }
+
+    fn assistant(&mut self, id: &str, m: &Msg, meta: &SessionMeta) -> Option<Decision> {
+        let stop = m.stop_reason.as_deref().unwrap_or("");
+        let err = m.error_message.as_deref().unwrap_or("");
+        if !self.saw_result
+            && (stop == "aborted" || stop == "error")
+            && !has_content(m.content)
+            && is_abort_text(err)
+        {
+            // A restart-abort artifact: the empty answer a restart leaves; look beneath it.
+            self.artifact = true;
+            return None;
+        }
+        let calls = tool_calls(m.content);
+        let open: Vec<&str> = calls
+            .iter()
+            .filter(|(cid, _)| !self.results.contains(cid))
+            .map(|(_, n)| n.as_str())
+            .collect();
+        if !open.is_empty() {
+            let partial = if self.saw_result {
+                " (some parallel calls have results)"
+            } else {
+                ""
+            };
+            return decision(
+                Verdict::InterruptedToolCall,
+                format!(
+                    "entry {id}: tool call {} has no result{partial}",
+                    open.join(", ")
+                ),
+            );
+        }
+        if self.saw_result {
+            let a = if self.artifact {
+                " (restart-abort artifact skipped)"
+            } else {
+                ""
+            };
+            return decision(
+                Verdict::InterruptedAfterToolResult,
+                format!("entry {id}: every tool call has a result, the model never saw them{a}"),
+            );
+        }
+        if let Some(perr) = &self.prompt_error {
+            let text = if perr.is_empty() { err } else { perr.as_str() };
+            let transient = is_transient_error(text) || is_transient_error(err);
+            return decision(
+                Verdict::Failed { transient },
+                format!("entry {id}: the run failed: {}", clip(text, 120)),
+            );
+        }
+        match stop {
+            "error" if self.compaction && is_context_overflow(err) => decision(
+                Verdict::InterruptedStream,
+                format!("entry {id}: context overflow recovery (compact, retry) was cut off"),
+            ),
+            "error" => decision(
+                Verdict::Failed {
+                    transient: is_transient_error(err),
+                },
+                format!("entry {id}: API error ended the turn: {}", clip(err, 120)),
+            ),
+            "aborted" if meta.index.is_some_and(|ix| ix.run_died()) => decision(
+                Verdict::InterruptedStream,
+                format!("entry {id}: partial answer aborted while the run died"),
+            ),
+            "aborted" => decision(
+                Verdict::UserStopped,
+                format!("entry {id}: answer aborted (stopped by the user)"),
+            ),
+            _ => {
+                let a = if self.compaction {
+                    " (compaction after it skipped)"
+                } else {
+                    ""
+                };
+                let s = if stop.is_empty() {
+                    "no stopReason"
+                } else {
+                    stop
+                };
+                decision(
+                    Verdict::Finished,
+                    format!("entry {id}: assistant ended the turn ({s}){a}"),
+                )
+            }
+        }
+    }
+
+    /// Decides when the walk reached the root without a decisive entry.
+    fn at_root(&self) -> Option<Decision> {
+        if self.saw_result {
+            return decision(
+                Verdict::InterruptedAfterToolResult,
+                "tool results recorded, the model never answered them",
+            );
+        }
+        self.prompt_error.as_ref().and_then(|err| {
+            decision(
+                Verdict::Failed {
+                    transient: is_transient_error(err),
+                },
+                format!("the run failed (openclaw:prompt-error: {})", clip(err, 120)),
+            )
+        })
+    }
+}
+
+/// Walks the `parentId` chain from the leaf to the root (so an abandoned branch does not
+/// count), in named steps: header facts, the leaf, the walk, the root.
+fn classify_inner(tail: &[u8], meta: &SessionMeta, _openclaw: bool) -> Classification {
+    let p: Parsed<Entry> = Parsed::new(tail, meta.at_start);
+    let may_grow = !meta.at_start && !meta.at_cap;
+    let mut out = Classification::new(Verdict::Skipped(SkipWhy::Empty), "");
+    out.torn = p.torn;
+    header_facts(&p, meta, &mut out);
     let torn_note = if p.torn {
         if p.torn_contains(b"\"role\":\"toolResult\"") {
             "; a tool result was being written when the process died (torn last line ignored)"
@@ -207,61 +500,16 @@ fn classify_inner(tail: &[u8], meta: &SessionMeta, openclaw: bool) -> Classifica
     } else {
         ""
     };
-
-    // The leaf: last parsed non-header entry in file order, or a trailing `leaf` pointer.
-    let mut leaf = None;
-    for i in (0..p.len()).rev() {
-        if let Some(e) = p.get(i)
-            && e.ty != "session"
-        {
-            leaf = Some(i);
-            break;
-        }
-    }
-    let Some(mut cur) = leaf else {
-        if may_grow && p.len() <= 1 {
-            return need_more(p.torn);
-        }
-        out.reason = if p.len() == 0 && !p.torn {
-            "empty file".into()
-        } else if p.torn {
-            format!("no complete record after the header{torn_note}")
-        } else {
-            "header only: the first prompt was never persisted".into()
-        };
+    let Some(mut cur) = find_leaf(&p, may_grow, &mut out, torn_note) else {
         return out;
     };
-    out.last_record_id = p.get(cur).and_then(|e| e.id.clone());
-
-    let find = |from: usize, id: &str| -> Option<usize> {
-        (0..from)
-            .rev()
-            .find(|&j| p.get(j).and_then(|e| e.id.as_deref()) == Some(id))
-    };
-    if let Some(e) = p.get(cur)
-        && e.ty == "leaf"
-        && let Some(t) = e.target_id.as_deref()
-    {
-        match find(cur, t) {
-            Some(j) => cur = j,
-            None if may_grow => return need_more(p.torn),
-            None => {}
-        }
-    }
-
-    let mut results: HashSet<String> = HashSet::new();
-    let mut saw_result = false;
-    let mut prompt_error: Option<String> = None;
-    let mut compaction = false;
-    let mut artifact = false;
-    let mut steps = 0usize;
-
-    let decide = |mut out: Classification, v: Verdict, reason: String| {
-        out.verdict = v;
-        out.reason = format!("{reason}{torn_note}");
+    let apply = |mut out: Classification, d: Decision| {
+        out.verdict = d.verdict;
+        out.reason = format!("{}{torn_note}", d.reason);
         out
     };
-
+    let mut walk = Walk::default();
+    let mut steps = 0usize;
     loop {
         steps += 1;
         if steps > p.len() + 2 {
@@ -278,239 +526,16 @@ fn classify_inner(tail: &[u8], meta: &SessionMeta, openclaw: bool) -> Classifica
             cur -= 1;
             continue;
         };
-        let id = e.id.as_deref().unwrap_or("?");
-        match e.ty.as_str() {
-            "session" => break,
-            "custom"
-                if e.custom_type.as_deref() == Some("openclaw:prompt-error")
-                    && prompt_error.is_none()
-                    && !saw_result =>
-            {
-                let text = e
-                    .data
-                    .and_then(|d| serde_json::from_str::<PromptError>(d.get()).ok())
-                    .and_then(|d| d.error)
-                    .unwrap_or_default();
-                prompt_error = Some(text);
-            }
-            "compaction" | "branch_summary" => compaction = true,
-            "custom_message" => {
-                let ct = e.custom_type.as_deref().unwrap_or("");
-                if ct == "openclaw.sessions_yield" {
-                    return decide(
-                        out,
-                        Verdict::WaitingExternal,
-                        format!("entry {id}: parked by sessions_yield, waiting for sub-agents"),
-                    );
-                }
-                if saw_result {
-                    return decide(
-                        out,
-                        Verdict::InterruptedAfterToolResult,
-                        "tool results recorded, the model never answered them".into(),
-                    );
-                }
-                return decide(
-                    out,
-                    Verdict::PendingInput,
-                    format!("entry {id}: custom message {ct:?} not answered"),
-                );
-            }
-            "message" => {
-                let Some(m) = &e.message else {
-                    // A message entry without a message: ignore.
-                    match step(&p, cur, e, &find) {
-                        Step::At(j) => {
-                            cur = j;
-                            continue;
-                        }
-                        Step::End => break,
-                        Step::Missing(_) if may_grow => return need_more(p.torn),
-                        Step::Missing(_) => break,
-                    }
-                };
-                match m.role.as_str() {
-                    "toolResult" => {
-                        if let Some(t) = &m.tool_call_id {
-                            results.insert(t.clone());
-                        }
-                        saw_result = true;
-                    }
-                    "user" => {
-                        if saw_result {
-                            return decide(
-                                out,
-                                Verdict::InterruptedAfterToolResult,
-                                format!(
-                                    "entry {id}: tool results recorded after it were never answered"
-                                ),
-                            );
-                        }
-                        if let Some(err) = prompt_error {
-                            return decide(
-                                out,
-                                Verdict::Failed {
-                                    transient: is_transient_error(&err),
-                                },
-                                format!(
-                                    "the run failed (openclaw:prompt-error: {})",
-                                    clip(&err, 120)
-                                ),
-                            );
-                        }
-                        let text = text_of(m.content);
-                        let (v, r) = match user_text_kind(&text) {
-                            UserText::Heartbeat => (
-                                Verdict::Skipped(SkipWhy::Heartbeat),
-                                "last input is a heartbeat prompt",
-                            ),
-                            UserText::Cron => (
-                                Verdict::Skipped(SkipWhy::Cron),
-                                "last input is a cron run prompt",
-                            ),
-                            UserText::Trivial => (
-                                Verdict::Skipped(SkipWhy::TrivialInput),
-                                "last input is trivial",
-                            ),
-                            UserText::Real => (Verdict::PendingInput, "user message not answered"),
-                        };
-                        return decide(out, v, format!("entry {id}: {r}: {:?}", clip(&text, 60)));
-                    }
-                    "assistant" => {
-                        let stop = m.stop_reason.as_deref().unwrap_or("");
-                        let err = m.error_message.as_deref().unwrap_or("");
-                        if !saw_result
-                            && (stop == "aborted" || stop == "error")
-                            && !has_content(m.content)
-                            && is_abort_text(err)
-                        {
-                            artifact = true;
-                        } else {
-                            let calls = tool_calls(m.content);
-                            let open: Vec<&(String, String)> = calls
-                                .iter()
-                                .filter(|(cid, _)| !results.contains(cid))
-                                .collect();
-                            if !open.is_empty() {
-                                let names: Vec<&str> =
-                                    open.iter().map(|(_, n)| n.as_str()).collect();
-                                let partial = if saw_result {
-                                    " (some parallel calls have results)"
-                                } else {
-                                    ""
-                                };
-                                return decide(
-                                    out,
-                                    Verdict::InterruptedToolCall,
-                                    format!(
-                                        "entry {id}: tool call {} has no result{partial}",
-                                        names.join(", ")
-                                    ),
-                                );
-                            }
-                            if saw_result {
-                                let a = if artifact {
-                                    " (restart-abort artifact skipped)"
-                                } else {
-                                    ""
-                                };
-                                return decide(
-                                    out,
-                                    Verdict::InterruptedAfterToolResult,
-                                    format!(
-                                        "entry {id}: every tool call has a result, the model never saw them{a}"
-                                    ),
-                                );
-                            }
-                            if let Some(perr) = prompt_error {
-                                let text = if perr.is_empty() {
-                                    err.to_string()
-                                } else {
-                                    perr
-                                };
-                                let transient =
-                                    is_transient_error(&text) || is_transient_error(err);
-                                return decide(
-                                    out,
-                                    Verdict::Failed { transient },
-                                    format!("entry {id}: the run failed: {}", clip(&text, 120)),
-                                );
-                            }
-                            return match stop {
-                                "error" if compaction && is_context_overflow(err) => decide(
-                                    out,
-                                    Verdict::InterruptedStream,
-                                    format!(
-                                        "entry {id}: context overflow recovery (compact, retry) was cut off"
-                                    ),
-                                ),
-                                "error" => decide(
-                                    out,
-                                    Verdict::Failed {
-                                        transient: is_transient_error(err),
-                                    },
-                                    format!(
-                                        "entry {id}: API error ended the turn: {}",
-                                        clip(err, 120)
-                                    ),
-                                ),
-                                "aborted" => {
-                                    let died = meta.index.is_some_and(|ix| ix.run_died());
-                                    if died {
-                                        decide(
-                                            out,
-                                            Verdict::InterruptedStream,
-                                            format!(
-                                                "entry {id}: partial answer aborted while the run died"
-                                            ),
-                                        )
-                                    } else {
-                                        decide(
-                                            out,
-                                            Verdict::UserStopped,
-                                            format!(
-                                                "entry {id}: answer aborted (stopped by the user)"
-                                            ),
-                                        )
-                                    }
-                                }
-                                _ => {
-                                    let a = if compaction {
-                                        " (compaction after it skipped)"
-                                    } else {
-                                        ""
-                                    };
-                                    decide(
-                                        out,
-                                        Verdict::Finished,
-                                        format!(
-                                            "entry {id}: assistant ended the turn ({}){a}",
-                                            if stop.is_empty() {
-                                                "no stopReason"
-                                            } else {
-                                                stop
-                                            }
-                                        ),
-                                    )
-                                }
-                            };
-                        }
-                    }
-                    // system, bashExecution, custom, unknown roles: not decisive.
-                    _ => {}
-                }
-            }
-            // label, session_info, model_change, thinking_level_change, active_tools_change,
-            // usage, context_edit, leaf and unknown types: bookkeeping.
-            _ => {}
+        if e.ty == "session" {
+            break;
         }
-        match step(&p, cur, e, &find) {
+        if let Some(d) = walk.entry(e, meta) {
+            return apply(out, d);
+        }
+        match step(&p, cur, e, &|from, id| find(&p, from, id)) {
             Step::At(j) => cur = j,
             Step::End => break,
-            Step::Missing(pid) if may_grow => {
-                let _ = pid;
-                return need_more(p.torn);
-            }
+            Step::Missing(_) if may_grow => return need_more(p.torn),
             Step::Missing(pid) => {
                 if cur == 0 {
                     out.reason = format!("parent {pid} is not in the file");
@@ -520,30 +545,12 @@ fn classify_inner(tail: &[u8], meta: &SessionMeta, openclaw: bool) -> Classifica
             }
         }
     }
-    // Walked to the root without a decisive record.
-    if saw_result {
-        return decide(
-            out,
-            Verdict::InterruptedAfterToolResult,
-            "tool results recorded, the model never answered them".into(),
-        );
-    }
-    if let Some(err) = prompt_error {
-        return decide(
-            out,
-            Verdict::Failed {
-                transient: is_transient_error(&err),
-            },
-            format!(
-                "the run failed (openclaw:prompt-error: {})",
-                clip(&err, 120)
-            ),
-        );
+    if let Some(d) = walk.at_root() {
+        return apply(out, d);
     }
     if may_grow {
         return need_more(p.torn);
     }
-    let _ = openclaw;
     out.verdict = Verdict::Skipped(SkipWhy::Empty);
     if out.reason.is_empty() {
         out.reason = "no message in the transcript".into();

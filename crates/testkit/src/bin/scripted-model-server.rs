@@ -1,8 +1,11 @@
-//! Standalone scripted model server, for tests whose client process gets killed.
+//! Standalone scripted model server, for tests whose client process gets killed (and for
+//! shell scripts such as scripts/capture-real).
 //!
 //! Usage: scripted-model-server --script FILE [--requests-log FILE] [--port N]
-//! Prints `listening on http://127.0.0.1:PORT` (base URL: that plus `/v1`) and serves until
-//! SIGTERM or SIGINT. Every request body is appended to the log as one JSON line.
+//! Prints `listening on http://127.0.0.1:PORT` and serves until SIGTERM or SIGINT:
+//! `/v1/chat/completions` (OpenAI), `/v1/messages` (Anthropic: point `ANTHROPIC_BASE_URL` at
+//! the printed URL) and `/v1/responses` (OpenAI Responses), all from the one script. Every
+//! request body is appended to the log as one JSON line.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

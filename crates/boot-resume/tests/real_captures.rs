@@ -1,0 +1,169 @@
+//! The table of real captures: files the real programs wrote when killed at known points
+//! (made by scripts/capture-real/capture.py; each program's `endings.json` records every
+//! scenario's true ending and the verdict it must get). Every scenario is scanned the way
+//! `lazarus boot-resume` scans (discovery included, so OpenClaw's SQLite store is read
+//! through its real schema), with the default window and with a tiny first window that
+//! forces the window to grow.
+use lazarus_boot_resume::Format;
+use lazarus_boot_resume::discover::{self, Source, SourceFormat};
+use lazarus_boot_resume::scan::{self, Report, ScanOptions};
+use lazarus_boot_resume::tail::TailOptions;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real")
+}
+
+fn format_of(program: &str) -> Format {
+    match program {
+        "claude" => Format::ClaudeCode,
+        "openclaw" => Format::Openclaw,
+        "codex" => Format::Codex,
+        "pi" => Format::Pi,
+        other => panic!("unknown program directory {other}"),
+    }
+}
+
+/// "verdict" or "skipped/why" or "failed/transient" — how the table names outcomes.
+fn outcome(r: &Report) -> String {
+    match (r.verdict.as_str(), r.why, r.transient) {
+        ("skipped", Some(w), _) => format!("skipped/{}", w.as_str()),
+        ("failed", _, Some(t)) => format!("failed/{}", if t { "transient" } else { "permanent" }),
+        (v, _, _) => v.to_string(),
+    }
+}
+
+fn expected(entry: &Value) -> String {
+    let v = entry["verdict"].as_str().unwrap_or("?");
+    match v {
+        "skipped" => format!("skipped/{}", entry["why"].as_str().unwrap_or("?")),
+        "failed" => format!(
+            "failed/{}",
+            if entry["transient"].as_bool() == Some(true) {
+                "transient"
+            } else {
+                "permanent"
+            }
+        ),
+        v => v.to_string(),
+    }
+}
+
+/// The expected outcome of one report of a scenario: sub-agent transcripts are skipped,
+/// `sessions` names per-session expectations (OpenClaw stores several in one database).
+fn expected_for(entry: &Value, r: &Report) -> String {
+    if r.path.contains("/subagents/") {
+        return "skipped/subagent".into();
+    }
+    if let Some(map) = entry["sessions"].as_object() {
+        for key in [r.session_key.as_deref(), Some(r.session.as_str())]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(e) = map.get(key) {
+                return expected(e);
+            }
+        }
+    }
+    expected(entry)
+}
+
+fn scan_dir(format: Format, dir: &Path, first_window: u64) -> Vec<Report> {
+    let (cands, problems) = discover::candidates(
+        &[Source {
+            format: SourceFormat::Known(format),
+            path: dir.to_path_buf(),
+        }],
+        true,
+    );
+    assert!(problems.is_empty(), "{}: {problems:?}", dir.display());
+    let opts = ScanOptions {
+        window: None,
+        tail: TailOptions {
+            first_window,
+            max_window: 8 << 20,
+        },
+        threads: 1,
+        ..Default::default()
+    };
+    scan::scan(&cands, &opts, None)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let target = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            std::fs::create_dir_all(&target).expect("mkdir");
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn every_real_capture_gets_the_verdict_of_its_true_ending() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    let mut programs = Vec::new();
+    for prog in std::fs::read_dir(root()).expect("tests/fixtures/real") {
+        let prog = prog.expect("entry").path();
+        let name = prog
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_string();
+        let endings: Value = serde_json::from_slice(
+            &std::fs::read(prog.join("endings.json")).expect("endings.json"),
+        )
+        .expect("endings.json parses");
+        let fmt = format_of(&name);
+        programs.push(name.clone());
+        for (scenario, entry) in endings.as_object().expect("object") {
+            if scenario.starts_with('_') {
+                continue;
+            }
+            let dir = prog.join(scenario);
+            if entry["verdict"] == "absent" {
+                // The program left no session at all (pi before its first answer).
+                let files = entry["files"].as_array().map_or(0, Vec::len);
+                assert_eq!(files, 0, "{name}/{scenario}: expected no session file");
+                continue;
+            }
+            assert!(dir.is_dir(), "{name}/{scenario}: no capture directory");
+            // A copy: opening a WAL-mode SQLite store creates its -shm beside it, and the
+            // fixtures stay as the capture left them.
+            let copy = tempfile::tempdir().expect("tempdir");
+            copy_dir(&dir, copy.path());
+            for first in [4096, 64] {
+                let reports = scan_dir(fmt, copy.path(), first);
+                if reports.is_empty() {
+                    failures.push(format!("{name}/{scenario}: nothing found"));
+                }
+                for r in &reports {
+                    checked += 1;
+                    let want = expected_for(entry, r);
+                    let got = outcome(r);
+                    if got != want {
+                        failures.push(format!(
+                            "{name}/{scenario} [{}] (window {first}): got {got} ({}); want {want} — true ending: {}",
+                            r.path.rsplit('/').next().unwrap_or(""),
+                            r.reason,
+                            entry["ending"].as_str().unwrap_or("?")
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 0, "no real capture was checked");
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    eprintln!("checked {checked} reports of programs {programs:?}");
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Captures what the real agents write when killed at known points, as boot-resume fixtures.
+
+    eval "$(scripts/capture-real/install.sh)"   # pinned programs into the cache
+    scripts/capture-real/capture.py claude [SCENARIO...] [--out DIR]
+
+For every scenario: a fresh sandbox (HOME, work directory), the scripted model server from
+crates/testkit playing that scenario's script, the real program, SIGKILL of its whole process
+tree at the scenario's point. The transcripts it left are copied, with the sandbox path
+replaced by /home/dev/capture, to DIR/PROGRAM/SCENARIO/, and DIR/PROGRAM/endings.json
+records each scenario's true ending and the verdict boot-resume must give.
+Default DIR: crates/boot-resume/tests/fixtures/real.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import REPO, log, scrub_text  # noqa: E402
+
+PLACEHOLDER = "/home/dev/capture"
+
+
+def bins_from_env() -> dict:
+    need = ["NODE_BIN", "OPENCLAW_BIN", "CLAUDE_BIN", "CODEX_BIN", "PI_BIN"]
+    b = {k: os.environ.get(k, "") for k in need}
+    missing = [k for k, v in b.items() if not v]
+    if missing:
+        raise SystemExit(f"set {', '.join(missing)} (eval \"$(scripts/capture-real/install.sh)\")")
+    return b
+
+
+def versions() -> dict:
+    out = {}
+    for line in (Path(__file__).resolve().parent / "versions.env").read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            k, v = line.split("=", 1)
+            out[k] = v
+    return out
+
+
+def scrubs(root: Path) -> list[tuple[str, str]]:
+    """The sandbox path, plain and in the dashed form Claude Code uses for directory names."""
+    r = str(root)
+    dashed = re.sub(r"[^A-Za-z0-9]", "-", r)
+    return [(r, PLACEHOLDER), (dashed, PLACEHOLDER.replace("/", "-"))]
+
+
+def store(program: str, name: str, res: dict, out: Path) -> dict:
+    root: Path = res["root"]
+    dest = out / program / name
+    if dest.exists():
+        shutil.rmtree(dest)
+    rel_files = []
+    for f in res["files"]:
+        rel = f.relative_to(root)
+        # Claude Code names project directories after the cwd: drop that level's sandbox part.
+        parts = [p.replace(re.sub(r"[^A-Za-z0-9]", "-", str(root)), PLACEHOLDER.replace("/", "-"))
+                 for p in rel.parts]
+        target = dest.joinpath(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = f.read_bytes()
+        if ".sqlite" not in f.name:
+            for old, new in scrubs(root):
+                data = data.replace(old.encode(), new.encode())
+        target.write_bytes(data)
+        rel_files.append(str(target.relative_to(dest)))
+    entry = {k: v for k, v in res.items() if k not in ("files", "root")}
+    entry["files"] = sorted(rel_files)
+    return entry
+
+
+def write_endings(path: Path, endings: dict):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(sorted(endings.items())), indent=1) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("program", choices=["claude", "openclaw", "codex", "pi"])
+    ap.add_argument("scenarios", nargs="*")
+    ap.add_argument("--out", default=str(REPO / "crates/boot-resume/tests/fixtures/real"))
+    ap.add_argument("--keep", action="store_true", help="keep the sandboxes")
+    a = ap.parse_args()
+    bins = bins_from_env()
+    mod = __import__(a.program)
+    specs = mod.scenarios(None)
+    names = a.scenarios or list(specs)
+    out = Path(a.out)
+    endings_path = out / a.program / "endings.json"
+    endings = json.loads(endings_path.read_text()) if endings_path.exists() else {}
+    endings["_versions"] = {k: v for k, v in versions().items()
+                            if k == "NODE_PKG" or k.startswith(a.program.upper())}
+    failed = []
+    for name in names:
+        if name not in specs:
+            raise SystemExit(f"unknown scenario {name}; known: {', '.join(specs)}")
+        # A fixed sandbox path: SQLite files (and their WAL, whose frames are checksummed)
+        # cannot be scrubbed byte-wise, so their paths are left as this neutral one.
+        box = Path(tempfile.gettempdir()) / "lzcap" / f"{a.program}-{name}"
+        shutil.rmtree(box, ignore_errors=True)
+        box.mkdir(parents=True)
+        log(f"{a.program}/{name}: sandbox {box}")
+        try:
+            res = mod.run(name, specs[name], box, bins)
+            endings[name] = store(a.program, name, res, out)
+            log(f"{a.program}/{name}: stored {endings[name]['files']}")
+            write_endings(endings_path, endings)
+        except Exception as e:  # noqa: BLE001 - report and go on with the next scenario
+            log(f"{a.program}/{name}: FAILED: {e}")
+            failed.append(name)
+        finally:
+            if not a.keep:
+                shutil.rmtree(box, ignore_errors=True)
+    write_endings(endings_path, endings)
+    if failed:
+        raise SystemExit(f"failed scenarios: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Checks captures against their true endings with the real `lazarus boot-resume` binary:
+for every PROGRAM/SCENARIO in DIR (as capture.py writes them), a dry-run JSON scan of the
+scenario must give each session the verdict endings.json records (sub-agent transcripts:
+skipped/subagent). Prints one line per session and exits 1 on any mismatch."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+FORMAT = {"claude": "claude-code", "openclaw": "openclaw", "codex": "codex", "pi": "pi"}
+
+
+def outcome(r: dict) -> str:
+    if r["verdict"] == "skipped":
+        return f"skipped/{r.get('why')}"
+    if r["verdict"] == "failed":
+        return "failed/" + ("transient" if r.get("transient") else "permanent")
+    return r["verdict"]
+
+
+def expected(e: dict) -> str:
+    v = e["verdict"]
+    if v == "skipped":
+        return f"skipped/{e.get('why')}"
+    if v == "failed":
+        return "failed/" + ("transient" if e.get("transient") else "permanent")
+    return v
+
+
+def main():
+    root = Path(sys.argv[1])
+    lazarus = os.environ["LAZARUS"]
+    bad = total = 0
+    for prog in sorted(p for p in root.iterdir() if p.is_dir()):
+        endings = json.loads((prog / "endings.json").read_text())
+        for name, e in sorted(endings.items()):
+            if name.startswith("_"):
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                # A copy: opening a WAL-mode SQLite store creates files beside it.
+                src = Path(tmp) / name
+                if (prog / name).exists():
+                    shutil.copytree(prog / name, src)
+                else:
+                    src.mkdir()
+                p = subprocess.run(
+                    [lazarus, "boot-resume", "--source", f"{FORMAT[prog.name]}:{src}",
+                     "--window", "0", "--skip-pattern", "", "--dry-run", "--json"],
+                    capture_output=True, text=True, env={**os.environ, "XDG_STATE_HOME": tmp})
+            reports = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+            if e["verdict"] == "absent":
+                ok = not reports
+                bad += not ok
+                total += 1
+                print(f"{'ok  ' if ok else 'FAIL'} {prog.name}/{name}: no session left "
+                      f"({len(reports)} found)")
+                continue
+            if not reports:
+                print(f"FAIL {prog.name}/{name}: nothing found ({p.stderr.strip()[-300:]})")
+                bad += 1
+            for r in reports:
+                total += 1
+                want = "skipped/subagent" if "/subagents/" in r["path"] else expected(e)
+                sessions = e.get("sessions") or {}
+                key = r.get("session_key") or r["id"]
+                if key in sessions:
+                    want = expected(sessions[key])
+                got = outcome(r)
+                ok = got == want
+                bad += not ok
+                detail = "" if ok else f" (want {want}: {r.get('reason')})"
+                print(f"{'ok  ' if ok else 'FAIL'} {prog.name}/{name}: {got}{detail}")
+    print(f"check: {total - bad} passed, {bad} failed")
+    sys.exit(1 if bad or not total else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# boot-resume against the real programs, end to end:
+#  1. installs Node >= 24 and the pinned OpenClaw, Claude Code, Codex and pi from npm into a
+#     cache (scripts/capture-real/install.sh; reused when present);
+#  2. captures what each program writes when SIGKILLed at known points, into a temporary
+#     directory, and checks that `lazarus boot-resume` gives every capture the verdict of its
+#     true ending (the same check as crates/boot-resume/tests/real_captures.rs on the
+#     committed fixtures). LAZARUS_E2E_CAPTURE=all captures every scenario (slow: OpenClaw
+#     takes ~20 s per run here); the default is a quick set;
+#  3. resumes an OpenClaw embedded run, a Claude Code session, a pi and a Codex run, each
+#     killed mid-tool, with `lazarus boot-resume` and its preset, three runs each, and checks
+#     each was continued to its final answer exactly once while OpenClaw's self-recovered
+#     gateway session was left alone.
+# Every program talks only to scripted model servers on 127.0.0.1.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+t0=$SECONDS
+
+echo "== e2e-real-agents: install (cached)"
+eval "$(scripts/capture-real/install.sh)"
+export NODE_BIN OPENCLAW_BIN CLAUDE_BIN CODEX_BIN PI_BIN
+command -v tmux >/dev/null || { echo "tmux is required (Debian: apt-get install tmux)" >&2; exit 1; }
+
+echo "== e2e-real-agents: build"
+cargo build -q -p lazarus-cli -p lazarus-testkit --bins
+target=${CARGO_TARGET_DIR:-$repo/target}
+export LAZARUS="$target/debug/lazarus" SCRIPTED_MODEL_SERVER="$target/debug/scripted-model-server"
+
+echo "== e2e-real-agents: captures and their verdicts"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+quick_claude=(finished killed-in-tool killed-waiting-after-tool api-error-context-overflow background-subagent sdk-killed-in-tool resumed-by-print-killed-in-tool)
+quick_openclaw=(embedded-killed-in-tool gateway-killed-in-tool)
+if [ "${LAZARUS_E2E_CAPTURE:-quick}" = all ]; then
+  quick_claude=() quick_openclaw=()
+fi
+python3 scripts/capture-real/capture.py claude "${quick_claude[@]}" --out "$out"
+python3 scripts/capture-real/capture.py openclaw "${quick_openclaw[@]}" --out "$out"
+for p in codex pi; do
+  if [ -f "scripts/capture-real/$p.py" ]; then
+    python3 scripts/capture-real/capture.py "$p" --out "$out"
+  fi
+done
+python3 scripts/capture-real/check.py "$out"
+
+echo "== e2e-real-agents: resume killed sessions with lazarus boot-resume"
+python3 scripts/capture-real/e2e.py claude openclaw pi codex
+
+echo "== e2e-real-agents: done in $((SECONDS - t0)) s"
