@@ -60,6 +60,29 @@ pub struct RunnerConfig {
     pub leftover_kill_grace_ms: u64,
     /// How `shell` commands are confined; recorded in every resume receipt.
     pub sandbox: Arc<Sandbox>,
+    /// Why a cancelled run stopped, recorded in its `interrupted` record: whoever cancels
+    /// says why first (`sigint` — the user —, `sigterm`, `shutdown`), so a restart can tell a
+    /// stop the user asked for from one the machine forced. Default `cancelled`.
+    pub stop_reason: StopReason,
+}
+
+/// Why runs are being stopped; shared by a runner's configuration and whoever cancels it.
+#[derive(Debug, Clone, Default)]
+pub struct StopReason(Arc<std::sync::Mutex<Option<&'static str>>>);
+
+impl StopReason {
+    /// Says why the next stop happens (`sigint`, `sigterm`, `shutdown`, …).
+    pub fn set(&self, reason: &'static str) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
+    }
+
+    /// The reason given, or `cancelled`.
+    pub fn get(&self) -> &'static str {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or("cancelled")
+    }
 }
 
 impl RunnerConfig {
@@ -77,6 +100,7 @@ impl RunnerConfig {
             tool_limits: ToolLimits::default(),
             leftover_kill_grace_ms: 2_000,
             sandbox: crate::sandbox::default_probed(),
+            stop_reason: StopReason::default(),
         }
     }
 }
@@ -208,7 +232,7 @@ impl Runner {
         let mut turns_made = 0u32;
         loop {
             if cancel.is_cancelled() {
-                return self.stop(session, "cancelled", observer);
+                return self.stop(session, self.cfg.stop_reason.get(), observer);
             }
             let st = lock(session).state().clone();
             // Calls of the last response that have not run yet.
@@ -222,7 +246,7 @@ impl Runner {
                         CallState::Finished => continue,
                     };
                     if cancel.is_cancelled() {
-                        return self.stop(session, "cancelled", observer);
+                        return self.stop(session, self.cfg.stop_reason.get(), observer);
                     }
                     self.execute_call(session, &st, &call.call_id, plan, &ctx, observer)
                         .await?;
@@ -266,7 +290,7 @@ impl Runner {
                 Err(failure) => {
                     if matches!(failure.error, ProviderError::Cancelled) || cancel.is_cancelled() {
                         // The turn stays open: resume requests it again.
-                        return self.stop(session, "cancelled", observer);
+                        return self.stop(session, self.cfg.stop_reason.get(), observer);
                     }
                     let transient = failure.error.is_retryable();
                     let message = failure.error.to_string();

@@ -2,55 +2,25 @@
 //! databases, its state, lock and decision log) must be a regular file reached without
 //! following a final symlink, and opening it must never block. A FIFO or a symlink to
 //! `/dev/zero` named like a session log is refused, not read.
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
-fn no_follow_nonblock() -> i32 {
-    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32
-}
-
-/// The error for a path that exists but is not a regular file.
-pub fn not_regular(path: &Path) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("{} is not a regular file", path.display()),
-    )
-}
-
-/// Turns the ELOOP of `O_NOFOLLOW` on a symlink into a clear message.
-fn explain(path: &Path, e: io::Error) -> io::Error {
-    if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "{} is a symbolic link; boot-resume opens only regular files (point it at the target instead)",
-                path.display()
-            ),
-        )
-    } else {
-        e
-    }
-}
-
-/// Opens `path` for reading: `O_NOFOLLOW | O_NONBLOCK`, then requires a regular file.
+/// Opens `path` for reading: `O_NOFOLLOW | O_NONBLOCK`, then requires a regular file (the
+/// ledger's file layer, shared by everything Lazarus opens).
 pub fn open_regular(path: &Path) -> io::Result<File> {
-    open_regular_md(path).map(|(f, _)| f)
+    lazarus_ledger::fs::open_regular(path, false, false).map_err(|e| name(path, e))
 }
 
 /// [`open_regular`], also returning the metadata it checked (one `fstat`).
 pub fn open_regular_md(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(no_follow_nonblock())
-        .open(path)
-        .map_err(|e| explain(path, e))?;
-    let md = f.metadata()?;
-    if !md.is_file() {
-        return Err(not_regular(path));
-    }
-    Ok((f, md))
+    lazarus_ledger::fs::open_regular_meta(path, false, false).map_err(|e| name(path, e))
+}
+
+/// Puts the path into the error, so a refused file is named.
+fn name(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 /// Reads a whole small file opened with [`open_regular`], refusing files over `max` bytes.
@@ -74,20 +44,7 @@ pub fn read_small(path: &Path, max: u64) -> io::Result<Vec<u8>> {
 /// Creates (or opens) a private file for writing: mode 0600 when created, `O_NOFOLLOW |
 /// O_NONBLOCK`, regular file required. `append` opens in append mode, else no truncation.
 pub fn open_private(path: &Path, append: bool) -> io::Result<File> {
-    let mut o = OpenOptions::new();
-    o.create(true)
-        .mode(0o600)
-        .custom_flags(no_follow_nonblock());
-    if append {
-        o.append(true);
-    } else {
-        o.write(true).truncate(false);
-    }
-    let f = o.open(path).map_err(|e| explain(path, e))?;
-    if !f.metadata()?.is_file() {
-        return Err(not_regular(path));
-    }
-    Ok(f)
+    lazarus_ledger::fs::open_private(path, append).map_err(|e| name(path, e))
 }
 
 /// Creates `dir` and missing parents with mode 0700 (existing directories are left as
@@ -102,27 +59,19 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
         .create(dir)
 }
 
-/// Writes `bytes` to `path` atomically: a 0600 temporary file in the same directory,
-/// fsync, rename over `path`, fsync of the directory.
+/// Writes `bytes` to `path` atomically and durably (0600 when new), through the one atomic
+/// file replacement Lazarus has ([`lazarus_ledger::durable_replace`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    use std::io::Write;
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     private_dir(dir)?;
-    if let Ok(m) = std::fs::symlink_metadata(path)
-        && !m.file_type().is_file()
-    {
-        return Err(not_regular(path));
-    }
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".boot-resume.")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    File::open(dir)?.sync_all()
+    let opts = lazarus_ledger::durable_replace::ReplaceOptions {
+        refuse_symlinks: true,
+        ..Default::default()
+    };
+    lazarus_ledger::durable_replace::replace_file(path, bytes, &opts).map_err(|e| name(path, e))
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use lazarus_agent::provider::CancellationToken;
-use lazarus_agent::runner::{RunEvent, RunOutcome, Runner, RunnerConfig, sandbox_record};
+use lazarus_agent::runner::{
+    RunEvent, RunOutcome, Runner, RunnerConfig, StopReason, sandbox_record,
+};
 use lazarus_session::{CreateOptions, SessionError, SessionId, Store};
 use serde_json::json;
 
@@ -101,9 +103,10 @@ async fn run_async(args: RunArgs) -> Result<i32> {
             print_line(&json!({"seq": ack.seq, "kind": "input", "data": {"input_id": message_id, "source": "user", "text": text}}).to_string());
         }
     }
+    let stop_reason = cfg.stop_reason.clone();
     let runner = Runner::new(cfg)?.with_toolbox(args.model.toolbox()?);
     let cancel = CancellationToken::new();
-    spawn_signal_handler(cancel.clone());
+    spawn_signal_handler(cancel.clone(), stop_reason);
     let json_out = args.json;
     let mut observer = move |ev: RunEvent<'_>| show_event(&ev, json_out);
     let outcome = runner
@@ -187,7 +190,7 @@ fn open_session(
     })?)
 }
 
-fn spawn_signal_handler(cancel: CancellationToken) {
+fn spawn_signal_handler(cancel: CancellationToken, reason: StopReason) {
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
         let (Ok(mut int), Ok(mut term)) = (
@@ -197,12 +200,15 @@ fn spawn_signal_handler(cancel: CancellationToken) {
             return;
         };
         for n in 0.. {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
+            // SIGINT is the user (Ctrl-C): boot-resume leaves such a stop alone. SIGTERM is
+            // the system (shutdown, a service manager): it resumes it.
+            let why = tokio::select! {
+                _ = int.recv() => "sigint",
+                _ = term.recv() => "sigterm",
+            };
             if n == 0 {
                 eprintln!("\nstopping: cancelling the model request and any running tool…");
+                reason.set(why);
                 cancel.cancel();
             } else {
                 eprintln!("second signal: exiting now (the session stays resumable)");

@@ -220,7 +220,11 @@ fn sigterm_stops_cleanly_and_the_session_resumes() {
     let store = LocalStore::open(dir.path()).unwrap();
     let st = store.load(&SessionId::literal("s")).unwrap();
     assert_eq!(st.status(), Status::Stopped);
-    assert!(st.interrupted.is_some());
+    assert_eq!(
+        st.interrupted.as_ref().map(|i| i.reason.as_str()),
+        Some("sigterm"),
+        "the stop says the system stopped it (boot-resume resumes those, not a user's Ctrl-C)"
+    );
     // run again: the interrupted call is in doubt (it started), the session finishes
     let out = lazarus(dir.path(), ws.path(), &server.base_url())
         .output()

@@ -285,6 +285,8 @@ impl Hub {
     /// by the runner (`interrupted`), so every session stays resumable.
     pub async fn drain(&self, timeout: Duration) {
         self.draining.store(true, Ordering::SeqCst);
+        // what every run stopped from here on records: the system stopped it, not a user
+        self.cfg.runner.stop_reason.set("shutdown");
         let actors: Vec<Arc<OpenSession>> = lock(&self.actors)
             .values()
             .filter_map(|c| c.get().cloned())

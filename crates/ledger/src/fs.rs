@@ -154,6 +154,32 @@ pub fn create_exclusive(path: &Path, append: bool) -> io::Result<File> {
         .open(path)
 }
 
+/// Opens a file for writing, creating it (mode [`FILE_MODE`]) if missing: never through a
+/// symlink in the last component, never blocking, regular files only; `append` opens in
+/// append mode, else without truncating. For files a process keeps for itself (a lock, a
+/// state or decision log).
+pub fn open_private(path: &Path, append: bool) -> io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.read(true)
+        .create(true)
+        .mode(FILE_MODE)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32);
+    if append {
+        o.append(true);
+    } else {
+        o.write(true).truncate(false);
+    }
+    let f = o.open(path).map_err(|e| {
+        if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+            not_regular("a symbolic link")
+        } else {
+            e
+        }
+    })?;
+    check_regular(&f)?;
+    Ok(f)
+}
+
 /// `fsync` of a directory (the directory itself may be reached through a symlink: it is the
 /// operator's choice of place, unlike the names inside it).
 pub fn sync_dir(dir: &Path) -> io::Result<()> {

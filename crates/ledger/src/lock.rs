@@ -5,7 +5,7 @@
 //! (pid, host, since) into the lock file; that text is only for error messages — the `flock`
 //! itself is the truth. Readers never take the lock.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -29,7 +29,10 @@ impl WriterLock {
     /// that checks the lock ([`held_by`]) holds it for microseconds, a writer for its life.
     pub fn acquire(lock_path: &Path, session_path: &Path) -> Result<Self> {
         let mut file =
-            open_lock_file(lock_path).map_err(|e| LedgerError::open_failed(lock_path, e))?;
+            // never through a symlink: one planted there would have the holder text written into
+            // its target
+            crate::fs::open_private(lock_path, false)
+                .map_err(|e| LedgerError::open_failed(lock_path, e))?;
         let started = std::time::Instant::now();
         loop {
             match flock(&file, FlockOperation::NonBlockingLockExclusive) {
@@ -76,32 +79,6 @@ fn read_holder_from(file: &mut File) -> Option<Holder> {
     file.seek(SeekFrom::Start(0)).ok()?;
     file.take(4096).read_to_end(&mut buf).ok()?;
     serde_json::from_slice(&buf).ok()
-}
-
-/// Opens (creating, mode 0600) the lock file: never through a symlink (one planted there
-/// would have the holder text written into its target), never blocking, regular files only.
-fn open_lock_file(lock_path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(crate::fs::FILE_MODE)
-        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
-        .open(lock_path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    crate::fs::NotRegularFile("a symbolic link"),
-                )
-            } else {
-                e
-            }
-        })?;
-    crate::fs::check_regular(&f)?;
-    Ok(f)
 }
 
 /// Reads who last took the lock at `lock_path`, without locking. `None` when unknown (or

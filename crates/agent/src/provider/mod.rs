@@ -15,7 +15,6 @@ mod textcalls;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use rand::Rng;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -85,16 +84,19 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// The wait before attempt `next_attempt` (2, 3, …): `initial * 2^(n-2)` capped, times a
-    /// random factor in [0.5, 1.0].
-    pub fn backoff(&self, next_attempt: u32) -> Duration {
-        let exp = next_attempt.saturating_sub(2).min(30);
-        let base = self
-            .initial_backoff_ms
-            .saturating_mul(1u64 << exp)
-            .min(self.max_backoff_ms);
-        let factor: f64 = rand::rng().random_range(0.5..=1.0);
-        Duration::from_millis((base as f64 * factor) as u64)
+    /// The waits before the second, third, … attempt: `initial * 2^(n-2)`, capped at
+    /// `max_backoff_ms`, times a random factor in [0.5, 1.0) — backon's exponential backoff
+    /// (the one retry mechanism of the workspace) from half the bounds, with its jitter of
+    /// up to as much again.
+    pub fn schedule(&self) -> impl Iterator<Item = Duration> + use<> {
+        use backon::BackoffBuilder;
+        backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(self.initial_backoff_ms / 2))
+            .with_max_delay(Duration::from_millis(self.max_backoff_ms / 2))
+            .with_factor(2.0)
+            .with_jitter()
+            .with_max_times(self.max_attempts.saturating_sub(1) as usize)
+            .build()
     }
 }
 
@@ -327,6 +329,7 @@ impl OpenAiClient {
         let mut attempts: Vec<Attempt> = Vec::new();
         let mut waited = Duration::ZERO;
         let max = self.config.retry.max_attempts.max(1);
+        let mut schedule = self.config.retry.schedule();
         for number in 1..=max {
             if cancel.is_cancelled() {
                 return Err(CompletionFailure {
@@ -380,9 +383,12 @@ impl OpenAiClient {
                         return Err(CompletionFailure { error, attempts });
                     }
                     let cap = Duration::from_millis(self.config.retry.max_retry_after_ms);
+                    // The schedule advances on every retry, so it keeps growing when a
+                    // server's Retry-After is honoured in between.
+                    let backoff = schedule.next().unwrap_or_default();
                     waited = match retry_after {
                         Some(ra) => ra.min(cap),
-                        None => self.config.retry.backoff(number + 1),
+                        None => backoff,
                     };
                     if let Some(last) = attempts.last() {
                         observer(StreamEvent::Retry {

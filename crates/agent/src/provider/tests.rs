@@ -206,11 +206,11 @@ fn backoff_grows_and_is_capped() {
         max_retry_after_ms: 0,
     };
     for _ in 0..50 {
-        let b2 = p.backoff(2).as_millis();
-        assert!((50..=100).contains(&b2), "{b2}");
-        let b4 = p.backoff(4).as_millis();
-        assert!((200..=400).contains(&b4), "{b4}");
-        assert!(p.backoff(40).as_millis() <= 1000);
+        let waits: Vec<u128> = p.schedule().map(|d| d.as_millis()).collect();
+        assert_eq!(waits.len(), 9, "one wait per retry");
+        assert!((50..=100).contains(&waits[0]), "{waits:?}");
+        assert!((200..=400).contains(&waits[2]), "{waits:?}");
+        assert!(waits.iter().all(|&w| w <= 1000), "{waits:?}");
     }
 }
 

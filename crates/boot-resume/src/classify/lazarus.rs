@@ -1,10 +1,16 @@
 //! Native Lazarus session ledgers (`lazarus.session`, one JSON record per line).
 //!
-//! Classified from bytes only (no dependency on the ledger crate): each line is
-//! `{"seq":N,"ts":"...","kind":K,"data":{...},"crc":"........"}`.
+//! Classified from bytes only: each line is
+//! `{"seq":N,"ts":"...","kind":K,"data":{...},"crc":"........"}`, and a line whose checksum
+//! fails is not part of the log (the ledger's own framing check decides). Whether the session
+//! owes work at all is the session crate's rule for a tail
+//! ([`lazarus_session::state::owes_work_from_tail`], the twin of the rule the runner and the
+//! gateway apply after a full replay); this classifier only says *how* it was cut off, from
+//! the records before the last one.
 use super::{Parsed, clip, need_more, stem};
 use crate::lines::{UserText, is_transient_error, user_text_kind};
 use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
+use lazarus_session::state::owes_work_from_tail;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::collections::HashSet;
@@ -27,6 +33,9 @@ struct Data {
     format: Option<String>,
     #[serde(default)]
     cwd: Option<String>,
+    /// The header's application data: the runner keeps the workspace there.
+    #[serde(default)]
+    meta: Option<Meta>,
     #[serde(default)]
     call_id: Option<String>,
     #[serde(default)]
@@ -41,6 +50,12 @@ struct Data {
     failure: Option<Failure>,
     #[serde(default)]
     name: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct Meta {
+    #[serde(default)]
+    workspace: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -61,6 +76,11 @@ struct Failure {
     message: String,
     #[serde(default)]
     transient: Option<bool>,
+}
+
+/// Whether line `i` passes its checksum: a damaged line is not part of the log.
+fn valid(p: &Parsed<Rec>, i: usize) -> bool {
+    lazarus_ledger::frame::check_crc(p.lines[i]).is_ok()
 }
 
 fn data(r: &Rec) -> Data {
@@ -103,7 +123,7 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     if let Some(h) = &header {
         let d = data(h);
         out.session_id = d.id;
-        out.cwd = d.cwd;
+        out.cwd = d.meta.and_then(|m| m.workspace).or(d.cwd);
         if d.format.as_deref().is_some_and(|f| f != "lazarus.session") {
             return decide(
                 out,
@@ -119,26 +139,72 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
         out.session_id = Some(stem(meta.file_name).to_string()).filter(|s| !s.is_empty());
     }
     for j in (0..p.len()).rev() {
-        if let Some(r) = p.get(j) {
+        if let Some(r) = p.get(j)
+            && valid(&p, j)
+        {
             out.last_record_id = r.seq.map(|s| s.to_string());
             break;
         }
     }
 
+    // The one rule: does the last record say this session may owe work?
+    if let Some((kind, data_json)) = (0..p.len()).rev().find_map(|j| {
+        let r = p.get(j)?;
+        valid(&p, j).then(|| (r.kind.as_str(), r.data.map(|d| d.get())))
+    }) {
+        let data: serde_json::Value = data_json
+            .and_then(|d| serde_json::from_str(d).ok())
+            .unwrap_or_default();
+        if !owes_work_from_tail(kind, &data) {
+            if kind == "header" {
+                return decide(
+                    out,
+                    Verdict::Skipped(SkipWhy::Empty),
+                    "header only: nothing happened yet".into(),
+                );
+            }
+            let seq = out.last_record_id.clone().unwrap_or_else(|| "?".into());
+            if let Some(f) = data.get("failure").filter(|f| !f.is_null()) {
+                let message = f["message"].as_str().unwrap_or_default();
+                let transient = f["transient"]
+                    .as_bool()
+                    .unwrap_or_else(|| is_transient_error(message));
+                return decide(
+                    out,
+                    Verdict::Failed { transient },
+                    format!("seq {seq}: response failed: {}", clip(message, 100)),
+                );
+            }
+            return decide(
+                out,
+                Verdict::Finished,
+                format!("seq {seq}: response ended the turn"),
+            );
+        }
+    }
+
     let mut outcomes: HashSet<String> = HashSet::new();
     let mut saw_outcome = false;
+    let mut resumed_since = false;
     let mut interrupted_note = String::new();
     let mut i = p.len();
     while i > 0 {
         i -= 1;
         let Some(r) = p.get(i) else { continue };
+        if !valid(&p, i) {
+            continue;
+        }
         let seq = r.seq.map_or("?".to_string(), |s| s.to_string());
         match r.kind.as_str() {
             "header" => break,
-            "resume" | "fork" => {}
+            "resume" => resumed_since = true,
+            "fork" => {}
             "interrupted" => {
                 let d = data(r);
-                if d.reason.as_deref() == Some("user") {
+                // Ctrl-C (`sigint`) is the user asking to stop: leave it stopped — unless it
+                // was resumed since (a receipt follows), and cut off again. A stop the system
+                // forced (`sigterm`, `shutdown`) is resumed.
+                if !resumed_since && matches!(d.reason.as_deref(), Some("user" | "sigint")) {
                     return decide(
                         out,
                         Verdict::UserStopped,
