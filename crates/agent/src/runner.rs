@@ -357,8 +357,10 @@ impl Runner {
         };
         let status = st.status();
         // A resume event counts as a resume even when only inputs are owed.
-        let cut_off =
-            matches!(status, Status::Interrupted | Status::Stopped) || st.pending_control.is_some();
+        let cut_off = matches!(
+            status,
+            Status::Interrupted | Status::InDoubt | Status::Stopped
+        ) || st.pending_control.is_some();
         if !cut_off && report.truncated_bytes == 0 {
             return Ok(());
         }

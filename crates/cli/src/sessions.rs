@@ -258,7 +258,7 @@ fn print_table(out: &mut impl Write, list: &[SessionSummary]) -> Result<()> {
             s.id,
             s.created_at,
             s.records,
-            s.size,
+            s.bytes,
             s.status.to_string(),
             s.parent.as_deref().unwrap_or("-")
         )?;

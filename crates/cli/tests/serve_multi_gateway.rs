@@ -163,10 +163,10 @@ fn sigkill_one_gateway_the_other_takes_over_every_session_once() {
     let t_kill = Instant::now();
     for id in &ids {
         let st = store.load(&sid(id)).unwrap();
-        assert_eq!(
-            st.status(),
-            Status::Interrupted,
-            "{id}: not mid-run at the kill"
+        assert!(
+            matches!(st.status(), Status::Interrupted | Status::InDoubt),
+            "{id}: not mid-run at the kill: {:?}",
+            st.status()
         );
     }
 

@@ -158,8 +158,10 @@ async fn metrics(State(st): State<AppState>) -> ApiResult<Response> {
         "pending",
         "running",
         "interrupted",
+        "in_doubt",
         "stopped",
         "failed",
+        "corrupt",
     ] {
         by_status.insert(s.to_string(), 0);
     }
@@ -183,17 +185,14 @@ async fn list_sessions(State(st): State<AppState>) -> ApiResult<Json<Value>> {
     let list = blocking(move || Ok(hub.store.list()?)).await?;
     let items: Vec<Value> = list
         .into_iter()
-        .map(|s| {
-            let status = st.hub.live_status(&s.id).unwrap_or(s.status);
-            json!({
-                "id": s.id,
-                "status": status,
-                "created": s.created_at,
-                "updated": s.updated_at,
-                "records": s.records,
-                "parent": s.parent,
-                "last_kind": s.last_kind,
-            })
+        .map(|mut s| {
+            // the same fields as `lazarus sessions list --json` (docs/json.md); the status
+            // is the live one for a session open here
+            if let Some(live) = st.hub.live_status(&s.id) {
+                s.status = live;
+            }
+            s.meta = None;
+            serde_json::to_value(s).unwrap_or_default()
         })
         .collect();
     Ok(Json(json!({ "sessions": items })))
@@ -226,7 +225,7 @@ async fn create_session(
         Json(json!({
             "id": actor.id,
             "status": "new",
-            "created": created,
+            "created_at": created,
             "workspace": actor.workspace,
         })),
     )
@@ -263,7 +262,7 @@ fn describe(st: &SessionState, running: bool, workspace: &std::path::Path) -> Va
     json!({
         "id": st.id(),
         "status": status,
-        "created": st.header.created_at,
+        "created_at": st.header.created_at,
         "parent": st.header.parent.as_ref().map(|p| json!({"id": p.id, "seq": p.seq})),
         "records": st.last_seq,
         "turns": st.turn,
@@ -614,7 +613,7 @@ async fn fork(
             "at_turn": at,
             "status": s.status,
             "records": s.records,
-            "created": s.created_at,
+            "created_at": s.created_at,
         })),
     )
         .into_response())

@@ -78,7 +78,7 @@ pub use holder::Holder;
 pub use id::validate_id;
 pub use layout::{ledger_path, lock_path};
 pub use lock::read_holder;
-pub use reader::{Reader, Tail, read_head_and_tail, read_tail};
+pub use reader::{HeadAndTail, Reader, Tail, read_head_and_tail, read_tail};
 pub use repair::{Finding, RepairOutcome, VerifyReport, repair, verify_file};
 pub use scan::{CrashWindow, Cut, LineInfo};
 pub use writer::{Appended, Durability, Options, Recovery, Writer};

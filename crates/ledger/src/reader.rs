@@ -170,38 +170,58 @@ pub fn read_tail(path: &Path, opts: &Options) -> Result<Tail> {
 /// The first window the tail reader reads; a file this small is read whole, once.
 const TAIL_WINDOW_FIRST: u64 = 16 * 1024;
 
-/// The header (line 1, checked) and the last good record of `path`, through one open and
-/// (for a file of up to 16 KiB) one read: what a listing needs of each session, without
-/// reading the middle.
-pub fn read_head_and_tail(path: &Path, opts: &Options) -> Result<(Header, Tail)> {
+/// What a listing reads of a ledger: [`read_head_and_tail`].
+#[derive(Debug, Clone)]
+pub struct HeadAndTail {
+    pub header: Header,
+    /// The record right after the header (seq 1) as kind and data, when it lies within the
+    /// first read and passes its checksum.
+    pub first: Option<(String, serde_json::Value)>,
+    pub tail: Tail,
+}
+
+/// The header (line 1, checked), the first record and the last good record of `path`,
+/// through one open and (for a file of up to 16 KiB) one read: what a listing needs of each
+/// session, without reading the middle.
+pub fn read_head_and_tail(path: &Path, opts: &Options) -> Result<HeadAndTail> {
     let (f, meta) =
         open_regular_meta(path, false, false).map_err(|e| LedgerError::open_failed(path, e))?;
     let size = meta.len();
-    let first = pread(&f, path, 0, size.min(TAIL_WINDOW_FIRST))?;
-    let whole = first.len() as u64 == size;
-    let header_fits = memchr::memchr(b'\n', &first).is_some();
-    let header = if header_fits {
-        Scanner::from_start_buffered(
+    let first_read = pread(&f, path, 0, size.min(TAIL_WINDOW_FIRST))?;
+    let whole = first_read.len() as u64 == size;
+    let header_fits = memchr::memchr(b'\n', &first_read).is_some();
+    let (header, first) = if header_fits {
+        let (mut sc, header) = Scanner::from_start_buffered(
             path,
-            &first[..],
+            &first_read[..],
             opts.line_bytes_max,
             opts.format.as_deref(),
-            first.len().max(1),
-        )?
-        .1
+            first_read.len().max(1),
+        )?;
+        // The first record, if it is whole within what was read (never an error here: the
+        // listing is about the header and the tail).
+        let first = match sc.next_record::<serde_json::Value>() {
+            Ok(Some((_, env))) if env.seq == 1 => Some((env.kind.to_string(), env.data)),
+            _ => None,
+        };
+        (header, first)
     } else {
         // A header longer than the first read (or none at all): read it as a stream.
-        Scanner::from_start_buffered(
+        let (_, header) = Scanner::from_start_buffered(
             path,
             (&f).take(opts.line_bytes_max as u64 + 1),
             opts.line_bytes_max,
             opts.format.as_deref(),
             64 * 1024,
-        )?
-        .1
+        )?;
+        (header, None)
     };
-    let tail = tail_of(&f, path, opts, size, whole.then_some(first))?;
-    Ok((header, tail))
+    let tail = tail_of(&f, path, opts, size, whole.then_some(first_read))?;
+    Ok(HeadAndTail {
+        header,
+        first,
+        tail,
+    })
 }
 
 fn pread(f: &File, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>> {

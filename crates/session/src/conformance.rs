@@ -342,7 +342,11 @@ fn calls_by_state(f: Factory) {
             CallState::NotStarted
         ]
     );
-    assert_eq!(st.status(), Status::Interrupted);
+    assert_eq!(
+        st.status(),
+        Status::InDoubt,
+        "a started call without outcome"
+    );
     assert!(!st.every_call_has_one_result());
 }
 
@@ -488,7 +492,7 @@ fn export_import_is_lossless(f: Factory) {
         .unwrap();
     assert_eq!(n as usize, exported.len());
     assert_eq!(
-        a.summary(&SessionId::literal("child")).unwrap().size,
+        a.summary(&SessionId::literal("child")).unwrap().bytes,
         n,
         "export_import_is_lossless: size"
     );

@@ -60,5 +60,5 @@ pub use record::{FORMAT, Record};
 pub use state::{Call, CallState, ContextEntry, LastResponse, ReplayError, SessionState, Status};
 pub use store::{
     CreateOptions, InputAck, OpenReport, Result, Session, SessionError, SessionSummary,
-    SharedStore, Store, Stored, StoredRecord,
+    SharedStore, Store, Stored, StoredRecord, TITLE_CHARS_MAX, title_of,
 };

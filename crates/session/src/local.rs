@@ -4,8 +4,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use lazarus_ledger::{
-    Durability, Header, LedgerError, Options, Parent, Problem, Reader, Writer, ledger_path,
-    read_head_and_tail,
+    Durability, HeadAndTail, Header, LedgerError, Options, Parent, Problem, Reader, Writer,
+    ledger_path, read_head_and_tail,
 };
 
 use crate::id::SessionId;
@@ -100,26 +100,47 @@ impl LocalStore {
     /// A session's line in a listing, from its header and its tail only (one open of the
     /// ledger, one of its lock file).
     fn summary_of(&self, path: &Path) -> Result<SessionSummary> {
-        let (header, tail) = read_head_and_tail(path, &self.opts)?;
+        let HeadAndTail {
+            header,
+            first,
+            tail,
+        } = read_head_and_tail(path, &self.opts)?;
         let mut status = status_from_tail(&tail.last_kind, &tail.last_data);
         let lock = lazarus_ledger::lock_path(&self.dir, &header.id);
         if lazarus_ledger::lock::held_by(&lock).is_some() {
             status = Status::Running;
         }
+        let title = first
+            .filter(|(kind, _)| kind == "input")
+            .and_then(|(_, data)| data["text"].as_str().map(crate::store::title_of));
+        let workspace = header
+            .meta
+            .as_ref()
+            .and_then(|m| m["workspace"].as_str())
+            .map(str::to_string);
         Ok(SessionSummary {
             // Read from storage: checked like any id that enters (the header names the file
             // it is in, so this fails only for a hand-edited file).
             id: SessionId::parse(&header.id)?,
-            created_at: header.created_at.clone(),
-            records: tail.last_seq,
-            size: tail.size,
+            title,
             status,
-            parent: header.parent.as_ref().map(|p| p.id.clone()),
-            last_kind: tail.last_kind,
+            created_at: header.created_at.clone(),
             updated_at: tail.last_ts,
+            records: tail.last_seq,
+            bytes: tail.size,
+            parent: header.parent.as_ref().map(|p| p.id.clone()),
+            workspace,
+            last_kind: tail.last_kind,
+            error: None,
             meta: header.meta.clone(),
         })
     }
+}
+
+/// The session id a ledger file is named for (already checked when the listing took it).
+fn stem_id(path: &Path) -> Option<SessionId> {
+    let stem = path.file_name()?.to_str()?.strip_suffix(".jsonl")?;
+    SessionId::parse(stem).ok()
 }
 
 fn create_dir_private(dir: &Path) -> Result<()> {
@@ -268,9 +289,9 @@ impl Store for LocalStore {
                         part.iter()
                             .filter_map(|path| match self.summary_of(path) {
                                 Ok(s) => Some(s),
+                                // Listed, with why: a damaged session is not hidden.
                                 Err(e) => {
-                                    tracing::warn!(path = %path.display(), error = %e, "unreadable session skipped in listing");
-                                    None
+                                    Some(SessionSummary::corrupt(stem_id(path)?, e.to_string()))
                                 }
                             })
                             .collect::<Vec<_>>()

@@ -499,6 +499,12 @@ impl SessionState {
         if self.interrupted.is_some() {
             return Status::Stopped;
         }
+        if self
+            .unresolved_calls()
+            .any(|c| c.state() == CallState::StartedNoOutcome)
+        {
+            return Status::InDoubt;
+        }
         if self.open_turn.is_some() || self.unresolved_calls().next().is_some() {
             return Status::Interrupted;
         }
@@ -549,10 +555,15 @@ pub enum Status {
     Running,
     /// Cut off mid-turn: resume continues it.
     Interrupted,
+    /// Cut off while a tool call was running: its effect is unknown until resume re-runs it
+    /// (idempotent) or closes it as in doubt and tells the model.
+    InDoubt,
     /// Stopped cleanly on request (signal, shutdown); resumable.
     Stopped,
     /// The last model request failed after retries.
     Failed,
+    /// The session's file (or rows) cannot be read as a session: listed, never run.
+    Corrupt,
 }
 
 impl Status {
@@ -562,7 +573,7 @@ impl Status {
     pub fn owes_work(self) -> bool {
         matches!(
             self,
-            Status::Pending | Status::Interrupted | Status::Stopped
+            Status::Pending | Status::Interrupted | Status::InDoubt | Status::Stopped
         )
     }
 }
@@ -575,6 +586,8 @@ impl std::fmt::Display for Status {
             Status::Pending => "pending",
             Status::Running => "running",
             Status::Interrupted => "interrupted",
+            Status::InDoubt => "in_doubt",
+            Status::Corrupt => "corrupt",
             Status::Stopped => "stopped",
             Status::Failed => "failed",
         };
@@ -602,9 +615,8 @@ pub fn status_from_tail(kind: &str, data: &serde_json::Value) -> Status {
     match kind {
         "header" => Status::New,
         "input" | "control" => Status::Pending,
-        "turn_start" | "tool_intent" | "tool_start" | "tool_outcome" | "resume" => {
-            Status::Interrupted
-        }
+        "tool_start" => Status::InDoubt,
+        "turn_start" | "tool_intent" | "tool_outcome" | "resume" => Status::Interrupted,
         "interrupted" => Status::Stopped,
         "response" => {
             if data.get("failure").is_some_and(|f| !f.is_null()) {

@@ -209,25 +209,75 @@ pub struct StoredRecord {
     pub data: serde_json::Value,
 }
 
-/// One line of `sessions list`.
+/// One line of `sessions list` (the same fields in every `--json` output and the HTTP API;
+/// see `docs/json.md`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SessionSummary {
     pub id: SessionId,
+    /// The first input, shortened to one line (`None` before any input).
+    pub title: Option<String>,
+    pub status: Status,
     pub created_at: String,
+    /// Time of the last record.
+    pub updated_at: String,
     /// Records after the header.
     pub records: u64,
     /// Bytes stored.
-    pub size: u64,
-    pub status: Status,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: u64,
+    /// The session this one was forked from.
     pub parent: Option<String>,
+    /// The workspace recorded when the session was created (the runner's `meta.workspace`).
+    pub workspace: Option<String>,
     /// Kind of the last record.
     pub last_kind: String,
-    /// Time of the last record.
-    pub updated_at: String,
+    /// Why the session is `corrupt` (what, where, what to do); `None` otherwise.
+    pub error: Option<String>,
     /// Application metadata from the header (e.g. the workspace).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub meta: Option<serde_json::Value>,
+}
+
+/// Longest title, in characters.
+pub const TITLE_CHARS_MAX: usize = 80;
+
+/// A listing title from an input's text: its first non-empty line, control characters
+/// replaced, at most [`TITLE_CHARS_MAX`] characters (`…` when cut).
+pub fn title_of(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut out: String = line
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(TITLE_CHARS_MAX)
+        .collect();
+    if line.chars().count() > TITLE_CHARS_MAX {
+        out.pop();
+        out.push('…');
+    }
+    out
+}
+
+impl SessionSummary {
+    /// The line of a session that cannot be read: named by its file (or key), with why.
+    pub fn corrupt(id: SessionId, error: String) -> Self {
+        SessionSummary {
+            id,
+            title: None,
+            status: Status::Corrupt,
+            created_at: String::new(),
+            updated_at: String::new(),
+            records: 0,
+            bytes: 0,
+            parent: None,
+            workspace: None,
+            last_kind: String::new(),
+            error: Some(error),
+            meta: None,
+        }
+    }
 }
 
 /// Options for a new session.

@@ -7,7 +7,7 @@ use lazarus_ledger::Header;
 use lazarus_session::SessionState;
 use lazarus_session::conformance::owes_work_histories;
 use lazarus_session::record::FORMAT;
-use lazarus_session::state::owes_work_from_tail;
+use lazarus_session::state::{owes_work_from_tail, status_from_tail};
 
 #[test]
 fn the_tail_rule_never_misses_work_the_replay_sees() {
@@ -30,6 +30,14 @@ fn the_tail_rule_never_misses_work_the_replay_sees() {
                 "{name}: after record {} ({kind}) the replay owes work, the tail rule says no",
                 i + 1
             );
+            // The listing's status says the same (a fork point aside: listed idle).
+            if kind != "fork" {
+                assert_eq!(
+                    status_from_tail(kind, &data).owes_work(),
+                    tail,
+                    "{name}: status of a tail ending in {kind}"
+                );
+            }
             // Only a receipt, a stop or a fork point leave the tail unsure.
             if !matches!(kind, "resume" | "interrupted" | "fork") {
                 assert_eq!(tail, full, "{name}: after record {} ({kind})", i + 1);

@@ -104,16 +104,28 @@ pub(crate) async fn summary_from_row(
     } else {
         status_from_tail(env.kind, &env.data)
     };
+    let title = r.get::<_, Option<Vec<u8>>>(9).and_then(|l| {
+        let e = lazarus_ledger::frame::decode_line::<serde_json::Value>(&l).ok()?;
+        e.data["text"].as_str().map(lazarus_session::title_of)
+    });
+    let meta: Option<serde_json::Value> = r.get(3);
+    let workspace = meta
+        .as_ref()
+        .and_then(|m| m["workspace"].as_str())
+        .map(str::to_string);
     Ok(SessionSummary {
         // read from the database: checked as it enters
         id: SessionId::parse(&id)?,
-        created_at: r.get(1),
-        records: seq as u64,
-        size: end as u64,
+        title,
         status,
-        parent: r.get(2),
-        last_kind: env.kind.to_string(),
+        created_at: r.get(1),
         updated_at: env.ts.to_string(),
-        meta: r.get(3),
+        records: seq as u64,
+        bytes: end as u64,
+        parent: r.get(2),
+        workspace,
+        last_kind: env.kind.to_string(),
+        error: None,
+        meta,
     })
 }

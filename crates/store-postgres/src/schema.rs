@@ -228,8 +228,15 @@ impl Sql {
                        CASE WHEN octet_length(r.line) <= {TAIL_LINE_MAX} THEN r.line END AS line
                 FROM {s}.records r WHERE r.session_id = s.id ORDER BY r.seq DESC LIMIT 1) t"
         );
+        // The first record, when it is an input: the session's title.
+        let first = format!(
+            "LEFT JOIN LATERAL (
+                SELECT r.line FROM {s}.records r
+                WHERE r.session_id = s.id AND r.seq = 1 AND r.kind = 'input'
+                  AND octet_length(r.line) <= {TAIL_LINE_MAX}) f ON true"
+        );
         let cols = "s.id, s.created_at, s.parent_id, s.header->'meta', (h.k IS NOT NULL), \
-                    t.seq, t.kind, t.end_offset, t.line";
+                    t.seq, t.kind, t.end_offset, t.line, f.line";
         Sql {
             // The whole append: one INSERT, one round trip, on the writer's locked
             // connection. A taken seq fails the primary key.
@@ -264,6 +271,7 @@ impl Sql {
                  SELECT {cols} FROM {s}.sessions s
                  LEFT JOIN held h ON h.k = hashtextextended($1 || s.id, 0)
                  {tail}
+                 {first}
                  WHERE s.id = $2"
             ),
             list: format!(
@@ -271,6 +279,7 @@ impl Sql {
                  SELECT {cols} FROM {s}.sessions s
                  LEFT JOIN held h ON h.k = hashtextextended($1 || s.id, 0)
                  {tail}
+                 {first}
                  ORDER BY s.created_at, s.id"
             ),
             line_at: format!(

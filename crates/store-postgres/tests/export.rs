@@ -139,7 +139,7 @@ fn local_file_imports_and_exports_byte_for_byte() {
             "{id}: export == local file"
         );
         let ls = local.summary(&sid(id)).unwrap();
-        assert_eq!(summary.size, ls.size, "{id}: size");
+        assert_eq!(summary.bytes, ls.bytes, "{id}: size");
         assert_eq!(summary.records, ls.records);
         assert_eq!(summary.status, ls.status);
         assert_eq!(summary.parent, ls.parent);
@@ -223,7 +223,7 @@ fn postgres_session_exports_to_a_valid_local_file() {
     for id in ["s1", "child"] {
         let bytes = pg.export(&sid(id)).unwrap();
         assert_eq!(
-            pg.summary(&sid(id)).unwrap().size,
+            pg.summary(&sid(id)).unwrap().bytes,
             bytes.len() as u64,
             "size"
         );

@@ -391,7 +391,7 @@ fn listing_reads_big_tails_and_sizes() {
     assert_eq!(list.len(), 2);
     for summary in &list {
         let bytes = store.export(&summary.id).unwrap();
-        assert_eq!(summary.size, bytes.len() as u64, "{}", summary.id);
+        assert_eq!(summary.bytes, bytes.len() as u64, "{}", summary.id);
         let last = bytes[..bytes.len() - 1]
             .rsplit(|&b| b == b'\n')
             .next()
