@@ -5,7 +5,6 @@
 //! taken over from gateways that are gone ([`crate::recovery`]), and where their workspaces are
 //! ([`crate::workspace`]).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,17 +15,18 @@ use lazarus_agent::runner::{RunnerConfig, sandbox_record};
 use lazarus_agent::tools::Toolbox;
 use lazarus_session::record::{Control, Input};
 use lazarus_session::{
-    CreateOptions, Record, SessionError, SessionId, SessionState, SharedStore, Status, StoredRecord,
+    CreateOptions, Record, Session, SessionError, SessionId, SessionState, SharedStore, Status,
+    StoredRecord,
 };
 use serde_json::json;
-use tokio::sync::{OnceCell, Semaphore, broadcast};
+use tokio::sync::{Semaphore, broadcast};
 use tokio_util::task::TaskTracker;
 
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
 use crate::workspace::WorkspacePolicy;
 
-use crate::registry::{OpenSession, lock};
+use crate::registry::{Live, OpenSession, Registry, RunFlags, lock};
 
 /// Limits of one gateway. Every queue is bounded.
 #[derive(Debug, Clone)]
@@ -73,16 +73,12 @@ pub struct HubConfig {
     pub no_run: bool,
 }
 
-/// A record as broadcast to live tails.
-pub type Live = Arc<StoredRecord>;
-
 /// All sessions of one gateway.
 pub struct Hub {
     pub store: SharedStore,
     pub cfg: HubConfig,
     pub metrics: Metrics,
-    pub(crate) actors: Mutex<HashMap<SessionId, Arc<OnceCell<Arc<OpenSession>>>>>,
-    pub(crate) channels: Mutex<HashMap<SessionId, broadcast::Sender<Live>>>,
+    pub(crate) registry: Registry,
     pub(crate) run_slots: Arc<Semaphore>,
     pub(crate) queued: AtomicUsize,
     pub(crate) running: AtomicUsize,
@@ -103,8 +99,7 @@ impl Hub {
             streams: Arc::new(Semaphore::new(cfg.limits.max_streams)),
             cfg,
             metrics: Metrics::default(),
-            actors: Mutex::new(HashMap::new()),
-            channels: Mutex::new(HashMap::new()),
+            registry: Registry::default(),
             queued: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
             shutdown: CancellationToken::new(),
@@ -129,10 +124,66 @@ impl Hub {
 
     /// The live channel of a session (created on first use).
     pub fn channel(&self, id: &SessionId) -> broadcast::Sender<Live> {
-        lock(&self.channels)
-            .entry(id.clone())
-            .or_insert_with(|| broadcast::channel(1024).0)
-            .clone()
+        self.registry.channel(id)
+    }
+
+    pub fn open_count(&self) -> usize {
+        self.registry.count()
+    }
+
+    /// The open session `id`, opening it (taking its writer lock) if needed.
+    pub async fn session(self: &Arc<Self>, id: &SessionId) -> ApiResult<Arc<OpenSession>> {
+        let slot = self
+            .registry
+            .slot(id, self.cfg.limits.max_open_sessions)
+            .map_err(|open| {
+                ApiError::busy(
+                    "too_many_open_sessions",
+                    format!("{open} sessions are open in this gateway (limit --max-open-sessions)"),
+                    5,
+                )
+            })?;
+        let hub = self.clone();
+        let idc = id.clone();
+        let r = slot
+            .get_or_try_init(|| async move {
+                let h = hub.clone();
+                tokio::task::spawn_blocking(move || h.store.open(&idc).map(|s| h.wrap_open(idc, s)))
+                    .await
+                    .map_err(|e| ApiError::internal(e.to_string()))?
+                    .map_err(ApiError::from)
+            })
+            .await
+            .cloned();
+        if r.is_err() {
+            self.registry.forget_failed(id, &slot);
+        }
+        r
+    }
+
+    /// The session if it is open here.
+    pub fn session_if_open(&self, id: &str) -> Option<Arc<OpenSession>> {
+        self.registry.get(id)
+    }
+
+    /// Keeps `s`, just opened (or created) by the store as `id`, open here.
+    pub(crate) fn wrap_open(&self, id: SessionId, s: Session) -> Arc<OpenSession> {
+        let workspace = self
+            .workspaces()
+            .for_existing_session(s.state().header.meta.as_ref(), &id);
+        Arc::new(OpenSession {
+            tx: self.channel(&id),
+            id,
+            session: Arc::new(Mutex::new(s)),
+            workspace,
+            run: Mutex::new(RunFlags::default()),
+            event_lock: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// Locks the session (for a short read).
+    pub fn with_state<R>(actor: &OpenSession, f: impl FnOnce(&SessionState) -> R) -> R {
+        f(lock(&actor.session).state())
     }
 
     /// The operator's workspace policy (see [`crate::workspace`]).
@@ -180,8 +231,7 @@ impl Hub {
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
         self.metrics.appended("header");
-        let cell = Arc::new(OnceCell::new_with(Some(actor.clone())));
-        lock(&self.actors).insert(actor.id.clone(), cell);
+        self.registry.insert(actor.clone());
         Ok(actor)
     }
 
@@ -287,10 +337,7 @@ impl Hub {
         self.draining.store(true, Ordering::SeqCst);
         // what every run stopped from here on records: the system stopped it, not a user
         self.cfg.runner.stop_reason.set("shutdown");
-        let actors: Vec<Arc<OpenSession>> = lock(&self.actors)
-            .values()
-            .filter_map(|c| c.get().cloned())
-            .collect();
+        let actors = self.registry.all();
         for a in &actors {
             let f = lock(&a.run);
             if f.running

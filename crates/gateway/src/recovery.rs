@@ -107,9 +107,8 @@ impl Hub {
         let list = tokio::task::spawn_blocking(move || hub.store.list()).await??;
         report.scanned = list.len();
         let candidates: Vec<SessionId> = {
-            let actors = lock(&self.actors);
             list.into_iter()
-                .filter(|s| s.status.owes_work() && !actors.contains_key(s.id.as_str()))
+                .filter(|s| s.status.owes_work() && !self.registry.contains(s.id.as_str()))
                 .map(|s| s.id)
                 .collect()
         };

@@ -1,17 +1,27 @@
 //! Which sessions are open in this gateway: one [`OpenSession`] per session, holding its
-//! writer for the life of this process (or until closed), opened on first use.
+//! writer for the life of this process (or until closed), opened on first use; and the live
+//! channel of every session. Knows nothing of how sessions are opened or run.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use lazarus_agent::provider::CancellationToken;
 use lazarus_agent::runner::SharedSession;
-use lazarus_session::{Session, SessionId, SessionState};
+use lazarus_session::{SessionId, StoredRecord};
 use tokio::sync::{OnceCell, broadcast};
 
-use crate::error::{ApiError, ApiResult};
+/// A record as broadcast to live tails.
+pub type Live = Arc<StoredRecord>;
 
-use crate::hub::{Hub, Live};
-use crate::scheduler::RunFlags;
+/// Whether a session runs, and what to do when its run ends.
+#[derive(Default)]
+pub(crate) struct RunFlags {
+    pub(crate) running: bool,
+    pub(crate) again: bool,
+    pub(crate) in_tool: bool,
+    pub(crate) cancel: Option<CancellationToken>,
+}
 
 /// One open session.
 pub struct OpenSession {
@@ -34,78 +44,76 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl Hub {
-    pub fn open_count(&self) -> usize {
-        lock(&self.actors).len()
+/// A place for a session being opened: filled once the store has opened it.
+pub(crate) type Slot = Arc<OnceCell<Arc<OpenSession>>>;
+
+/// The open sessions and the live channels.
+#[derive(Default)]
+pub(crate) struct Registry {
+    open: Mutex<HashMap<SessionId, Slot>>,
+    channels: Mutex<HashMap<SessionId, broadcast::Sender<Live>>>,
+}
+
+impl Registry {
+    /// Sessions open (or being opened).
+    pub(crate) fn count(&self) -> usize {
+        lock(&self.open).len()
     }
 
-    /// The open session `id`, opening it (taking its writer lock) if needed.
-    pub async fn session(self: &Arc<Self>, id: &SessionId) -> ApiResult<Arc<OpenSession>> {
-        let cell = {
-            let mut m = lock(&self.actors);
-            if let Some(c) = m.get(id) {
-                c.clone()
-            } else {
-                if m.len() >= self.cfg.limits.max_open_sessions {
-                    return Err(ApiError::busy(
-                        "too_many_open_sessions",
-                        format!(
-                            "{} sessions are open in this gateway (limit --max-open-sessions)",
-                            m.len()
-                        ),
-                        5,
-                    ));
-                }
-                let c = Arc::new(OnceCell::new());
-                m.insert(id.clone(), c.clone());
-                c
-            }
-        };
-        let hub = self.clone();
-        let idc = id.clone();
-        let r = cell
-            .get_or_try_init(|| async move {
-                let h = hub.clone();
-                tokio::task::spawn_blocking(move || h.store.open(&idc).map(|s| h.wrap_open(idc, s)))
-                    .await
-                    .map_err(|e| ApiError::internal(e.to_string()))?
-                    .map_err(ApiError::from)
-            })
-            .await
-            .cloned();
-        if r.is_err() {
-            let mut m = lock(&self.actors);
-            if m.get(id)
-                .is_some_and(|c| Arc::ptr_eq(c, &cell) && !c.initialized())
-            {
-                m.remove(id);
-            }
+    /// The open session `id`, if it is open here.
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<OpenSession>> {
+        lock(&self.open).get(id).and_then(|c| c.get().cloned())
+    }
+
+    pub(crate) fn contains(&self, id: &str) -> bool {
+        lock(&self.open).contains_key(id)
+    }
+
+    /// Every session open here.
+    pub(crate) fn all(&self) -> Vec<Arc<OpenSession>> {
+        lock(&self.open)
+            .values()
+            .filter_map(|c| c.get().cloned())
+            .collect()
+    }
+
+    /// The slot of `id`, made if missing; `Err(open)` when `max` sessions are open already.
+    pub(crate) fn slot(&self, id: &SessionId, max: usize) -> Result<Slot, usize> {
+        let mut m = lock(&self.open);
+        if let Some(c) = m.get(id) {
+            return Ok(c.clone());
         }
-        r
+        if m.len() >= max {
+            return Err(m.len());
+        }
+        let c = Slot::default();
+        m.insert(id.clone(), c.clone());
+        Ok(c)
     }
 
-    /// The actor if the session is open here.
-    pub fn session_if_open(&self, id: &str) -> Option<Arc<OpenSession>> {
-        lock(&self.actors).get(id).and_then(|c| c.get().cloned())
+    /// Forgets `slot` of `id` if opening it failed (nobody filled it).
+    pub(crate) fn forget_failed(&self, id: &SessionId, slot: &Slot) {
+        let mut m = lock(&self.open);
+        if m.get(id)
+            .is_some_and(|c| Arc::ptr_eq(c, slot) && !c.initialized())
+        {
+            m.remove(id);
+        }
     }
 
-    /// Keeps `s`, just opened (or created) by the store as `id`, open here.
-    pub(crate) fn wrap_open(&self, id: SessionId, s: Session) -> Arc<OpenSession> {
-        let workspace = self
-            .workspaces()
-            .for_existing_session(s.state().header.meta.as_ref(), &id);
-        Arc::new(OpenSession {
-            tx: self.channel(&id),
-            id,
-            session: Arc::new(Mutex::new(s)),
-            workspace,
-            run: Mutex::new(RunFlags::default()),
-            event_lock: tokio::sync::Mutex::new(()),
-        })
+    /// Keeps `open` (a session just created here).
+    pub(crate) fn insert(&self, open: Arc<OpenSession>) {
+        lock(&self.open).insert(
+            open.id.clone(),
+            Arc::new(OnceCell::new_with(Some(open.clone()))),
+        );
     }
 
-    /// Locks the session (for a short read).
-    pub fn with_state<R>(actor: &OpenSession, f: impl FnOnce(&SessionState) -> R) -> R {
-        f(lock(&actor.session).state())
+    /// The live channel of a session (made on first use).
+    pub(crate) fn channel(&self, id: &SessionId) -> broadcast::Sender<Live> {
+        lock(&self.channels)
+            .entry(id.clone())
+            .or_insert_with(|| broadcast::channel(1024).0)
+            .clone()
     }
 }

@@ -15,14 +15,6 @@ use crate::error::{ApiError, ApiResult};
 use crate::hub::Hub;
 use crate::registry::{OpenSession, lock};
 
-#[derive(Default)]
-pub(crate) struct RunFlags {
-    pub(crate) running: bool,
-    pub(crate) again: bool,
-    pub(crate) in_tool: bool,
-    pub(crate) cancel: Option<CancellationToken>,
-}
-
 impl Hub {
     /// Refuses new work with 429 when the run queue is full (the session is not running and
     /// no slot or queue place is free).

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::store::SessionError;
+use crate::error::SessionError;
 
 /// A checked session id: 1–128 bytes of `[A-Za-z0-9._-]`, not starting with `.` or `-` (the
 /// rule is [`lazarus_ledger::validate_id`]'s). Build one with [`SessionId::parse`] (or

@@ -45,6 +45,7 @@
 //! # }
 //! ```
 
+pub mod error;
 pub mod id;
 pub mod local;
 pub mod record;

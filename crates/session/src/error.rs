@@ -1,0 +1,56 @@
+//! Errors of the session layer: what went wrong, where, and what to do.
+
+use crate::state::ReplayError;
+
+/// Errors of the session layer.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Ledger(#[from] lazarus_ledger::LedgerError),
+    #[error(
+        "{location}: seq {seq}: {source}; the log is not a valid session (run `lazarus sessions verify`)"
+    )]
+    Replay {
+        location: String,
+        seq: u64,
+        #[source]
+        source: ReplayError,
+    },
+    #[error("record refused, nothing was written: {0}")]
+    Refused(ReplayError),
+    #[error("no session {id:?} in {location}")]
+    NotFound { id: String, location: String },
+    #[error("session {id:?} already exists in {location}; a session is never overwritten")]
+    AlreadyExists { id: String, location: String },
+    #[error(
+        "session {id:?} in {location} is in use by {}; only one writer at a time (stop that process, or read without writing)",
+        lazarus_ledger::holder::describe(.holder)
+    )]
+    Locked {
+        id: String,
+        location: String,
+        holder: Option<lazarus_ledger::Holder>,
+    },
+    /// An append stated a seq that is not the session's next free one (taken by another
+    /// writer, or out of order). Nothing was written; the writer must reopen.
+    #[error(
+        "session {id:?} in {location}: seq {seq} is not the next free seq (already taken, or out of order); nothing was written, reopen the session"
+    )]
+    Conflict {
+        id: String,
+        location: String,
+        seq: u64,
+    },
+    #[error("cannot fork {id:?} at turn {turn}: {reason}")]
+    BadForkPoint {
+        id: String,
+        turn: u64,
+        reason: String,
+    },
+    #[error("{0}")]
+    Backend(String),
+    #[error("cannot encode record: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+pub type Result<T, E = SessionError> = std::result::Result<T, E>;
