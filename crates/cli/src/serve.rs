@@ -70,6 +70,9 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: ServeArgs) -> Result<i32> {
+    // Arguments first: nothing is written (no token file) for a command that will refuse.
+    auth::check_listen(args.listen, args.allow_remote)?;
+    let toolbox = args.model.toolbox()?;
     let state = crate::paths::state_dir();
     let token_file = args
         .token_file
@@ -81,6 +84,9 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         TokenSource::Env => eprintln!("token: from LAZARUS_TOKEN"),
         TokenSource::File(p) => eprintln!("token: {}", p.display()),
         TokenSource::Created(p) => eprintln!("token: created {} (mode 0600)", p.display()),
+    }
+    if !args.listen.ip().is_loopback() {
+        auth::check_remote_token(&token)?;
     }
     let workspace_root = args
         .workspace_root
@@ -112,7 +118,7 @@ pub fn run(args: ServeArgs) -> Result<i32> {
             ..Default::default()
         },
         runner,
-        toolbox: args.model.toolbox()?,
+        toolbox,
         no_run: args.no_run,
         run_threads: args.run_threads,
         http_threads: args.http_threads,

@@ -34,7 +34,7 @@ pub fn load_or_create_token(
     {
         return Ok((t, TokenSource::Env));
     }
-    match std::fs::read_to_string(path) {
+    match read_private(path) {
         Ok(s) => {
             let t = s.trim().to_string();
             anyhow::ensure!(
@@ -67,6 +67,51 @@ pub fn load_or_create_token(
         .and_then(|_| f.sync_all())
         .with_context(|| format!("writing token file {}", path.display()))?;
     Ok((token, TokenSource::Created(path.to_path_buf())))
+}
+
+/// Reads an existing token file, refusing one that others can read (a token anyone on the
+/// machine can read guards nothing) or that is not a regular file.
+fn read_private(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let (mut f, meta) = lazarus_ledger::fs::open_regular_meta(path, false, false)?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "token file {} can be read by others (mode {mode:04o}); run `chmod 600 {}` (and make a new token if others may have read it)",
+                path.display(),
+                path.display()
+            ),
+        ));
+    }
+    let mut s = String::new();
+    Read::by_ref(&mut f).take(4096).read_to_string(&mut s)?;
+    Ok(s)
+}
+
+/// Shortest token accepted for a gateway other hosts can reach: the length of 32 random bytes
+/// written in base64.
+pub const REMOTE_TOKEN_CHARS_MIN: usize = 43;
+
+/// Refuses a token too short to guard a gateway reachable from other hosts.
+pub fn check_remote_token(token: &str) -> Result<()> {
+    anyhow::ensure!(
+        token.chars().count() >= REMOTE_TOKEN_CHARS_MIN,
+        "a gateway reachable from other hosts needs a token of at least 32 random bytes ({REMOTE_TOKEN_CHARS_MIN} characters); make one with `head -c 32 /dev/urandom | base64 > TOKENFILE; chmod 600 TOKENFILE` (or delete the token file to have one created)"
+    );
+    Ok(())
+}
+
+/// Refuses a non-loopback listen address unless `allow_remote`: checked before anything is
+/// written (a token file, a session).
+pub fn check_listen(listen: std::net::SocketAddr, allow_remote: bool) -> Result<()> {
+    anyhow::ensure!(
+        allow_remote || listen.ip().is_loopback(),
+        "refusing to listen on {listen} (not loopback); pass --allow-remote to serve other hosts"
+    );
+    Ok(())
 }
 
 /// 32 random bytes, hex.

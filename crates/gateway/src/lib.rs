@@ -63,11 +63,9 @@ pub struct Config {
 
 /// Runs the gateway until SIGTERM/SIGINT, then drains. Blocking.
 pub fn run(cfg: Config) -> Result<()> {
-    if !cfg.allow_remote && !cfg.listen.ip().is_loopback() {
-        anyhow::bail!(
-            "refusing to listen on {} (not loopback); pass --allow-remote to serve other hosts",
-            cfg.listen
-        );
+    auth::check_listen(cfg.listen, cfg.allow_remote)?;
+    if !cfg.listen.ip().is_loopback() {
+        auth::check_remote_token(&cfg.token)?;
     }
     let http_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cfg.http_threads.max(1))

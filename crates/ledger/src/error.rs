@@ -58,7 +58,7 @@ pub enum LedgerError {
     )]
     NoHeader { path: PathBuf },
     #[error(
-        "{path} is {what}; a session file must be a regular file (remove or rename it, and see what put it there)"
+        "{path} is {what}, not a regular file; a session file must be a regular file (remove or rename it, and see what put it there)"
     )]
     NotRegularFile { path: PathBuf, what: String },
     #[error(
