@@ -248,5 +248,32 @@ mod tests {
         assert!(check_crc(&upper).is_err() || upper == buf[..buf.len() - 1]);
         let reordered = br#"{"ts":"t","seq":1,"kind":"k","data":{},"crc":"00000000"}"#;
         assert!(decode_envelope::<de::IgnoredAny>(reordered).is_err());
+        // the right types under other names are refused too: members are checked by name
+        let renamed = br#"{"sequence":1,"ts":"t","kind":"k","data":{},"crc":"00000000"}"#;
+        let e = decode_envelope::<de::IgnoredAny>(renamed).unwrap_err();
+        assert!(e.to_string().contains("expected member \"seq\""), "{e}");
+        let not_an_object = decode_envelope::<de::IgnoredAny>(b"[1]").unwrap_err();
+        assert!(
+            not_an_object.to_string().contains("ledger record object"),
+            "{not_an_object}"
+        );
+    }
+
+    #[test]
+    fn a_short_line_with_a_crc_member_fails_its_checksum_not_its_shape() {
+        // 24 bytes: too short to be a record, long enough to carry a crc member
+        let line = br#"{"a":1,"crc":"00000000"}"#;
+        assert_eq!(line.len(), 24);
+        assert!(matches!(check_crc(line), Err(Problem::CrcMismatch { .. })));
+        // under 20 bytes there is no room for one
+        assert!(matches!(
+            check_crc(br#"{,"crc":"0000000"}"#),
+            Err(Problem::Malformed(_))
+        ));
+        // one that verifies: the checksum of `{}` on the smallest line that can carry it
+        let crc = crc32c::crc32c(b"{1}");
+        let ok = format!("{{1,\"crc\":\"{crc:08x}\"}}");
+        assert_eq!(ok.len(), 20);
+        assert!(check_crc(ok.as_bytes()).is_ok(), "{ok}");
     }
 }

@@ -30,15 +30,19 @@ pub fn creating_path(dir: &Path, id: &str) -> PathBuf {
 /// Marker in the names of files holding bytes cut from a ledger.
 pub const CUT_MARKER: &str = ".cut-";
 
-/// `<ledger>.cut-<UTC timestamp>[-N]`: a new name for bytes cut from `ledger`; `attempt`
-/// makes it unique when the clock gives the same microsecond twice.
-pub fn cut_path(ledger: &Path, attempt: u32) -> PathBuf {
-    let ts = jiff::Timestamp::now()
+/// The time part of a cut file's name: now, in UTC, to the microsecond.
+pub fn cut_time() -> String {
+    jiff::Timestamp::now()
         .strftime("%Y%m%dT%H%M%S%.6fZ")
-        .to_string();
+        .to_string()
+}
+
+/// `<ledger>.cut-<time>[-N]`: a name for bytes cut from `ledger` at `time` (see
+/// [`cut_time`]); `attempt` makes it unique when that name is taken.
+pub fn cut_path(ledger: &Path, time: &str, attempt: u32) -> PathBuf {
     let mut name = ledger.as_os_str().to_owned();
     name.push(CUT_MARKER);
-    name.push(ts);
+    name.push(time);
     if attempt > 0 {
         name.push(format!("-{attempt}"));
     }

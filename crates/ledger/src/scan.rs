@@ -196,8 +196,6 @@ pub struct ScanReport {
     pub last_seq: u64,
     /// Bytes of good records (the log ends here).
     pub good_len: u64,
-    /// Number of good lines, header included.
-    pub lines: u64,
     /// Debris or torn bytes after the log, if any.
     pub cut: Option<Cut>,
 }
@@ -489,11 +487,6 @@ impl<R: Read> Scanner<R> {
     pub fn good_len(&self) -> u64 {
         self.good_len
     }
-
-    /// Lines read so far (good ones, header included, plus any debris).
-    pub fn lines_read(&self) -> u64 {
-        self.src.line_no
-    }
 }
 
 /// The framing check of one complete line: NUL bytes (what a lost sector often reads back
@@ -536,7 +529,6 @@ where
     F: FnMut(LineInfo, Envelope<'_, P>) -> std::result::Result<(), Problem>,
 {
     let (mut scanner, header) = Scanner::from_start(path, r, max, expected_format)?;
-    let mut lines = 1;
     loop {
         let Some((info, env)) = scanner.next_record::<P>()? else {
             break;
@@ -553,13 +545,11 @@ where
                 },
             ))));
         }
-        lines += 1;
     }
     Ok(ScanReport {
         header,
         last_seq: scanner.next_seq() - 1,
         good_len: scanner.good_len(),
-        lines,
         cut: scanner.cut().cloned(),
     })
 }

@@ -12,7 +12,7 @@ use crate::frame::{self, Envelope, Payload};
 use crate::fs::{LedgerFile, SharedFs};
 use crate::header::Header;
 use crate::id::validate_id;
-use crate::layout::{creating_path, cut_path, ledger_path, lock_path};
+use crate::layout::{creating_path, cut_path, cut_time, ledger_path, lock_path};
 use crate::lock::WriterLock;
 use crate::scan::{CrashWindow, Cut, LineInfo, ScanReport, Scanner, scan_all};
 
@@ -164,9 +164,21 @@ pub(crate) fn save_aside(
     ledger: &Path,
     from: u64,
 ) -> Result<Option<(PathBuf, u64)>> {
+    save_aside_at(opts, ledger, from, &cut_time())
+}
+
+/// Most names tried for one saved file (`<time>`, `<time>-1`, …) before giving up.
+const CUT_NAME_ATTEMPTS_MAX: u32 = 1000;
+
+fn save_aside_at(
+    opts: &Options,
+    ledger: &Path,
+    from: u64,
+    time: &str,
+) -> Result<Option<(PathBuf, u64)>> {
     let mut attempt = 0;
     loop {
-        let aside = cut_path(ledger, attempt);
+        let aside = cut_path(ledger, time, attempt);
         match opts.fs.save_range(ledger, from, &aside) {
             Ok(0) => {
                 // Nothing was there after all: leave no empty file behind.
@@ -174,7 +186,10 @@ pub(crate) fn save_aside(
                 return Ok(None);
             }
             Ok(n) => return Ok(Some((aside, n))),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 1000 => {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AlreadyExists
+                    && attempt < CUT_NAME_ATTEMPTS_MAX =>
+            {
                 attempt += 1;
             }
             Err(e) => return Err(LedgerError::io("save the bytes to be cut", &aside, e)),
@@ -687,4 +702,55 @@ fn reclaim_headerless(opts: &Options, path: &Path) -> Result<bool> {
         tracing::warn!(path = %path.display(), saved = %aside.display(), bytes = n, "replacing a session file whose creation was interrupted (its bytes were saved)");
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::Fs;
+    use crate::sim::SimFs;
+
+    fn sim_opts(fs: &SimFs) -> Options {
+        Options {
+            fs: std::sync::Arc::new(fs.clone()),
+            lock: false,
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn a_saved_file_takes_the_next_free_name_and_gives_up_after_the_last() {
+        let fs = SimFs::new();
+        let o = sim_opts(&fs);
+        let ledger = Path::new("/d/s.jsonl");
+        fs.write_new_durable(ledger, b"good\ndebris").unwrap();
+        let t = "20260101T000000.000000Z";
+        for taken in [cut_path(ledger, t, 0), cut_path(ledger, t, 1)] {
+            fs.write_new_durable(&taken, b"earlier").unwrap();
+        }
+        let (p, n) = save_aside_at(&o, ledger, 5, t).unwrap().unwrap();
+        assert_eq!(p, cut_path(ledger, t, 2));
+        assert_eq!(n, 6);
+        assert_eq!(fs.contents(&p).unwrap(), b"debris");
+        for a in 3..=CUT_NAME_ATTEMPTS_MAX {
+            fs.write_new_durable(&cut_path(ledger, t, a), b"x").unwrap();
+        }
+        let e = save_aside_at(&o, ledger, 5, t).unwrap_err();
+        assert!(matches!(e, LedgerError::Io { .. }), "{e}");
+        // nothing after `from`: nothing saved, no empty file left
+        assert!(save_aside_at(&o, ledger, 11, "other").unwrap().is_none());
+        assert!(fs.contents(&cut_path(ledger, "other", 0)).is_none());
+    }
+
+    #[test]
+    fn the_defaults_are_the_documented_limits() {
+        assert_eq!(LINE_BYTES_MAX_DEFAULT, 16 * 1024 * 1024);
+        assert_eq!(UNSYNCED_BYTES_MAX_DEFAULT, 1024 * 1024);
+        let o = Options::default();
+        let shown = format!("{o:?}");
+        assert!(
+            shown.contains("PerRecord") && shown.contains("16777216"),
+            "{shown}"
+        );
+    }
 }
