@@ -37,49 +37,110 @@ pub fn parse_millis(s: &str) -> Result<Duration, String> {
     parse_duration(s, Duration::from_millis(1))
 }
 
-/// Where sessions live.
+/// Where sessions live. The flags beat the environment (`LAZARUS_SESSION_DIR`,
+/// `LAZARUS_STORE`); naming two stores at the same level is a usage error that says how to
+/// choose.
 #[derive(Debug, Clone, Args)]
 pub struct StoreArgs {
-    /// Session directory [default: $XDG_STATE_HOME/lazarus/sessions]
-    #[arg(long, env = "LAZARUS_SESSION_DIR", global = true)]
+    /// Session directory (env LAZARUS_SESSION_DIR) [default: $XDG_STATE_HOME/lazarus/sessions]
+    #[arg(long, global = true, value_name = "DIR")]
     pub session_dir: Option<PathBuf>,
-    /// A PostgreSQL store instead of local files: `postgres://user@host:port/db[?schema=NAME]`
-    #[arg(
-        long,
-        env = "LAZARUS_STORE",
-        global = true,
-        conflicts_with = "session_dir"
-    )]
+    /// A PostgreSQL store instead of local files (env LAZARUS_STORE):
+    /// `postgres://user@host:port/db[?schema=NAME&sslmode=MODE]`
+    #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
 }
 
+/// The store a command uses, once flags and environment are weighed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreChoice {
+    Local(PathBuf),
+    Postgres(String),
+}
+
+fn env_nonempty(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
 impl StoreArgs {
+    /// Which store: `--session-dir` or `--store`, else `LAZARUS_SESSION_DIR` or
+    /// `LAZARUS_STORE`, else the default directory. Nothing is opened or created.
+    pub fn choice(&self) -> Result<StoreChoice> {
+        let choice = match (&self.session_dir, &self.store) {
+            (Some(_), Some(_)) => {
+                return Err(crate::Usage(
+                    "--session-dir and --store name two stores; give one of them".into(),
+                )
+                .into());
+            }
+            (Some(dir), None) => StoreChoice::Local(dir.clone()),
+            (None, Some(url)) => StoreChoice::Postgres(url.clone()),
+            (None, None) => match (
+                env_nonempty("LAZARUS_SESSION_DIR"),
+                env_nonempty("LAZARUS_STORE"),
+            ) {
+                (Some(_), Some(_)) => {
+                    return Err(crate::Usage(
+                        "LAZARUS_SESSION_DIR and LAZARUS_STORE are both set in the environment; \
+                         unset one, or choose for this command with --session-dir DIR or --store URL"
+                            .into(),
+                    )
+                    .into());
+                }
+                (Some(dir), None) => StoreChoice::Local(PathBuf::from(dir)),
+                (None, Some(url)) => StoreChoice::Postgres(url),
+                (None, None) => StoreChoice::Local(crate::paths::default_session_dir()),
+            },
+        };
+        if let StoreChoice::Postgres(url) = &choice
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            let scheme = url.split("://").next().unwrap_or("");
+            return Err(crate::Usage(format!(
+                "unsupported store URL (scheme {:?}): give a postgres:// URL, or use --session-dir \
+                 for local files",
+                crate::term::escape(scheme)
+            ))
+            .into());
+        }
+        Ok(choice)
+    }
+
+    /// Checks the store's address without connecting or creating anything.
+    pub fn check(&self) -> Result<()> {
+        self.choice().map(|_| ())
+    }
+
+    /// Whether sessions live in PostgreSQL (shared by several gateways).
+    pub fn is_postgres(&self) -> Result<bool> {
+        Ok(matches!(self.choice()?, StoreChoice::Postgres(_)))
+    }
+
     /// The configured store: PostgreSQL with `--store`, local files otherwise.
     pub fn open(&self) -> Result<Box<dyn Store>> {
-        match &self.store {
-            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-                let pg = lazarus_store_postgres::PgStore::connect(url)
+        match self.choice()? {
+            StoreChoice::Postgres(url) => {
+                let pg = lazarus_store_postgres::PgStore::connect(&url)
                     .with_context(|| "connecting to the PostgreSQL store".to_string())?;
                 Ok(Box::new(pg))
             }
-            Some(other) => anyhow::bail!(
-                "unsupported --store {other:?}: give a postgres:// URL, or use --session-dir for local files"
-            ),
-            None => Ok(Box::new(self.local()?)),
+            StoreChoice::Local(dir) => Ok(Box::new(open_local(&dir)?)),
         }
     }
 
-    pub fn dir(&self) -> PathBuf {
-        self.session_dir
-            .clone()
-            .unwrap_or_else(crate::paths::default_session_dir)
+    /// The local store; an error naming what to do for a PostgreSQL one.
+    pub fn local(&self, what: &str) -> Result<LocalStore> {
+        match self.choice()? {
+            StoreChoice::Local(dir) => open_local(&dir),
+            StoreChoice::Postgres(_) => anyhow::bail!(
+                "{what} works on local session files, and the store is PostgreSQL; give --session-dir DIR"
+            ),
+        }
     }
+}
 
-    pub fn local(&self) -> Result<LocalStore> {
-        let dir = self.dir();
-        LocalStore::open(&dir)
-            .with_context(|| format!("opening session directory {}", dir.display()))
-    }
+fn open_local(dir: &std::path::Path) -> Result<LocalStore> {
+    LocalStore::open(dir).with_context(|| format!("opening session directory {}", dir.display()))
 }
 
 /// Model settings shared by `run` and `serve`.

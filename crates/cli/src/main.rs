@@ -12,6 +12,7 @@ mod paths;
 mod run;
 mod serve;
 mod sessions;
+mod term;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -55,10 +56,24 @@ fn main() {
                 std::process::exit(141);
             }
             eprintln!("error: {e:#}");
-            std::process::exit(1);
+            let usage = e.chain().any(|c| c.downcast_ref::<Usage>().is_some());
+            std::process::exit(if usage { 2 } else { 1 });
         }
     }
 }
+
+/// A usage error found after parsing (a combination clap cannot express): exit code 2, like
+/// clap's own.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {

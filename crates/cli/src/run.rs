@@ -14,7 +14,9 @@ use lazarus_agent::runner::{
 use lazarus_session::{CreateOptions, SessionError, SessionId, Store};
 use serde_json::json;
 
+use crate::Usage;
 use crate::args::{ModelArgs, StoreArgs};
+use crate::term::{escape, escape_text};
 
 /// Exit code when stopped by SIGINT/SIGTERM.
 pub const EXIT_INTERRUPTED: i32 = 130;
@@ -29,12 +31,16 @@ pub struct RunArgs {
     /// A resumed session always uses this, never the workspace its header records.
     #[arg(long)]
     pub workspace: Option<PathBuf>,
-    /// Session to create or resume [default: a new session]
+    /// Session to resume; with a prompt or --new, the id of a session to create [default: a
+    /// new session, named by a UUID v7]
     #[arg(long, conflicts_with = "continue_")]
     pub session: Option<SessionId>,
-    /// Resume the most recent session of this workspace.
-    #[arg(long = "continue")]
+    /// Resume the session of this workspace with the newest activity.
+    #[arg(short = 'c', long = "continue")]
     pub continue_: bool,
+    /// Create the session even without a prompt (with --session: it must not exist yet).
+    #[arg(long, conflicts_with = "continue_")]
+    pub new: bool,
     /// Id of this input: the same id is recorded once, across runs and crashes.
     #[arg(long)]
     pub message_id: Option<String>,
@@ -48,16 +54,27 @@ pub struct RunArgs {
     pub model: ModelArgs,
 }
 
+/// Everything `run` needs, checked before anything is written.
+struct Checked {
+    workspace: PathBuf,
+    cfg: RunnerConfig,
+    runner: Runner,
+    prompt: Option<String>,
+}
+
 pub fn run(args: RunArgs) -> Result<i32> {
+    let checked = check_arguments(&args)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    rt.block_on(run_async(args))
+    rt.block_on(run_async(args, checked))
 }
 
-async fn run_async(args: RunArgs) -> Result<i32> {
+/// Every argument (workspace, tools, model settings, store, prompt) is checked here, before
+/// anything touches the disk: a command that will be refused writes nothing.
+fn check_arguments(args: &RunArgs) -> Result<Checked> {
     let workspace = match &args.workspace {
         Some(w) => w.clone(),
         None => std::env::current_dir().context("current directory")?,
@@ -65,20 +82,57 @@ async fn run_async(args: RunArgs) -> Result<i32> {
     let workspace = workspace
         .canonicalize()
         .with_context(|| format!("workspace {} must exist", workspace.display()))?;
-    let store = args.store.open()?;
-    let prompt = match &args.prompt {
-        Some(p) => Some(p.clone()),
-        None if !std::io::stdin().is_terminal() => {
-            let mut s = String::new();
-            std::io::stdin()
-                .take(16 * 1024 * 1024)
-                .read_to_string(&mut s)
-                .context("reading the prompt from standard input")?;
-            (!s.trim().is_empty()).then_some(s)
-        }
-        None => None,
-    };
+    let toolbox = args.model.toolbox()?;
+    args.store.check()?;
+    let prompt = read_prompt(args)?;
+    if prompt.is_none() && args.message_id.is_some() {
+        return Err(Usage(
+            "--message-id names a prompt, and none was given (-p PROMPT or standard input)".into(),
+        )
+        .into());
+    }
+    if prompt.is_none() && args.session.is_none() && !args.continue_ && !args.new {
+        return Err(Usage(
+            "nothing to do: give a prompt (-p PROMPT or on standard input), --session ID or \
+             --continue to resume, or --new to create an empty session"
+                .into(),
+        )
+        .into());
+    }
     let cfg = args.model.runner_config(workspace.clone())?;
+    let runner = Runner::new(cfg.clone())?.with_toolbox(toolbox);
+    Ok(Checked {
+        workspace,
+        cfg,
+        runner,
+        prompt,
+    })
+}
+
+/// The prompt: `-p`, or standard input when it is not a terminal (empty input is none).
+fn read_prompt(args: &RunArgs) -> Result<Option<String>> {
+    if let Some(p) = &args.prompt {
+        return Ok(Some(p.clone()));
+    }
+    if std::io::stdin().is_terminal() {
+        return Ok(None);
+    }
+    let mut s = String::new();
+    std::io::stdin()
+        .take(16 * 1024 * 1024)
+        .read_to_string(&mut s)
+        .context("reading the prompt from standard input")?;
+    Ok((!s.trim().is_empty()).then_some(s))
+}
+
+async fn run_async(args: RunArgs, checked: Checked) -> Result<i32> {
+    let Checked {
+        workspace,
+        cfg,
+        runner,
+        prompt,
+    } = checked;
+    let store = args.store.open()?;
     let session = open_session(&*store, &args, &cfg, prompt.is_some())?;
     let id = session.id().to_string();
     eprintln!("session {id} ({})", session.location());
@@ -100,13 +154,11 @@ async fn run_async(args: RunArgs) -> Result<i32> {
                 ack.seq
             );
         } else if args.json {
-            print_line(&json!({"seq": ack.seq, "kind": "input", "data": {"input_id": message_id, "source": "user", "text": text}}).to_string());
+            print_line(&json!({"seq": ack.seq, "ts": ack.ts, "kind": "input", "data": {"input_id": message_id, "source": "user", "text": text}}).to_string());
         }
     }
-    let stop_reason = cfg.stop_reason.clone();
-    let runner = Runner::new(cfg)?.with_toolbox(args.model.toolbox()?);
     let cancel = CancellationToken::new();
-    spawn_signal_handler(cancel.clone(), stop_reason);
+    spawn_signal_handler(cancel.clone(), cfg.stop_reason.clone());
     let json_out = args.json;
     let mut observer = move |ev: RunEvent<'_>| show_event(&ev, json_out);
     let outcome = runner
@@ -139,8 +191,10 @@ async fn run_async(args: RunArgs) -> Result<i32> {
     })
 }
 
-/// Opens or creates the session. The workspace is the operator's (`--workspace` or the
-/// current directory), never the one a session's header names: that is only a record.
+/// Opens or creates the session. `--session ID` resumes; creating takes a prompt or `--new`,
+/// so a mistyped id is an error (naming the nearest ids), never a new empty session. The
+/// workspace is the operator's (`--workspace` or the current directory), never the one a
+/// session's header names: that is only a record.
 fn open_session(
     store: &dyn Store,
     args: &RunArgs,
@@ -148,46 +202,80 @@ fn open_session(
     have_prompt: bool,
 ) -> Result<lazarus_session::Session> {
     let workspace = &cfg.workspace;
-    let meta = json!({
-        "workspace": workspace,
-        "system_prompt": args.model.system_prompt,
-        "sandbox": sandbox_record(&cfg.sandbox),
-    });
+    let create = |id: Option<SessionId>| {
+        store.create(CreateOptions {
+            id,
+            meta: Some(json!({
+                "workspace": workspace,
+                "system_prompt": args.model.system_prompt,
+                "sandbox": sandbox_record(&cfg.sandbox),
+            })),
+        })
+    };
     if args.continue_ {
         let ws = workspace.to_string_lossy();
         let latest = store
             .list()?
             .into_iter()
-            .filter(|s| {
-                s.meta
-                    .as_ref()
-                    .and_then(|m| m.get("workspace"))
-                    .and_then(|w| w.as_str())
-                    == Some(&*ws)
-            })
+            .filter(|s| s.workspace.as_deref() == Some(&*ws))
             .max_by(|a, b| a.updated_at.cmp(&b.updated_at));
         let Some(latest) = latest else {
-            bail!("no session of workspace {ws} to continue; start one with -p");
+            bail!("no session of workspace {ws} to continue; start one with -p PROMPT");
         };
         return Ok(store.open(&latest.id)?);
     }
-    if let Some(id) = &args.session {
-        return match store.open(id) {
-            Ok(s) => Ok(s),
-            Err(SessionError::NotFound { .. }) => Ok(store.create(CreateOptions {
-                id: Some(id.clone()),
-                meta: Some(meta),
-            })?),
-            Err(e) => Err(e.into()),
+    let Some(id) = &args.session else {
+        return Ok(create(None)?);
+    };
+    if args.new {
+        return match create(Some(id.clone())) {
+            Err(e @ SessionError::AlreadyExists { .. }) => {
+                Err(anyhow::Error::from(e).context("--new creates; drop it to resume the session"))
+            }
+            r => Ok(r?),
         };
     }
-    if !have_prompt {
-        bail!("nothing to do: give a prompt (-p or standard input), --session ID or --continue");
+    match store.open(id) {
+        Ok(s) => Ok(s),
+        Err(SessionError::NotFound { .. }) if have_prompt => Ok(create(Some(id.clone()))?),
+        Err(SessionError::NotFound { location, .. }) => {
+            let near = nearest_ids(id, store.list().unwrap_or_default().iter().map(|s| &s.id));
+            let hint = match near.as_slice() {
+                [] => String::new(),
+                ids => format!(
+                    "did you mean {}? ",
+                    ids.iter()
+                        .map(|i| crate::term::escape(i))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            bail!(
+                "no session {} in {location}; {hint}--session resumes: to create it, add a prompt (-p) or --new",
+                crate::term::escape(id)
+            )
+        }
+        Err(e) => Err(e.into()),
     }
-    Ok(store.create(CreateOptions {
-        id: None,
-        meta: Some(meta),
-    })?)
+}
+
+/// The existing ids closest to a mistyped one (at most three, closest first).
+fn nearest_ids<'a>(wanted: &str, ids: impl Iterator<Item = &'a SessionId>) -> Vec<String> {
+    let mut scored: Vec<(f64, &str)> = ids
+        .map(|id| {
+            (
+                strsim::normalized_damerau_levenshtein(wanted, id),
+                id.as_str(),
+            )
+        })
+        .filter(|(score, _)| *score >= 0.6)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(_, id)| id.to_string())
+        .collect()
 }
 
 fn spawn_signal_handler(cancel: CancellationToken, reason: StopReason) {
@@ -256,7 +344,7 @@ fn show_event(ev: &RunEvent<'_>, json: bool) {
         return;
     }
     match ev {
-        RunEvent::Text(t) => print_raw(t),
+        RunEvent::Text(t) => print_raw(&escape_text(t)),
         RunEvent::Reasoning(_) => {}
         RunEvent::Retry { error, wait } => {
             eprintln!(
@@ -266,7 +354,7 @@ fn show_event(ev: &RunEvent<'_>, json: bool) {
         }
         RunEvent::ToolRunning {
             name, arguments, ..
-        } => print_line(&format!("\n→ {name} {arguments}")),
+        } => print_line(&format!("\n→ {} {}", escape(name), escape(arguments))),
         RunEvent::Record { kind, data, .. } => match *kind {
             "tool_outcome" => {
                 let result = data["result"].as_str().unwrap_or("");
@@ -277,7 +365,7 @@ fn show_event(ev: &RunEvent<'_>, json: bool) {
                 print_line(&format!(
                     "← [{}] {}",
                     data["status"].as_str().unwrap_or("?"),
-                    lines.join("\n  ")
+                    escape_text(&lines.join("\n  "))
                 ));
             }
             "resume" => print_line(&format!(

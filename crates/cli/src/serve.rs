@@ -73,6 +73,7 @@ pub fn run(args: ServeArgs) -> Result<i32> {
     // Arguments first: nothing is written (no token file) for a command that will refuse.
     auth::check_listen(args.listen, args.allow_remote)?;
     let toolbox = args.model.toolbox()?;
+    args.store.check()?;
     let state = crate::paths::state_dir();
     let token_file = args
         .token_file
@@ -95,7 +96,7 @@ pub fn run(args: ServeArgs) -> Result<i32> {
     let mut runner = args.model.runner_config(workspace_root.clone())?;
     runner.max_turns = args.model.max_turns;
     eprintln!("{}", runner.sandbox.describe());
-    let shared = args.store.store.is_some();
+    let shared = args.store.is_postgres()?;
     let store: std::sync::Arc<dyn lazarus_session::Store> =
         std::sync::Arc::from(args.store.open()?);
     eprintln!("store: {}", store.location());

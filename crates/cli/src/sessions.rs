@@ -11,6 +11,7 @@ use lazarus_session::{ContextEntry, CreateOptions, LocalStore, SessionId, Sessio
 use serde_json::json;
 
 use crate::args::StoreArgs;
+use crate::term::{escape, escape_text};
 
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
@@ -125,10 +126,10 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
         }
         SessionsCommand::Show { id } => show(store, &id, json, &mut out)?,
         SessionsCommand::Verify { id, all } => {
-            if args.store.store.is_some() {
+            if args.store.is_postgres()? {
                 return verify_by_replay(store, id, all, json, &mut out);
             }
-            return verify(&args.store.local()?, id, all, json, &mut out);
+            return verify(&args.store.local("verify")?, id, all, json, &mut out);
         }
         SessionsCommand::Export { id, output } => {
             let n = match &output {
@@ -185,12 +186,12 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
             }
         }
         SessionsCommand::Repair { id } => {
-            if args.store.store.is_some() {
+            if args.store.is_postgres()? {
                 anyhow::bail!(
                     "repair works on local session files; a PostgreSQL store checks every record on insert (use `sessions verify`)"
                 );
             }
-            let local = args.store.local()?;
+            let local = args.store.local("repair")?;
             let r = lazarus_ledger::repair(local.dir(), &id, local.ledger_options())?;
             if json {
                 writeln!(
@@ -294,19 +295,24 @@ fn show(store: &dyn Store, id: &SessionId, json: bool, out: &mut impl Write) -> 
     }
     for entry in &st.context {
         match entry {
-            ContextEntry::User { text, .. } => writeln!(out, "\n> {text}")?,
+            ContextEntry::User { text, .. } => writeln!(out, "\n> {}", escape_text(text))?,
             ContextEntry::Assistant { items, turn, .. } => {
                 for item in items {
                     match item {
                         lazarus_session::record::Item::Text { text } => {
-                            writeln!(out, "\n[turn {turn}] {text}")?
+                            writeln!(out, "\n[turn {turn}] {}", escape_text(text))?
                         }
                         lazarus_session::record::Item::Reasoning { text } => {
-                            writeln!(out, "\n[turn {turn}] (thinking) {text}")?
+                            writeln!(out, "\n[turn {turn}] (thinking) {}", escape_text(text))?
                         }
                         lazarus_session::record::Item::ToolCall {
                             name, arguments, ..
-                        } => writeln!(out, "[turn {turn}] -> {name} {arguments}")?,
+                        } => writeln!(
+                            out,
+                            "[turn {turn}] -> {} {}",
+                            escape(name),
+                            escape(arguments)
+                        )?,
                     }
                 }
             }
@@ -319,12 +325,17 @@ fn show(store: &dyn Store, id: &SessionId, json: bool, out: &mut impl Write) -> 
                 } else {
                     ""
                 };
-                writeln!(out, "   <- {call_id}: {short}{more}")?
+                writeln!(
+                    out,
+                    "   <- {}: {}{more}",
+                    escape(call_id),
+                    escape_text(&short)
+                )?
             }
         }
     }
     for p in &st.pending_inputs {
-        writeln!(out, "\n> {} (pending)", p.text)?;
+        writeln!(out, "\n> {} (pending)", escape_text(&p.text))?;
     }
     writeln!(out, "\nstatus: {}", st.status())?;
     Ok(())
