@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use lazarus_agent::model::{Message, ToolCall};
-use lazarus_agent::provider::ProviderConfig;
+use lazarus_agent::provider::{ProviderConfig, ProviderLimits};
 use lazarus_agent::runner::RunnerConfig;
 use lazarus_agent::sandbox::{Sandbox, SandboxMode, SandboxPolicy};
 use lazarus_agent::tools::Toolbox;
@@ -146,9 +146,10 @@ fn open_local(dir: &std::path::Path) -> Result<LocalStore> {
 /// Model settings shared by `run` and `serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
-    /// Model name sent to the server.
-    #[arg(long, env = "LAZARUS_MODEL", default_value = "default")]
-    pub model: String,
+    /// Model name sent to the server [default: the only model the server lists at
+    /// GET /models; with several, pick one with --model]
+    #[arg(long, env = "LAZARUS_MODEL")]
+    pub model: Option<String>,
     /// Base URL of an OpenAI-compatible API (OpenAI, Ollama, vLLM, llama.cpp, LM Studio).
     #[arg(
         long,
@@ -168,8 +169,16 @@ pub struct ModelArgs {
     /// Tokens per model answer at most.
     #[arg(long)]
     pub max_tokens: Option<u32>,
+    /// Sampling temperature sent to the server (0 = most deterministic) [default: the
+    /// server's]
     #[arg(long)]
     pub temperature: Option<f64>,
+    /// Largest model response body, in bytes (streamed or not).
+    #[arg(long, default_value_t = ProviderLimits::default().max_response_bytes)]
+    pub max_response_bytes: usize,
+    /// Largest line of a streamed (SSE) model response, in bytes.
+    #[arg(long, default_value_t = ProviderLimits::default().max_sse_line_bytes)]
+    pub max_sse_line_bytes: usize,
     /// Ask for whole responses instead of a stream.
     #[arg(long)]
     pub no_stream: bool,
@@ -185,7 +194,8 @@ pub struct ModelArgs {
     /// Default shell timeout (`90s`, `2m`; a bare number is seconds).
     #[arg(long, default_value = "120s", value_parser = parse_secs)]
     pub shell_timeout: Duration,
-    /// Offer only these tools (comma-separated) [default: all five]
+    /// Offer only these tools (comma-separated) [default: all: read_file, write_file,
+    /// list_dir, edit_file, shell]
     #[arg(long, value_delimiter = ',')]
     pub tools: Vec<String>,
     /// How shell commands are confined: `workspace-write` (read anywhere except credential
@@ -223,12 +233,71 @@ impl ModelArgs {
         Ok(t)
     }
 
+    fn api_key(&self) -> Option<String> {
+        std::env::var(&self.api_key_env)
+            .ok()
+            .filter(|k| !k.is_empty())
+    }
+
+    /// The model: `--model` (or `LAZARUS_MODEL`), else the only one the server lists. Never a
+    /// silent placeholder name the server would answer with a 404.
+    pub fn model_name(&self) -> Result<String> {
+        if let Some(m) = self.model.as_ref().filter(|m| !m.is_empty()) {
+            return Ok(m.clone());
+        }
+        let url = format!("{}/models", self.base_url.trim_end_matches('/'));
+        let client = reqwest::blocking::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .context("building the HTTP client")?;
+        let mut req = client.get(&url);
+        if let Some(key) = self.api_key() {
+            req = req.bearer_auth(key);
+        }
+        let listed: Result<Vec<String>, String> = req
+            .send()
+            .map_err(|e| root_cause(&e))
+            .and_then(|r| r.error_for_status().map_err(|e| root_cause(&e)))
+            .and_then(|r| r.json::<serde_json::Value>().map_err(|e| root_cause(&e)))
+            .map(|v| {
+                v["data"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|m| m["id"].as_str().map(str::to_string))
+                    .collect()
+            });
+        match listed {
+            Err(e) => Err(crate::Usage(format!(
+                "no --model given, and asking {url} for the server's models failed ({e}); \
+                 start the model server, fix --base-url, or give --model NAME (or LAZARUS_MODEL)"
+            ))
+            .into()),
+            Ok(models) => match models.as_slice() {
+                [one] => {
+                    eprintln!("model: {} (the only model {url} lists)", crate::term::escape(one));
+                    Ok(one.clone())
+                }
+                [] => Err(crate::Usage(format!(
+                    "no --model given, and {url} lists no models; give --model NAME (or LAZARUS_MODEL)"
+                ))
+                .into()),
+                many => Err(crate::Usage(format!(
+                    "no --model given, and {url} lists {} models ({}); pick one with --model NAME (or LAZARUS_MODEL)",
+                    many.len(),
+                    crate::term::escape(&many.iter().take(8).cloned().collect::<Vec<_>>().join(", "))
+                ))
+                .into()),
+            },
+        }
+    }
+
     pub fn runner_config(&self, workspace: PathBuf) -> Result<RunnerConfig> {
         let mut provider = ProviderConfig::new(self.base_url.clone());
-        provider.api_key = std::env::var(&self.api_key_env)
-            .ok()
-            .filter(|k| !k.is_empty());
-        let mut cfg = RunnerConfig::new(provider, self.model.clone(), workspace);
+        provider.api_key = self.api_key();
+        provider.limits.max_response_bytes = self.max_response_bytes;
+        provider.limits.max_sse_line_bytes = self.max_sse_line_bytes;
+        let mut cfg = RunnerConfig::new(provider, self.model_name()?, workspace);
         cfg.system_prompt = self.system_prompt.clone();
         cfg.max_turns = self.max_turns;
         cfg.max_tokens = self.max_tokens;
@@ -254,6 +323,15 @@ impl ModelArgs {
         }
         Ok(cfg)
     }
+}
+
+/// The innermost cause of an error (reqwest wraps "Connection refused" in three layers).
+fn root_cause(e: &dyn std::error::Error) -> String {
+    let mut last = e;
+    while let Some(c) = last.source() {
+        last = c;
+    }
+    last.to_string()
 }
 
 /// One example exchange: ask → tool call → result → answer.

@@ -40,8 +40,8 @@ enum Command {
 }
 
 fn main() {
-    init_tracing();
     let cli = Cli::parse();
+    init_tracing(matches!(cli.command, Command::Serve(_)));
     let result = match cli.command {
         Command::Run(args) => run::run(*args),
         Command::Serve(args) => serve::run(*args),
@@ -82,11 +82,23 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-fn init_tracing() {
+/// Logs on stderr (`LAZARUS_LOG` as an env filter). Colour only on a terminal, and never with
+/// `NO_COLOR`. A server logs each failed model attempt; an interactive command says it once,
+/// at the end, instead.
+fn init_tracing(server: bool) {
+    use std::io::IsTerminal;
+    let default = if server {
+        "warn"
+    } else {
+        "warn,lazarus_agent::provider=error"
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("LAZARUS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr)
         .init();
 }

@@ -3,6 +3,7 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
@@ -160,12 +161,15 @@ async fn run_async(args: RunArgs, checked: Checked) -> Result<i32> {
     let cancel = CancellationToken::new();
     spawn_signal_handler(cancel.clone(), cfg.stop_reason.clone());
     let json_out = args.json;
-    let mut observer = move |ev: RunEvent<'_>| show_event(&ev, json_out);
+    let mut live = Live::new(json_out);
+    let retries = live.retries.clone();
+    let mut observer = move |ev: RunEvent<'_>| live.show(&ev);
     let outcome = runner
         .drive(&session, "run", &cancel, &mut observer)
         .await?;
-    if !json_out {
-        println!();
+    drop(observer);
+    if LINE_OPEN.load(Ordering::Relaxed) {
+        print_line("");
     }
     Ok(match outcome {
         RunOutcome::Idle => 0,
@@ -178,13 +182,20 @@ async fn run_async(args: RunArgs, checked: Checked) -> Result<i32> {
             EXIT_INTERRUPTED
         }
         RunOutcome::Failed { message, transient } => {
+            let attempts = retries.load(Ordering::Relaxed) + 1;
+            let attempts = if attempts == 1 {
+                String::new()
+            } else {
+                format!(" after {attempts} attempts")
+            };
+            let then = if transient {
+                "once the server answers, run again with"
+            } else {
+                "fix the cause, then run again with"
+            };
             eprintln!(
-                "model request failed{}: {message}",
-                if transient {
-                    " (transient; running again may succeed)"
-                } else {
-                    ""
-                }
+                "error: model request failed{attempts}: {}; session {id} is kept: {then} --session {id}",
+                escape(&message)
             );
             1
         }
@@ -319,15 +330,75 @@ fn describe_sandbox_record(v: &serde_json::Value) -> String {
     format!("{mode} ({net}; {})", v["detail"].as_str().unwrap_or("?"))
 }
 
+/// Whether stdout's last line is unfinished (streamed text without its newline yet).
+static LINE_OPEN: AtomicBool = AtomicBool::new(false);
+
 /// Prints one line; a closed stdout must not stop the run (every record is durable already).
 fn print_line(s: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{s}").and_then(|_| out.flush());
+    LINE_OPEN.store(false, Ordering::Relaxed);
 }
 
 fn print_raw(s: &str) {
+    if s.is_empty() {
+        return;
+    }
     let mut out = std::io::stdout().lock();
     let _ = write!(out, "{s}").and_then(|_| out.flush());
+    LINE_OPEN.store(!s.ends_with('\n'), Ordering::Relaxed);
+}
+
+/// Live output of a run: records or text on stdout; model retries as one transient status
+/// line on a terminal's stderr (gone once the request succeeds) and one line at the end if
+/// it never does — never one line per attempt.
+struct Live {
+    json: bool,
+    /// Retries of the current model request.
+    retries: Arc<AtomicU32>,
+    status: indicatif::ProgressBar,
+}
+
+impl Live {
+    fn new(json: bool) -> Self {
+        let status = if std::io::stderr().is_terminal() {
+            indicatif::ProgressBar::new_spinner()
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        Live {
+            json,
+            retries: Arc::new(AtomicU32::new(0)),
+            status,
+        }
+    }
+
+    fn show(&mut self, ev: &RunEvent<'_>) {
+        match ev {
+            RunEvent::Retry { error, wait } => {
+                let n = self.retries.fetch_add(1, Ordering::Relaxed) + 1;
+                let short: String = error.chars().take(100).collect();
+                tracing::info!(attempt = n, error, "model request failed; retrying");
+                self.status
+                    .enable_steady_tick(std::time::Duration::from_millis(120));
+                self.status.set_message(format!(
+                    "model request failed ({}); attempt {} in {} ms",
+                    escape(&short),
+                    n + 1,
+                    wait.as_millis()
+                ));
+                return;
+            }
+            RunEvent::Record { kind, .. } if *kind == "turn_start" => {
+                self.retries.store(0, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        // Anything else means the model answered (or the run moved on): the status goes.
+        self.status.set_message("");
+        self.status.disable_steady_tick();
+        self.status.suspend(|| show_event(ev, self.json));
+    }
 }
 
 fn show_event(ev: &RunEvent<'_>, json: bool) {
@@ -346,12 +417,7 @@ fn show_event(ev: &RunEvent<'_>, json: bool) {
     match ev {
         RunEvent::Text(t) => print_raw(&escape_text(t)),
         RunEvent::Reasoning(_) => {}
-        RunEvent::Retry { error, wait } => {
-            eprintln!(
-                "\n[model request failed: {error}; retrying in {} ms]",
-                wait.as_millis()
-            )
-        }
+        RunEvent::Retry { .. } => {}
         RunEvent::ToolRunning {
             name, arguments, ..
         } => print_line(&format!("\n→ {} {}", escape(name), escape(arguments))),
@@ -390,9 +456,7 @@ fn show_event(ev: &RunEvent<'_>, json: bool) {
                 data["every_call_has_one_result"],
                 describe_sandbox_record(&data["sandbox"])
             )),
-            "response" if data.get("failure").is_some() => {
-                print_line(&format!("model failed: {}", data["failure"]["message"]))
-            }
+            // A failed response ends the run; its one line goes to stderr then.
             _ => {}
         },
     }

@@ -278,3 +278,103 @@ fn control_characters_in_session_text_are_shown_escaped() {
     let v: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
     assert_eq!(v["data"]["text"], evil);
 }
+
+/// Finding 3: no model server → one line at the end (what, where, what to do), not one per
+/// attempt; no colour codes on a pipe even with logging on; nothing on stdout; no silent
+/// `default` model name.
+#[test]
+fn no_model_server_is_one_clear_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let run = |log: Option<&str>| {
+        let mut c = Command::new(BIN);
+        c.args(["run", "--model", "m", "-p", "hi", "--session", "s"])
+            .env("LAZARUS_SESSION_DIR", home.join("sessions"))
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+            .env_remove("LAZARUS_LOG")
+            .env_remove("NO_COLOR")
+            .env_remove("LAZARUS_STORE")
+            .current_dir(home)
+            .stdin(Stdio::null());
+        if let Some(log) = log {
+            c.env("LAZARUS_LOG", log);
+        }
+        c.output().unwrap()
+    };
+    // with every attempt logged: still no colour codes on a pipe
+    let o = run(Some("info"));
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(!err.contains('\x1b'), "colour on a pipe: {err:?}");
+    assert!(err.contains("attempt=2"), "logged: {err}");
+
+    let o = run(None);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    let errors: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    let line = errors[0];
+    assert!(
+        line.starts_with("error: model request failed after 4 attempts"),
+        "{line}"
+    );
+    assert!(
+        line.contains("http://127.0.0.1:9/v1/chat/completions"),
+        "{line}"
+    );
+    assert_eq!(line.matches("Connection refused").count(), 1, "{line}");
+    assert_eq!(
+        line.matches("127.0.0.1:9").count(),
+        1,
+        "no repetition: {line}"
+    );
+    assert!(line.contains("--session s"), "says what to do: {line}");
+    assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "",
+        "stdout is the transcript"
+    );
+
+    // without --model the server is asked; unreachable: a usage error naming --model
+    let o = expect(home, &["run", "-p", "hi", "--session", "t"], 2);
+    let err = stderr(&o);
+    assert!(err.contains("no --model given"), "{err}");
+    assert!(err.contains("http://127.0.0.1:9/v1/models"), "{err}");
+    assert!(!home.join("sessions/t.jsonl").exists());
+}
+
+/// Without --model, the server's only model is used (and said).
+#[test]
+fn the_servers_only_model_is_used_without_model() {
+    use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([Step::reply(
+            ScriptedResponse::text("hello there"),
+        )])))
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let o = Command::new(BIN)
+        .args(["run", "-p", "hi", "--base-url", &server.base_url()])
+        .env("LAZARUS_SESSION_DIR", home.join("sessions"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env_remove("LAZARUS_MODEL")
+        .env_remove("LAZARUS_STORE")
+        .current_dir(home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("model: scripted (the only model"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "hello there\n");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0]["model"], "scripted");
+}
