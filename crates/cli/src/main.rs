@@ -14,11 +14,31 @@ mod serve;
 mod sessions;
 mod term;
 
+const AFTER_HELP: &str = "\
+Examples:
+  lazarus run -p 'make the tests pass'           start a session in this directory
+  lazarus run --session fix-tests -p 'go on'     create or continue the session fix-tests
+  lazarus run -c                                 resume this workspace's newest session
+  lazarus sessions list --status in_doubt        sessions cut off during a tool call
+  lazarus serve                                  the HTTP gateway on 127.0.0.1:7077
+
+Exit codes:
+  0    success
+  1    error (for `sessions verify`: problems found)
+  2    usage error (a bad argument, nothing to do)
+  3    `run` stopped at --max-turns with work left (run again to continue)
+  130  interrupted by SIGINT/SIGTERM (the session stays resumable)
+  141  stdout closed (broken pipe)
+
+Environment: LAZARUS_SESSION_DIR, LAZARUS_STORE, LAZARUS_MODEL, OPENAI_BASE_URL,
+OPENAI_API_KEY, LAZARUS_TOKEN, LAZARUS_LOG (e.g. info, debug), NO_COLOR.";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "lazarus",
     version,
-    about = "Durable, resumable AI-agent sessions"
+    about = "Durable, resumable AI-agent sessions",
+    after_help = AFTER_HELP
 )]
 struct Cli {
     #[command(subcommand)]
@@ -31,12 +51,23 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Serve many durable sessions over HTTP (the gateway).
     Serve(Box<serve::ServeArgs>),
-    /// Manage session ledgers: create, send, list, show, verify, repair, fork, tree.
+    /// Manage sessions: create, send, list, show, verify, repair, fork, tree, export,
+    /// import, rm, prune.
     Sessions(sessions::SessionsArgs),
     /// PostgreSQL store administration.
     Db(db::DbArgs),
     /// Find agent sessions cut off by a restart or wake and resume them.
     BootResume(Box<boot_resume::BootResumeArgs>),
+    /// Print a shell completion script: `lazarus completions bash > ~/.local/share/bash-completion/completions/lazarus`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print a manual page (roff): `lazarus man | man -l -`, `lazarus man sessions`.
+    Man {
+        /// A subcommand whose page to print [default: the main page]
+        subcommand: Option<String>,
+    },
 }
 
 fn main() {
@@ -48,6 +79,18 @@ fn main() {
         Command::Sessions(args) => sessions::run(args),
         Command::BootResume(args) => boot_resume::run(*args),
         Command::Db(args) => db::run(args),
+        Command::Completions { shell } => {
+            use std::io::Write;
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "lazarus", &mut script);
+            std::io::stdout()
+                .lock()
+                .write_all(&script)
+                .map(|_| 0)
+                .map_err(Into::into)
+        }
+        Command::Man { subcommand } => man(subcommand.as_deref()),
     };
     match result {
         Ok(code) => std::process::exit(code),
@@ -75,6 +118,33 @@ impl std::fmt::Display for Usage {
 
 impl std::error::Error for Usage {}
 
+/// A manual page (roff): `lazarus`'s, or one subcommand's (`lazarus man sessions`).
+fn man(subcommand: Option<&str>) -> anyhow::Result<i32> {
+    use std::io::Write;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let page = match subcommand {
+        None => cmd,
+        Some(name) => {
+            let Some(sub) = cmd.find_subcommand(name) else {
+                let names: Vec<&str> = cmd.get_subcommands().map(|s| s.get_name()).collect();
+                return Err(Usage(format!(
+                    "no subcommand {:?}; one of {}",
+                    term::escape(name),
+                    names.join(", ")
+                ))
+                .into());
+            };
+            // clap names are 'static; this process prints one page and exits.
+            let full: &'static str = Box::leak(format!("lazarus-{name}").into_boxed_str());
+            sub.clone().name(full).bin_name(format!("lazarus {name}"))
+        }
+    };
+    let mut out = Vec::new();
+    clap_mangen::Man::new(page).render(&mut out)?;
+    std::io::stdout().lock().write_all(&out)?;
+    Ok(0)
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
@@ -101,4 +171,40 @@ fn init_tracing(server: bool) {
         .with_ansi(colour)
         .with_writer(std::io::stderr)
         .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every argument of every command says what it is for (`--help`, completions and the
+    /// manual page all show it).
+    #[test]
+    fn every_argument_has_help() {
+        let mut missing = Vec::new();
+        let mut stack = vec![(
+            String::from("lazarus"),
+            <Cli as clap::CommandFactory>::command(),
+        )];
+        while let Some((path, cmd)) = stack.pop() {
+            if cmd.get_about().is_none() && path != "lazarus" {
+                missing.push(format!("{path} (the command)"));
+            }
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.get_name() != "help" {
+                    stack.push((format!("{path} {}", sub.get_name()), sub.clone()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "arguments without help: {missing:#?}");
+    }
 }

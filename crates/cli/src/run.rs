@@ -24,7 +24,20 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 /// Exit code when `--max-turns` was reached with work left.
 pub const EXIT_MAX_TURNS: i32 = 3;
 
+const AFTER_HELP: &str = "\
+Examples:
+  lazarus run -p 'make the tests pass'              a new session in this directory
+  echo 'explain main.rs' | lazarus run              the prompt from standard input
+  lazarus run --session fix-tests -p 'go on'        continue fix-tests (created if missing)
+  lazarus run --session fix-tests                   resume only: an unknown id is an error
+  lazarus run -c                                    resume this workspace's newest session
+
+Exit codes: 0 done (idle); 1 error (the model failed after retries, …); 2 usage error
+(nothing to do, an unknown tool, …); 3 stopped at --max-turns with work left; 130
+interrupted by SIGINT/SIGTERM. In every case the session stays resumable.";
+
 #[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct RunArgs {
     #[command(flatten)]
     pub store: StoreArgs,

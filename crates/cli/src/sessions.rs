@@ -16,7 +16,19 @@ use serde_json::json;
 use crate::args::StoreArgs;
 use crate::term::{escape, escape_text};
 
+const AFTER_HELP: &str = "\
+Examples:
+  lazarus sessions list --status in_doubt,interrupted   what a crash left to resume
+  lazarus sessions list --search login                  find by id, title or workspace
+  lazarus sessions show fix-tests                       the transcript
+  lazarus sessions fork fix-tests --at-turn 3 --id try-b
+  lazarus sessions export fix-tests -o fix-tests.jsonl  and `sessions import` elsewhere
+  lazarus sessions prune --older-than 30d --dry-run
+
+Exit codes: 0 success; 1 error (verify: problems found; rm/prune: some refused); 2 usage.";
+
 #[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct SessionsArgs {
     #[command(flatten)]
     pub store: StoreArgs,
