@@ -89,7 +89,8 @@ impl StoreArgs {
                 }
                 (Some(dir), None) => StoreChoice::Local(PathBuf::from(dir)),
                 (None, Some(url)) => StoreChoice::Postgres(url),
-                (None, None) => StoreChoice::Local(crate::paths::default_session_dir()),
+                (None, None) => crate::config::file_store()
+                    .unwrap_or_else(|| StoreChoice::Local(crate::paths::default_session_dir())),
             },
         };
         if let StoreChoice::Postgres(url) = &choice
@@ -143,6 +144,9 @@ fn open_local(dir: &std::path::Path) -> Result<LocalStore> {
     LocalStore::open(dir).with_context(|| format!("opening session directory {}", dir.display()))
 }
 
+/// The model server asked when nothing else is configured (llama.cpp's default port).
+pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:8080/v1";
+
 /// Model settings shared by `run` and `serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
@@ -151,11 +155,7 @@ pub struct ModelArgs {
     #[arg(long, env = "LAZARUS_MODEL")]
     pub model: Option<String>,
     /// Base URL of an OpenAI-compatible API (OpenAI, Ollama, vLLM, llama.cpp, LM Studio).
-    #[arg(
-        long,
-        env = "OPENAI_BASE_URL",
-        default_value = "http://127.0.0.1:8080/v1"
-    )]
+    #[arg(long, env = "OPENAI_BASE_URL", default_value = DEFAULT_BASE_URL)]
     pub base_url: String,
     /// Name of the environment variable holding the API key.
     #[arg(long, default_value = "OPENAI_API_KEY")]

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod args;
 mod boot_resume;
+mod config;
 mod db;
 mod paths;
 mod run;
@@ -58,6 +59,8 @@ enum Command {
     Db(db::DbArgs),
     /// Find agent sessions cut off by a restart or wake and resume them.
     BootResume(Box<boot_resume::BootResumeArgs>),
+    /// Show the configuration: each setting, its value and where it comes from.
+    Config(config::ConfigArgs),
     /// Print a shell completion script: `lazarus completions bash > ~/.local/share/bash-completion/completions/lazarus`.
     Completions {
         /// The shell.
@@ -71,7 +74,13 @@ enum Command {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(2);
+        }
+    };
     init_tracing(matches!(cli.command, Command::Serve(_)));
     let result = match cli.command {
         Command::Run(args) => run::run(*args),
@@ -91,6 +100,7 @@ fn main() {
                 .map_err(Into::into)
         }
         Command::Man { subcommand } => man(subcommand.as_deref()),
+        Command::Config(args) => config::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),
@@ -117,6 +127,16 @@ impl std::fmt::Display for Usage {
 }
 
 impl std::error::Error for Usage {}
+
+/// The command line, with the configuration file's values as the defaults of their flags
+/// (so flags and environment win over it).
+fn parse() -> anyhow::Result<Cli> {
+    use clap::{CommandFactory, FromArgMatches};
+    let file = config::load()?;
+    let cmd = config::apply_defaults(Cli::command(), file);
+    let matches = cmd.get_matches();
+    Ok(Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()))
+}
 
 /// A manual page (roff): `lazarus`'s, or one subcommand's (`lazarus man sessions`).
 fn man(subcommand: Option<&str>) -> anyhow::Result<i32> {
