@@ -215,7 +215,10 @@ async fn anthropic_faults_look_like_the_api() -> anyhow::Result<()> {
         .send()
         .await?;
     assert_eq!(r.status(), 404);
-    assert_eq!(server.other_requests(), vec!["GET /v1/embeddings".to_string()]);
+    assert_eq!(
+        server.other_requests(),
+        vec!["GET /v1/embeddings".to_string()]
+    );
     // the model list names the one scripted model
     let models: Value = http
         .get(format!("http://{}/v1/models", server.addr()))
