@@ -99,7 +99,7 @@ pub fn load() -> Result<&'static FileConfig> {
 /// The file's values become the defaults of the flags they stand for, so the command line
 /// and the environment (read by clap) still win over them.
 pub fn apply_defaults(mut cmd: clap::Command, cfg: &'static FileConfig) -> clap::Command {
-    for sub in ["run", "serve"] {
+    for sub in ["run", "resume", "serve"] {
         cmd = cmd.mut_subcommand(sub, |mut c| {
             if let Some(m) = &cfg.model {
                 c = c.mut_arg("model", |a| a.default_value(m.as_str()));

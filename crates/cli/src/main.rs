@@ -50,6 +50,8 @@ struct Cli {
 enum Command {
     /// Run an agent session (resumes it when it already exists).
     Run(Box<run::RunArgs>),
+    /// Pick a session on the terminal (arrow keys, type to filter) and resume it.
+    Resume(Box<run::RunArgs>),
     /// Serve many durable sessions over HTTP (the gateway).
     Serve(Box<serve::ServeArgs>),
     /// Manage sessions: create, send, list, show, verify, repair, fork, tree, export,
@@ -84,6 +86,7 @@ fn main() {
     init_tracing(matches!(cli.command, Command::Serve(_)));
     let result = match cli.command {
         Command::Run(args) => run::run(*args),
+        Command::Resume(args) => run::resume(*args),
         Command::Serve(args) => serve::run(*args),
         Command::Sessions(args) => sessions::run(args),
         Command::BootResume(args) => boot_resume::run(*args),

@@ -78,6 +78,144 @@ struct Checked {
 
 pub fn run(args: RunArgs) -> Result<i32> {
     let checked = check_arguments(&args)?;
+    run_checked(args, checked)
+}
+
+/// `lazarus resume`: pick the session on a terminal (arrow keys, type to filter), show its
+/// last turns, then resume it as `run --session ID` would.
+pub fn resume(mut args: RunArgs) -> Result<i32> {
+    if args.session.is_none() && !args.continue_ {
+        if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+            return Err(Usage(
+                "lazarus resume picks a session on a terminal; elsewhere give --session ID (or -c for this workspace's newest)".into(),
+            )
+            .into());
+        }
+        args.store.check()?;
+        let store = args.store.open()?;
+        match pick(&*store)? {
+            Some(id) => {
+                preview(&*store, &id);
+                args.session = Some(id);
+            }
+            None => {
+                eprintln!("nothing chosen; nothing resumed");
+                return Ok(EXIT_INTERRUPTED);
+            }
+        }
+    }
+    let checked = check_arguments(&args)?;
+    run_checked(args, checked)
+}
+
+/// One line of the picker: title, status, workspace, age, id.
+struct Choice(lazarus_session::SessionSummary);
+
+impl std::fmt::Display for Choice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::sessions::{ago, fit, short_path};
+        let s = &self.0;
+        let title = s.title.as_deref().unwrap_or("(no input yet)");
+        let ws = s.workspace.as_deref().map(short_path).unwrap_or_default();
+        write!(
+            f,
+            "{:<40}  {:<11}  {:<24}  {:<12}  {}",
+            fit(&escape(title), 40, false),
+            s.status.to_string(),
+            fit(&escape(&ws), 24, true),
+            ago(&s.updated_at),
+            s.id
+        )
+    }
+}
+
+fn pick(store: &dyn Store) -> Result<Option<SessionId>> {
+    let mut list: Vec<_> = store
+        .list()?
+        .into_iter()
+        .filter(|s| s.status != lazarus_session::Status::Corrupt)
+        .collect();
+    if list.is_empty() {
+        bail!(
+            "no sessions in {} to resume; start one with lazarus run -p PROMPT",
+            store.location()
+        );
+    }
+    list.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+    let choices: Vec<Choice> = list.into_iter().map(Choice).collect();
+    let answer = inquire::Select::new("Resume which session?", choices)
+        .with_page_size(12)
+        .with_help_message("↑↓ move · type to filter · Enter resumes · Esc cancels")
+        .prompt();
+    match answer {
+        Ok(c) => Ok(Some(c.0.id)),
+        Err(
+            inquire::InquireError::OperationCanceled | inquire::InquireError::OperationInterrupted,
+        ) => Ok(None),
+        Err(e) => Err(anyhow::Error::from(e).context("the session picker")),
+    }
+}
+
+/// The chosen session's last turns, so the user sees where it stands before it continues.
+fn preview(store: &dyn Store, id: &SessionId) {
+    let Ok(st) = store.load(id) else { return };
+    let mut lines: Vec<String> = st
+        .pending_inputs
+        .iter()
+        .rev()
+        .map(|p| format!("> {} (pending)", p.text))
+        .map(|l| {
+            escape(
+                &l.lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(100)
+                    .collect::<String>(),
+            )
+            .into_owned()
+        })
+        .collect();
+    for entry in st.context.iter().rev() {
+        if lines.len() >= 4 {
+            break;
+        }
+        let line = match entry {
+            lazarus_session::ContextEntry::User { text, .. } => format!("> {}", text),
+            lazarus_session::ContextEntry::Assistant { items, .. } => items
+                .iter()
+                .find_map(|i| match i {
+                    lazarus_session::record::Item::Text { text } => Some(text.clone()),
+                    lazarus_session::record::Item::ToolCall { name, .. } => {
+                        Some(format!("→ {name}"))
+                    }
+                    _ => None,
+                })
+                .unwrap_or_default(),
+            lazarus_session::ContextEntry::ToolResult { .. } => continue,
+        };
+        if line.is_empty() {
+            continue;
+        }
+        let one: String = line
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(100)
+            .collect();
+        lines.push(escape(&one).into_owned());
+        if lines.len() == 4 {
+            break;
+        }
+    }
+    eprintln!("last turns of {id}:");
+    for l in lines.iter().rev() {
+        eprintln!("  {l}");
+    }
+}
+
+fn run_checked(args: RunArgs, checked: Checked) -> Result<i32> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -369,20 +507,16 @@ struct Live {
     json: bool,
     /// Retries of the current model request.
     retries: Arc<AtomicU32>,
-    status: indicatif::ProgressBar,
+    /// The retry status line, while a request is being retried (terminals only).
+    status: Option<indicatif::ProgressBar>,
 }
 
 impl Live {
     fn new(json: bool) -> Self {
-        let status = if std::io::stderr().is_terminal() {
-            indicatif::ProgressBar::new_spinner()
-        } else {
-            indicatif::ProgressBar::hidden()
-        };
         Live {
             json,
             retries: Arc::new(AtomicU32::new(0)),
-            status,
+            status: None,
         }
     }
 
@@ -390,11 +524,17 @@ impl Live {
         match ev {
             RunEvent::Retry { error, wait } => {
                 let n = self.retries.fetch_add(1, Ordering::Relaxed) + 1;
-                let short: String = error.chars().take(100).collect();
                 tracing::info!(attempt = n, error, "model request failed; retrying");
-                self.status
-                    .enable_steady_tick(std::time::Duration::from_millis(120));
-                self.status.set_message(format!(
+                if !std::io::stderr().is_terminal() {
+                    return;
+                }
+                let bar = self.status.get_or_insert_with(|| {
+                    let b = indicatif::ProgressBar::new_spinner();
+                    b.enable_steady_tick(std::time::Duration::from_millis(120));
+                    b
+                });
+                let short: String = error.chars().take(100).collect();
+                bar.set_message(format!(
                     "model request failed ({}); attempt {} in {} ms",
                     escape(&short),
                     n + 1,
@@ -408,9 +548,10 @@ impl Live {
             _ => {}
         }
         // Anything else means the model answered (or the run moved on): the status goes.
-        self.status.set_message("");
-        self.status.disable_steady_tick();
-        self.status.suspend(|| show_event(ev, self.json));
+        if let Some(bar) = self.status.take() {
+            bar.finish_and_clear();
+        }
+        show_event(ev, self.json);
     }
 }
 

@@ -540,7 +540,7 @@ fn prune(
 }
 
 /// `3 min ago` from an RFC 3339 time (`-` when unknown).
-fn ago(ts: &str) -> String {
+pub(crate) fn ago(ts: &str) -> String {
     let Ok(t) = ts.parse::<jiff::Timestamp>() else {
         return "-".into();
     };
@@ -556,7 +556,7 @@ fn ago(ts: &str) -> String {
 }
 
 /// `~/src/app` for a path under $HOME.
-fn short_path(p: &str) -> String {
+pub(crate) fn short_path(p: &str) -> String {
     if let Some(home) = std::env::var_os("HOME").and_then(|h| h.into_string().ok())
         && !home.is_empty()
         && home != "/"
@@ -570,7 +570,7 @@ fn short_path(p: &str) -> String {
 
 /// At most `n` characters, `…` when cut (from the left when `keep_end`: paths end in what
 /// tells them apart).
-fn fit(s: &str, n: usize, keep_end: bool) -> String {
+pub(crate) fn fit(s: &str, n: usize, keep_end: bool) -> String {
     let count = s.chars().count();
     if count <= n {
         return s.to_string();
