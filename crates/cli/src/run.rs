@@ -70,6 +70,9 @@ pub struct RunArgs {
 
 /// Everything `run` needs, checked before anything is written.
 struct Checked {
+    /// A line prompt on the terminal: each line a durable input, Ctrl-C cancels the turn,
+    /// Ctrl-D leaves.
+    interactive: bool,
     workspace: PathBuf,
     cfg: RunnerConfig,
     runner: Runner,
@@ -243,7 +246,11 @@ fn check_arguments(args: &RunArgs) -> Result<Checked> {
         )
         .into());
     }
-    if prompt.is_none() && args.session.is_none() && !args.continue_ && !args.new {
+    let interactive = prompt.is_none()
+        && !args.json
+        && std::io::stdin().is_terminal()
+        && std::io::stdout().is_terminal();
+    if prompt.is_none() && !interactive && args.session.is_none() && !args.continue_ && !args.new {
         return Err(Usage(
             "nothing to do: give a prompt (-p PROMPT or on standard input), --session ID or \
              --continue to resume, or --new to create an empty session"
@@ -254,6 +261,7 @@ fn check_arguments(args: &RunArgs) -> Result<Checked> {
     let cfg = args.model.runner_config(workspace.clone())?;
     let runner = Runner::new(cfg.clone())?.with_toolbox(toolbox);
     Ok(Checked {
+        interactive,
         workspace,
         cfg,
         runner,
@@ -279,12 +287,30 @@ fn read_prompt(args: &RunArgs) -> Result<Option<String>> {
 
 async fn run_async(args: RunArgs, checked: Checked) -> Result<i32> {
     let Checked {
+        interactive,
         workspace,
         cfg,
         runner,
-        prompt,
+        mut prompt,
     } = checked;
     let store = args.store.open()?;
+    let mut editor = if interactive {
+        Some(rustyline::DefaultEditor::new().context("opening the line editor")?)
+    } else {
+        None
+    };
+    if let Some(ed) = editor.as_mut()
+        && args.session.is_none()
+        && !args.continue_
+        && !args.new
+    {
+        // A new session is created by its first line (none: nothing written).
+        eprintln!("lazarus: type a prompt (Enter sends, Ctrl-C cancels a turn, Ctrl-D leaves)");
+        match read_line(ed)? {
+            Some(line) => prompt = Some(line),
+            None => return Ok(0),
+        }
+    }
     let session = open_session(&*store, &args, &cfg, prompt.is_some())?;
     let id = session.id().to_string();
     eprintln!("session {id} ({})", session.location());
@@ -309,24 +335,71 @@ async fn run_async(args: RunArgs, checked: Checked) -> Result<i32> {
             print_line(&json!({"seq": ack.seq, "ts": ack.ts, "kind": "input", "data": {"input_id": message_id, "source": "user", "text": text}}).to_string());
         }
     }
-    let cancel = CancellationToken::new();
-    spawn_signal_handler(cancel.clone(), cfg.stop_reason.clone());
+    let current = Arc::new(Mutex::new(CancellationToken::new()));
+    spawn_signal_handler(current.clone(), cfg.stop_reason.clone());
     let json_out = args.json;
-    let mut live = Live::new(json_out);
-    let retries = live.retries.clone();
-    let mut observer = move |ev: RunEvent<'_>| live.show(&ev);
-    let outcome = runner
-        .drive(&session, "run", &cancel, &mut observer)
-        .await?;
-    drop(observer);
-    if LINE_OPEN.load(Ordering::Relaxed) {
-        print_line("");
+    loop {
+        let cancel = current
+            .lock()
+            .map_err(|_| anyhow::anyhow!("cancel lock poisoned"))?
+            .clone();
+        let mut live = Live::new(json_out);
+        let retries = live.retries.clone();
+        let mut observer = move |ev: RunEvent<'_>| live.show(&ev);
+        let outcome = runner
+            .drive(&session, "run", &cancel, &mut observer)
+            .await?;
+        drop(observer);
+        if LINE_OPEN.load(Ordering::Relaxed) {
+            print_line("");
+        }
+        let code = report_outcome(&id, outcome, &retries, interactive);
+        // SIGTERM is the system stopping us, not the user cancelling a turn.
+        let terminated = code == EXIT_INTERRUPTED && cfg.stop_reason.get() == "sigterm";
+        let Some(ed) = editor.as_mut().filter(|_| !terminated) else {
+            return Ok(code);
+        };
+        let Some(line) = tokio::task::block_in_place(|| read_line(ed))? else {
+            return Ok(0);
+        };
+        session
+            .lock()
+            .map_err(|_| anyhow::anyhow!("session lock poisoned"))?
+            .append_input(&uuid::Uuid::now_v7().to_string(), "user", &line)?;
+        *current
+            .lock()
+            .map_err(|_| anyhow::anyhow!("cancel lock poisoned"))? = CancellationToken::new();
     }
-    Ok(match outcome {
+}
+
+/// One line from the terminal (`None`: Ctrl-D, the user leaves). Ctrl-C at the prompt clears
+/// the line; empty lines are skipped.
+fn read_line(ed: &mut rustyline::DefaultEditor) -> Result<Option<String>> {
+    loop {
+        match ed.readline("> ") {
+            Ok(line) if line.trim().is_empty() => continue,
+            Ok(line) => {
+                let _ = ed.add_history_entry(line.as_str());
+                return Ok(Some(line));
+            }
+            Err(rustyline::error::ReadlineError::Interrupted) => continue,
+            Err(rustyline::error::ReadlineError::Eof) => return Ok(None),
+            Err(e) => return Err(anyhow::Error::from(e).context("reading a line")),
+        }
+    }
+}
+
+/// Says how a drive ended; its exit code.
+fn report_outcome(id: &str, outcome: RunOutcome, retries: &AtomicU32, interactive: bool) -> i32 {
+    match outcome {
         RunOutcome::Idle => 0,
         RunOutcome::MaxTurns => {
             eprintln!("stopped after --max-turns; run again with --session {id} to continue");
             EXIT_MAX_TURNS
+        }
+        RunOutcome::Cancelled if interactive => {
+            eprintln!("turn cancelled (recorded; the session stays resumable)");
+            EXIT_INTERRUPTED
         }
         RunOutcome::Cancelled => {
             eprintln!("interrupted; run again with --session {id} to continue");
@@ -350,7 +423,7 @@ async fn run_async(args: RunArgs, checked: Checked) -> Result<i32> {
             );
             1
         }
-    })
+    }
 }
 
 /// Opens or creates the session. `--session ID` resumes; creating takes a prompt or `--new`,
@@ -440,7 +513,9 @@ fn nearest_ids<'a>(wanted: &str, ids: impl Iterator<Item = &'a SessionId>) -> Ve
         .collect()
 }
 
-fn spawn_signal_handler(cancel: CancellationToken, reason: StopReason) {
+/// SIGINT/SIGTERM cancel the current turn (durably: the runner records why); a second one
+/// while that turn is still stopping exits at once (the session stays resumable).
+fn spawn_signal_handler(current: Arc<Mutex<CancellationToken>>, reason: StopReason) {
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
         let (Ok(mut int), Ok(mut term)) = (
@@ -449,14 +524,15 @@ fn spawn_signal_handler(cancel: CancellationToken, reason: StopReason) {
         ) else {
             return;
         };
-        for n in 0.. {
+        loop {
             // SIGINT is the user (Ctrl-C): boot-resume leaves such a stop alone. SIGTERM is
             // the system (shutdown, a service manager): it resumes it.
             let why = tokio::select! {
                 _ = int.recv() => "sigint",
                 _ = term.recv() => "sigterm",
             };
-            if n == 0 {
+            let cancel = current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if !cancel.is_cancelled() {
                 eprintln!("\nstopping: cancelling the model request and any running tool…");
                 reason.set(why);
                 cancel.cancel();
@@ -544,6 +620,10 @@ impl Live {
             }
             RunEvent::Record { kind, .. } if *kind == "turn_start" => {
                 self.retries.store(0, Ordering::Relaxed);
+                // one turn's text never runs into the next one's
+                if !self.json && LINE_OPEN.load(Ordering::Relaxed) {
+                    print_line("");
+                }
             }
             _ => {}
         }

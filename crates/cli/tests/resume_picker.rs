@@ -156,6 +156,9 @@ fn the_picker_filters_and_resumes_the_chosen_session_in_a_terminal() {
     tmux.tmux(&["send-keys", "-t", "t", "-l", "flaky"]);
     let screen = tmux.wait_for("flaky");
     tmux.tmux(&["send-keys", "-t", "t", "Enter"]);
+    // resumed, answered, and back at the line prompt (a terminal): Ctrl-D leaves
+    tmux.wait_for("picked and answered");
+    tmux.tmux(&["send-keys", "-t", "t", "C-d"]);
     let screen_after = tmux.wait_for("EXIT=");
     assert!(screen_after.contains("EXIT=0"), "{screen_after}");
     assert!(
@@ -230,4 +233,84 @@ fn esc_cancels_and_no_terminal_is_a_usage_error() {
             Status::Pending
         );
     }
+}
+
+/// `lazarus run` on a terminal without -p: a line prompt. Each line is a durable input;
+/// Ctrl-C cancels the running turn durably and returns to the prompt; Ctrl-D leaves.
+#[test]
+fn the_line_prompt_records_each_line_cancels_a_turn_with_ctrl_c_and_leaves_with_ctrl_d() {
+    let Some(tmux) = Tmux::new() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([
+            Step::reply(ScriptedResponse::text("first answer")),
+            // the second turn stalls long enough to be cancelled
+            Step::reply(ScriptedResponse::text("never seen")).delay_ms(30_000),
+            Step::reply(ScriptedResponse::text("third answer")).repeat(),
+        ])))
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sessions");
+    let command = format!(
+        "XDG_CONFIG_HOME=/nonexistent {} run --session-dir {} --workspace {} --model m --base-url {}; echo EXIT=$?; sleep 60",
+        sh_quote(BIN),
+        sh_quote(dir.to_str().unwrap()),
+        sh_quote(tmp.path().to_str().unwrap()),
+        sh_quote(&server.base_url()),
+    );
+    tmux.tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "140",
+        "-y",
+        "40",
+        &command,
+    ]);
+    tmux.wait_for("Ctrl-D leaves");
+    tmux.tmux(&["send-keys", "-t", "t", "-l", "hello one"]);
+    tmux.tmux(&["send-keys", "-t", "t", "Enter"]);
+    tmux.wait_for("first answer");
+    tmux.tmux(&["send-keys", "-t", "t", "-l", "slow two"]);
+    tmux.tmux(&["send-keys", "-t", "t", "Enter"]);
+    // the request is in flight: Ctrl-C cancels the turn, the prompt comes back
+    let t0 = Instant::now();
+    while server.requests().len() < 2 {
+        assert!(t0.elapsed() < Duration::from_secs(20), "{}", tmux.screen());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tmux.tmux(&["send-keys", "-t", "t", "C-c"]);
+    tmux.wait_for("turn cancelled");
+    tmux.tmux(&["send-keys", "-t", "t", "-l", "three"]);
+    tmux.tmux(&["send-keys", "-t", "t", "Enter"]);
+    tmux.wait_for("third answer");
+    tmux.tmux(&["send-keys", "-t", "t", "C-d"]);
+    let screen = tmux.wait_for("EXIT=");
+    eprintln!("line prompt:\n{screen}");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(!screen.contains("never seen"), "{screen}");
+
+    let store = LocalStore::open(&dir).unwrap();
+    let list = store.list().unwrap();
+    assert_eq!(list.len(), 1, "one session for the whole conversation");
+    let st = store.load(&list[0].id).unwrap();
+    let texts: Vec<String> = st
+        .context
+        .iter()
+        .filter_map(|e| match e {
+            lazarus_session::ContextEntry::User { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["hello one", "slow two", "three"]);
+    assert_eq!(st.status(), Status::Idle);
+    let records = store.records(&list[0].id, 0, 1000).unwrap();
+    assert!(
+        records
+            .iter()
+            .any(|r| r.kind == "interrupted" && r.data.to_string().contains("sigint")),
+        "the cancelled turn is recorded: {records:?}"
+    );
 }
