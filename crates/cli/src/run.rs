@@ -97,9 +97,22 @@ pub fn resume(mut args: RunArgs) -> Result<i32> {
         args.store.check()?;
         let store = args.store.open()?;
         match pick(&*store)? {
-            Some(id) => {
-                preview(&*store, &id);
-                args.session = Some(id);
+            Some(chosen) => {
+                preview(&*store, &chosen.id);
+                if let Some(recorded) = &chosen.workspace
+                    && args.workspace.is_none()
+                    && std::env::current_dir()
+                        .ok()
+                        .and_then(|d| d.canonicalize().ok())
+                        .is_none_or(|d| d.to_string_lossy() != recorded.as_str())
+                {
+                    eprintln!(
+                        "note: {} was created in {}; its tools now work in the current directory (give --workspace to choose)",
+                        chosen.id,
+                        escape(recorded)
+                    );
+                }
+                args.session = Some(chosen.id);
             }
             None => {
                 eprintln!("nothing chosen; nothing resumed");
@@ -132,7 +145,7 @@ impl std::fmt::Display for Choice {
     }
 }
 
-fn pick(store: &dyn Store) -> Result<Option<SessionId>> {
+fn pick(store: &dyn Store) -> Result<Option<lazarus_session::SessionSummary>> {
     let mut list: Vec<_> = store
         .list()?
         .into_iter()
@@ -151,7 +164,7 @@ fn pick(store: &dyn Store) -> Result<Option<SessionId>> {
         .with_help_message("↑↓ move · type to filter · Enter resumes · Esc cancels")
         .prompt();
     match answer {
-        Ok(c) => Ok(Some(c.0.id)),
+        Ok(c) => Ok(Some(c.0)),
         Err(
             inquire::InquireError::OperationCanceled | inquire::InquireError::OperationInterrupted,
         ) => Ok(None),
