@@ -23,6 +23,16 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 
+/// A workspace made for a new session, and what of it was created here (so that a creation
+/// that fails afterwards leaves no directory behind: [`WorkspacePolicy::undo`]).
+#[derive(Debug)]
+pub struct NewWorkspace {
+    pub path: PathBuf,
+    rel: PathBuf,
+    /// How many leading components of `rel` existed before; the rest were made here.
+    existed: Option<usize>,
+}
+
 /// The operator's workspace root (canonical).
 #[derive(Debug, Clone)]
 pub struct WorkspacePolicy {
@@ -46,7 +56,7 @@ impl WorkspacePolicy {
     /// The workspace of a new session: `requested` (relative to the root, or absolute inside
     /// it) or `<root>/<id>`, created. A requested workspace must not be the root, must not
     /// exist yet, and must not pass through a symbolic link.
-    pub fn for_new_session(&self, requested: Option<&str>, id: &str) -> ApiResult<PathBuf> {
+    pub fn for_new_session(&self, requested: Option<&str>, id: &str) -> ApiResult<NewWorkspace> {
         let rel = match requested {
             None => PathBuf::from(id),
             Some(w) => self.requested_relative(w)?,
@@ -71,24 +81,56 @@ impl WorkspacePolicy {
                     )));
                 }
                 Err(WalkError::Io(e)) => {
-                    return Err(ApiError::internal(format!(
-                        "workspace {}: {e}",
-                        self.root.join(&rel).display()
-                    )));
+                    return Err(ApiError::io(
+                        format_args!("workspace {}", self.root.join(&rel).display()),
+                        &e,
+                    ));
                 }
             }
         }
-        self.ensure(&rel).map_err(|e| match e {
-            WalkError::Symlink => bad(format!(
+        match self.walk(&rel, true) {
+            Ok((_, existed)) => Ok(NewWorkspace {
+                path: self.root.join(&rel),
+                rel,
+                existed,
+            }),
+            Err(WalkError::Symlink) => Err(bad(format!(
                 "workspace passes through a symbolic link; it must be a plain directory inside {}",
                 self.root.display()
+            ))),
+            Err(WalkError::Io(e)) => Err(ApiError::io(
+                format_args!("cannot create workspace {}", self.root.join(&rel).display()),
+                &e,
             )),
-            WalkError::Missing | WalkError::Io(_) => ApiError::internal(format!(
-                "cannot create workspace {}: {}",
-                self.root.join(&rel).display(),
-                e
-            )),
-        })
+            Err(e @ WalkError::Missing) => Err(ApiError::internal(format!(
+                "cannot create workspace {}: {e}",
+                self.root.join(&rel).display()
+            ))),
+        }
+    }
+
+    /// Removes the directories [`WorkspacePolicy::for_new_session`] made for `ws` (empty ones
+    /// only, deepest first, each beneath a descriptor of its parent), when the session they
+    /// were made for could not be created. Best effort: what cannot be removed is logged.
+    pub fn undo(&self, ws: &NewWorkspace) {
+        let Some(existed) = ws.existed else {
+            return;
+        };
+        let parts: Vec<&OsStr> = ws.rel.iter().collect();
+        for depth in (existed..parts.len()).rev() {
+            let parent: PathBuf = parts[..depth].iter().collect();
+            let r = self
+                .walk(&parent, false)
+                .map_err(|e| e.to_string())
+                .and_then(|(dir, _)| {
+                    rustix::fs::unlinkat(&dir, parts[depth], rustix::fs::AtFlags::REMOVEDIR)
+                        .map_err(|e| e.to_string())
+                });
+            if let Err(e) = r {
+                tracing::warn!(workspace = %ws.path.display(), error = %e, "cannot remove the workspace made for a session that was not created");
+                return;
+            }
+        }
     }
 
     /// Where an existing session's workspace is (what [`WorkspacePolicy::for_existing_session`]
@@ -189,19 +231,24 @@ impl WorkspacePolicy {
     }
 
     /// Opens `rel` component by component from the root with `O_NOFOLLOW`, creating missing
-    /// components when `create`.
-    fn walk(&self, rel: &Path, create: bool) -> Result<OwnedFd, WalkError> {
+    /// components when `create`. Also returns how many leading components existed when the
+    /// first one was made here (`None`: nothing was made).
+    fn walk(&self, rel: &Path, create: bool) -> Result<(OwnedFd, Option<usize>), WalkError> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mut dir = rustix::fs::open(&self.root, flags, Mode::empty())
             .map_err(|e| WalkError::Io(errno(e)))?;
-        for c in rel.components() {
+        let mut first_made = None;
+        for (depth, c) in rel.components().enumerate() {
             let Component::Normal(name) = c else {
                 return Err(WalkError::Symlink);
             };
             dir = match open_component(&dir, name, flags) {
                 Err(WalkError::Missing) if create => {
                     match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o700)) {
-                        Ok(()) | Err(Errno::EXIST) => {}
+                        Ok(()) => {
+                            first_made.get_or_insert(depth);
+                        }
+                        Err(Errno::EXIST) => {}
                         Err(e) => return Err(WalkError::Io(errno(e))),
                     }
                     open_component(&dir, name, flags)?
@@ -209,7 +256,7 @@ impl WorkspacePolicy {
                 other => other?,
             };
         }
-        Ok(dir)
+        Ok((dir, first_made))
     }
 }
 
@@ -261,9 +308,9 @@ mod tests {
     fn new_sessions_get_distinct_directories_inside_the_root() {
         let (_d, p) = policy();
         let root = p.root().to_path_buf();
-        assert_eq!(p.for_new_session(None, "s1").unwrap(), root.join("s1"));
+        assert_eq!(p.for_new_session(None, "s1").unwrap().path, root.join("s1"));
         assert_eq!(
-            p.for_new_session(Some("team/one"), "s2").unwrap(),
+            p.for_new_session(Some("team/one"), "s2").unwrap().path,
             root.join("team/one")
         );
         assert!(root.join("team/one").is_dir());
@@ -290,6 +337,26 @@ mod tests {
             let e = p.for_new_session(Some(w), "s4").unwrap_err();
             assert_eq!(e.code, "bad_workspace", "{w}");
         }
+    }
+
+    #[test]
+    fn undo_removes_only_what_was_made() {
+        let (_d, p) = policy();
+        let root = p.root().to_path_buf();
+        std::fs::create_dir(root.join("team")).unwrap();
+        let ws = p.for_new_session(Some("team/a/b"), "s1").unwrap();
+        assert!(root.join("team/a/b").is_dir());
+        p.undo(&ws);
+        assert!(!root.join("team/a").exists(), "made here, removed");
+        assert!(root.join("team").is_dir(), "existed before, kept");
+        // the default workspace existed already (a session's leftover): kept
+        std::fs::create_dir(root.join("s2")).unwrap();
+        let ws = p.for_new_session(None, "s2").unwrap();
+        p.undo(&ws);
+        assert!(root.join("s2").is_dir());
+        let ws = p.for_new_session(None, "s3").unwrap();
+        p.undo(&ws);
+        assert!(!root.join("s3").exists());
     }
 
     #[test]
