@@ -16,6 +16,8 @@ pub mod api;
 pub mod auth;
 pub mod error;
 pub mod fds;
+#[doc(hidden)]
+pub mod harness;
 pub mod hub;
 pub mod metrics;
 pub mod notify;
