@@ -240,13 +240,16 @@ fn cursors_past_the_last_record_are_refused_on_records_and_stream() {
     assert_eq!(ev.iter().map(|e| e.0).collect::<Vec<_>>(), [1, 2]);
 }
 
-/// Runs `cmd` as an unprivileged user when this test runs as root (so a mode-000 file is
-/// really unreadable), giving it `dir`.
-fn unprivileged(cmd: &mut Command, dir: &Path) -> bool {
+/// `cmd` as an unprivileged user when this test runs as root (so that a mode-000 file is
+/// really unreadable), with `dir` given to that user and the binary copied into it (the
+/// build directory may not be reachable for that user). `None` when not root.
+fn unprivileged(cmd: &Command, dir: &Path) -> Option<Command> {
     use std::os::unix::process::CommandExt;
     if !rustix::process::geteuid().is_root() {
-        return false;
+        return None;
     }
+    let bin = dir.join("lazarus");
+    std::fs::copy(cmd.get_program(), &bin).unwrap();
     fn chown_all(p: &Path) {
         std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
         if p.is_dir() {
@@ -256,8 +259,16 @@ fn unprivileged(cmd: &mut Command, dir: &Path) -> bool {
         }
     }
     chown_all(dir);
-    cmd.uid(65534).gid(65534);
-    true
+    let mut c = Command::new(&bin);
+    c.args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c.uid(65534).gid(65534);
+    Some(c)
 }
 
 #[test]
@@ -269,8 +280,11 @@ fn an_existence_check_that_fails_is_an_error_not_a_verdict() {
     std::fs::create_dir_all(dir.path().join("workspaces")).unwrap();
     std::fs::create_dir_all(dir.path().join("xdg")).unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut cmd = serve_cmd(dir.path(), NO_MODEL, &["--no-run"]);
-    let dropped = unprivileged(&mut cmd, dir.path());
+    let plain = serve_cmd(dir.path(), NO_MODEL, &["--no-run"]);
+    let (mut cmd, dropped) = match unprivileged(&plain, dir.path()) {
+        Some(c) => (c, true),
+        None => (serve_cmd(dir.path(), NO_MODEL, &["--no-run"]), false),
+    };
     // `x.jsonl` is there, but the gateway cannot read it: whether session x exists is unknown
     let x = sessions.join("x.jsonl");
     std::fs::write(&x, b"whatever\n").unwrap();
