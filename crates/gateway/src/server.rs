@@ -15,7 +15,6 @@
 //!   comment well within it.
 //! - Running out of descriptors in `accept` pauses accepting briefly instead of spinning.
 
-use std::future::Future;
 use std::io;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
@@ -172,16 +171,14 @@ impl Activity {
     }
 
     /// Resolves once nothing has moved for `idle`.
-    fn idle_for(self: Arc<Self>, idle: Duration) -> impl Future<Output = ()> {
-        async move {
-            loop {
-                let last = self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
-                let deadline = last + idle;
-                if Instant::now() >= deadline {
-                    return;
-                }
-                tokio::time::sleep_until(deadline).await;
+    async fn idle_for(self: Arc<Self>, idle: Duration) {
+        loop {
+            let last = self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+            let deadline = last + idle;
+            if Instant::now() >= deadline {
+                return;
             }
+            tokio::time::sleep_until(deadline).await;
         }
     }
 }

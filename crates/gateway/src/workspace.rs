@@ -33,6 +33,9 @@ pub struct NewWorkspace {
     existed: Option<usize>,
 }
 
+/// Longest directory name (`NAME_MAX` on Linux file systems).
+const NAME_BYTES_MAX: usize = 255;
+
 /// The operator's workspace root (canonical).
 #[derive(Debug, Clone)]
 pub struct WorkspacePolicy {
@@ -88,12 +91,25 @@ impl WorkspacePolicy {
                 }
             }
         }
-        match self.walk(&rel, true) {
-            Ok((_, existed)) => Ok(NewWorkspace {
-                path: self.root.join(&rel),
-                rel,
-                existed,
-            }),
+        self.make_new(rel)
+    }
+
+    /// Creates `rel` (validated) for a new session; whatever it made is removed again when a
+    /// later step fails.
+    fn make_new(&self, rel: PathBuf) -> ApiResult<NewWorkspace> {
+        let mut existed = None;
+        let made = self.walk_making(&rel, &mut existed);
+        let ws = NewWorkspace {
+            path: self.root.join(&rel),
+            rel: rel.clone(),
+            existed,
+        };
+        if made.is_err() {
+            // what was made before the walk failed goes too
+            self.undo(&ws);
+        }
+        match made {
+            Ok(_) => Ok(ws),
             Err(WalkError::Symlink) => Err(bad(format!(
                 "workspace passes through a symbolic link; it must be a plain directory inside {}",
                 self.root.display()
@@ -119,13 +135,17 @@ impl WorkspacePolicy {
         let parts: Vec<&OsStr> = ws.rel.iter().collect();
         for depth in (existed..parts.len()).rev() {
             let parent: PathBuf = parts[..depth].iter().collect();
-            let r = self
-                .walk(&parent, false)
-                .map_err(|e| e.to_string())
-                .and_then(|(dir, _)| {
-                    rustix::fs::unlinkat(&dir, parts[depth], rustix::fs::AtFlags::REMOVEDIR)
-                        .map_err(|e| e.to_string())
-                });
+            // a walk that failed half-way made only the first few: the rest are not there
+            let r = match self.walk(&parent, false) {
+                Ok((dir, _)) => {
+                    match rustix::fs::unlinkat(&dir, parts[depth], rustix::fs::AtFlags::REMOVEDIR) {
+                        Ok(()) | Err(Errno::NOENT) | Err(Errno::NAMETOOLONG) => Ok(()),
+                        Err(e) => Err(e.to_string()),
+                    }
+                }
+                Err(WalkError::Missing) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            };
             if let Err(e) = r {
                 tracing::warn!(workspace = %ws.path.display(), error = %e, "cannot remove the workspace made for a session that was not created");
                 return;
@@ -199,6 +219,11 @@ impl WorkspacePolicy {
             .components()
             .filter(|c| matches!(c, Component::Normal(_)))
             .collect();
+        if rel.iter().any(|c| c.len() > NAME_BYTES_MAX) {
+            return Err(bad(format!(
+                "each directory name in workspace must be at most {NAME_BYTES_MAX} bytes"
+            )));
+        }
         if rel.as_os_str().is_empty() {
             return Err(bad(format!(
                 "workspace must be a directory inside {}, not the root itself (it holds every session's workspace)",
@@ -231,19 +256,42 @@ impl WorkspacePolicy {
     }
 
     /// Opens `rel` component by component from the root with `O_NOFOLLOW`, creating missing
-    /// components when `create`. Also returns how many leading components existed when the
-    /// first one was made here (`None`: nothing was made).
+    /// components when `create` ([`WorkspacePolicy::walk_making`]). Also returns how many
+    /// leading components existed when the first one was made here (`None`: nothing made).
     fn walk(&self, rel: &Path, create: bool) -> Result<(OwnedFd, Option<usize>), WalkError> {
+        let mut first_made = None;
+        if create {
+            let dir = self.walk_making(rel, &mut first_made)?;
+            return Ok((dir, first_made));
+        }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mut dir = rustix::fs::open(&self.root, flags, Mode::empty())
             .map_err(|e| WalkError::Io(errno(e)))?;
-        let mut first_made = None;
+        for c in rel.components() {
+            let Component::Normal(name) = c else {
+                return Err(WalkError::Symlink);
+            };
+            dir = open_component(&dir, name, flags)?;
+        }
+        Ok((dir, None))
+    }
+
+    /// [`WorkspacePolicy::walk`] creating what is missing; `first_made` is set to the depth
+    /// of the first component made here, also when a later step fails.
+    fn walk_making(
+        &self,
+        rel: &Path,
+        first_made: &mut Option<usize>,
+    ) -> Result<OwnedFd, WalkError> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut dir = rustix::fs::open(&self.root, flags, Mode::empty())
+            .map_err(|e| WalkError::Io(errno(e)))?;
         for (depth, c) in rel.components().enumerate() {
             let Component::Normal(name) = c else {
                 return Err(WalkError::Symlink);
             };
             dir = match open_component(&dir, name, flags) {
-                Err(WalkError::Missing) if create => {
+                Err(WalkError::Missing) => {
                     match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o700)) {
                         Ok(()) => {
                             first_made.get_or_insert(depth);
@@ -256,7 +304,7 @@ impl WorkspacePolicy {
                 other => other?,
             };
         }
-        Ok((dir, first_made))
+        Ok(dir)
     }
 }
 
@@ -357,6 +405,27 @@ mod tests {
         let ws = p.for_new_session(None, "s3").unwrap();
         p.undo(&ws);
         assert!(!root.join("s3").exists());
+    }
+
+    #[test]
+    fn a_walk_that_fails_half_way_removes_what_it_made() {
+        let (_d, p) = policy();
+        let root = p.root().to_path_buf();
+        let long = "n".repeat(NAME_BYTES_MAX + 1);
+        // the request is refused before anything is made
+        let e = p
+            .for_new_session(Some(&format!("team/{long}")), "s1")
+            .unwrap_err();
+        assert_eq!(e.code, "bad_workspace", "{}", e.message);
+        // and should a step fail after a directory was made, that directory goes
+        let e = p
+            .make_new(PathBuf::from(format!("team/a/{long}")))
+            .unwrap_err();
+        assert!(e.message.contains("ile name too long"), "{}", e.message);
+        assert!(
+            !root.join("team").exists(),
+            "a half-made workspace was left"
+        );
     }
 
     #[test]

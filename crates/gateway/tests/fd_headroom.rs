@@ -12,8 +12,11 @@ use lazarus_gateway::harness::{self, InProcess};
 const CHILD: &str = "LAZARUS_FD_HEADROOM_CHILD";
 const TEST: &str = "creating_a_session_with_few_descriptors_left_leaves_nothing_behind";
 
+/// The creations tried: the default workspace, and one nested three deep.
+const BODIES: [&str; 2] = [r#"{"id":"x"}"#, r#"{"id":"x","workspace":"team/a/b"}"#];
+
 /// In the child: fill the descriptor table but `k`, create session `x`, print the status.
-fn child(k: usize, dir: &Path) {
+fn child(k: usize, body: &str, dir: &Path) {
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     let max = getrlimit(Resource::Nofile).maximum;
     setrlimit(
@@ -29,7 +32,8 @@ fn child(k: usize, dir: &Path) {
         .build()
         .unwrap();
     let gw = rt.block_on(InProcess::start(dir)).unwrap();
-    let req = harness::request_from_bytes(b"\x01POST /v1/sessions\n\n{\"id\":\"x\"}").unwrap();
+    let req =
+        harness::request_from_bytes(format!("\x01POST /v1/sessions\n\n{body}").as_bytes()).unwrap();
     let mut held: Vec<OwnedFd> = Vec::new();
     loop {
         match rustix::fs::open(
@@ -56,26 +60,40 @@ fn child(k: usize, dir: &Path) {
 fn creating_a_session_with_few_descriptors_left_leaves_nothing_behind() {
     if let Ok(k) = std::env::var(CHILD) {
         let dir = std::env::var("LAZARUS_FD_HEADROOM_DIR").unwrap();
-        child(k.parse().unwrap(), Path::new(&dir));
+        let body = BODIES[std::env::var("LAZARUS_FD_HEADROOM_BODY")
+            .unwrap()
+            .parse::<usize>()
+            .unwrap()];
+        child(k.parse().unwrap(), body, Path::new(&dir));
         return;
     }
+    for (b, body) in BODIES.iter().enumerate() {
+        sweep(b, body);
+    }
+}
+
+fn sweep(b: usize, body: &str) {
     let mut created = 0;
     for k in 0..=24usize {
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", TEST, "--nocapture", "--test-threads", "1"])
             .env(CHILD, k.to_string())
+            .env("LAZARUS_FD_HEADROOM_BODY", b.to_string())
             .env("LAZARUS_FD_HEADROOM_DIR", dir.path())
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
-            "k={k}: {stdout}\n{}",
+            "{body} k={k}: {stdout}\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
         let ok = stdout.contains("status=Ok(201)");
-        assert!(ok || stdout.contains("status=Ok(429)"), "k={k}: {stdout}");
+        assert!(
+            ok || stdout.contains("status=Ok(429)"),
+            "{body} k={k}: {stdout}"
+        );
         let mut names: Vec<String> = std::fs::read_dir(dir.path().join("sessions"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -87,16 +105,19 @@ fn creating_a_session_with_few_descriptors_left_leaves_nothing_behind() {
             .collect();
         if ok {
             created += 1;
-            assert_eq!(names, ["x.jsonl", "x.lock"], "k={k}");
+            assert_eq!(names, ["x.jsonl", "x.lock"], "{body} k={k}");
         } else {
-            assert!(names.is_empty(), "k={k}: a refused creation left {names:?}");
+            assert!(
+                names.is_empty(),
+                "{body} k={k}: a refused creation left {names:?}"
+            );
             assert!(
                 workspaces.is_empty(),
-                "k={k}: a refused creation left the workspaces {workspaces:?}"
+                "{body} k={k}: a refused creation left the workspaces {workspaces:?}"
             );
         }
     }
     // the sweep went from refusals to creations: both sides were really tried
-    assert!(created > 0, "no k was enough to create a session");
-    assert!(created < 25, "no k was too few");
+    assert!(created > 0, "{body}: no k was enough to create a session");
+    assert!(created < 25, "{body}: no k was too few");
 }
