@@ -211,11 +211,7 @@ enum Walk {
 /// How a session that may owe work was cut off: back from the end, to the record that
 /// decides it.
 fn walk_back<'a>(p: &Parsed<'a, Rec<'a>>, may_grow: bool, has_header: bool) -> Walk {
-    let decide = |v, why| Walk::Decided(v, why);
-    let mut outcomes: HashSet<String> = HashSet::new();
-    let mut saw_outcome = false;
-    let mut resumed_since = false;
-    let mut interrupted_note = String::new();
+    let mut back = Back::default();
     let mut i = p.len();
     while i > 0 {
         i -= 1;
@@ -223,157 +219,19 @@ fn walk_back<'a>(p: &Parsed<'a, Rec<'a>>, may_grow: bool, has_header: bool) -> W
         if !valid(p, i) {
             continue;
         }
+        if r.kind == "header" {
+            break;
+        }
         let seq = r.seq.map_or("?".to_string(), |s| s.to_string());
-        match r.kind.as_str() {
-            "header" => break,
-            "resume" => resumed_since = true,
-            "fork" => {}
-            "interrupted" => {
-                let d = data(r);
-                // Ctrl-C (`sigint`) is the user asking to stop: leave it stopped — unless it
-                // was resumed since (a receipt follows), and cut off again. A stop the system
-                // forced (`sigterm`, `shutdown`) is resumed.
-                if !resumed_since && matches!(d.reason.as_deref(), Some("user" | "sigint")) {
-                    return decide(
-                        Verdict::UserStopped,
-                        format!("seq {seq}: interrupted by the user"),
-                    );
-                }
-                interrupted_note =
-                    format!(" (after an interruption: {})", d.reason.unwrap_or_default());
-            }
-            "input" => {
-                if saw_outcome {
-                    return decide(
-                        Verdict::InterruptedAfterToolResult,
-                        format!(
-                            "seq {seq}: tool outcomes recorded, no response after them{interrupted_note}"
-                        ),
-                    );
-                }
-                let text = data(r).text.unwrap_or_default();
-                let (v, why) = match user_text_kind(&text) {
-                    UserText::Real => (Verdict::PendingInput, "input not answered"),
-                    UserText::Trivial => (Verdict::Skipped(SkipWhy::TrivialInput), "trivial input"),
-                    UserText::Heartbeat => {
-                        (Verdict::Skipped(SkipWhy::Heartbeat), "heartbeat input")
-                    }
-                    UserText::Cron => (Verdict::Skipped(SkipWhy::Cron), "cron input"),
-                };
-                return decide(
-                    v,
-                    format!("seq {seq}: {why}: {:?}{interrupted_note}", clip(&text, 60)),
-                );
-            }
-            "control" => {
-                let d = data(r);
-                match d.action.as_deref() {
-                    Some("resume") => {
-                        return decide(
-                            Verdict::PendingInput,
-                            format!(
-                                "seq {seq}: resume control input not acted on{interrupted_note}"
-                            ),
-                        );
-                    }
-                    Some("stop" | "cancel" | "abort") => {
-                        return decide(
-                            Verdict::UserStopped,
-                            format!("seq {seq}: {} control input", d.action.unwrap_or_default()),
-                        );
-                    }
-                    _ => {}
-                }
-            }
-            "turn_start" => {
-                if saw_outcome {
-                    return decide(
-                        Verdict::InterruptedAfterToolResult,
-                        format!(
-                            "seq {seq}: tool outcomes recorded, no response after them{interrupted_note}"
-                        ),
-                    );
-                }
-                return decide(
-                    Verdict::InterruptedStream,
-                    format!(
-                        "seq {seq}: a model request was open (turn started, no response){interrupted_note}"
-                    ),
-                );
-            }
-            "tool_intent" | "tool_start" => {
-                let d = data(r);
-                let cid = d.call_id.unwrap_or_default();
-                if !outcomes.contains(&cid) {
-                    return decide(
-                        Verdict::InterruptedToolCall,
-                        format!(
-                            "seq {seq}: tool call {} ({cid}) has no outcome{interrupted_note}",
-                            d.name.unwrap_or_default()
-                        ),
-                    );
-                }
-            }
-            "tool_outcome" => {
-                if let Some(c) = data(r).call_id {
-                    outcomes.insert(c);
-                }
-                saw_outcome = true;
-            }
-            "response" => {
-                let d = data(r);
-                let open: Vec<String> = d
-                    .items
-                    .iter()
-                    .filter(|it| it.ty == "tool_call")
-                    .filter_map(|it| {
-                        let cid = it
-                            .call_id
-                            .clone()
-                            .or_else(|| it.id.clone())
-                            .unwrap_or_default();
-                        (!outcomes.contains(&cid)).then(|| it.name.clone().unwrap_or(cid))
-                    })
-                    .collect();
-                if !open.is_empty() {
-                    return decide(
-                        Verdict::InterruptedToolCall,
-                        format!(
-                            "seq {seq}: tool call {} has no outcome{interrupted_note}",
-                            open.join(", ")
-                        ),
-                    );
-                }
-                if saw_outcome {
-                    return decide(
-                        Verdict::InterruptedAfterToolResult,
-                        format!(
-                            "seq {seq}: every tool call has an outcome, the model never saw them{interrupted_note}"
-                        ),
-                    );
-                }
-                if let Some(f) = d.failure {
-                    let transient = f
-                        .transient
-                        .unwrap_or_else(|| is_transient_error(&f.message));
-                    return decide(
-                        Verdict::Failed { transient },
-                        format!("seq {seq}: response failed: {}", clip(&f.message, 100)),
-                    );
-                }
-                return decide(
-                    Verdict::Finished,
-                    format!("seq {seq}: response ended the turn"),
-                );
-            }
-            _ => {}
+        if let Some((v, why)) = back.on_record(r, &seq) {
+            return Walk::Decided(v, why);
         }
     }
     if may_grow && !(i == 0 && p.get(0).is_some_and(|r| r.kind == "header")) {
         return Walk::NeedMore;
     }
-    if saw_outcome {
-        return decide(
+    if back.saw_outcome {
+        return Walk::Decided(
             Verdict::InterruptedAfterToolResult,
             "tool outcomes recorded, no response after them".into(),
         );
@@ -385,5 +243,176 @@ fn walk_back<'a>(p: &Parsed<'a, Rec<'a>>, may_grow: bool, has_header: bool) -> W
     } else {
         "no meaningful record"
     };
-    decide(Verdict::Skipped(SkipWhy::Empty), r.into())
+    Walk::Decided(Verdict::Skipped(SkipWhy::Empty), r.into())
+}
+
+/// What the walk back has seen so far (newest first).
+#[derive(Default)]
+struct Back {
+    /// Calls with an outcome.
+    outcomes: HashSet<String>,
+    saw_outcome: bool,
+    /// A receipt was seen: an interruption before it was resumed.
+    resumed_since: bool,
+    /// Added to every reason once an interruption was passed.
+    interrupted_note: String,
+}
+
+impl Back {
+    /// Reads one record; `Some` when it decides the verdict.
+    fn on_record(&mut self, r: &Rec, seq: &str) -> Option<(Verdict, String)> {
+        let note = &self.interrupted_note;
+        match r.kind.as_str() {
+            "resume" => self.resumed_since = true,
+            "interrupted" => {
+                let d = data(r);
+                // Ctrl-C (`sigint`) is the user asking to stop: leave it stopped — unless it
+                // was resumed since (a receipt follows), and cut off again. A stop the system
+                // forced (`sigterm`, `shutdown`) is resumed.
+                if !self.resumed_since && matches!(d.reason.as_deref(), Some("user" | "sigint")) {
+                    return Some((
+                        Verdict::UserStopped,
+                        format!("seq {seq}: interrupted by the user"),
+                    ));
+                }
+                self.interrupted_note =
+                    format!(" (after an interruption: {})", d.reason.unwrap_or_default());
+            }
+            "input" => return Some(self.input(r, seq)),
+            "control" => {
+                let d = data(r);
+                match d.action.as_deref() {
+                    Some("resume") => {
+                        return Some((
+                            Verdict::PendingInput,
+                            format!("seq {seq}: resume control input not acted on{note}"),
+                        ));
+                    }
+                    Some("stop" | "cancel" | "abort") => {
+                        return Some((
+                            Verdict::UserStopped,
+                            format!("seq {seq}: {} control input", d.action.unwrap_or_default()),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            "turn_start" => {
+                if self.saw_outcome {
+                    return Some(self.results_unseen(seq));
+                }
+                return Some((
+                    Verdict::InterruptedStream,
+                    format!(
+                        "seq {seq}: a model request was open (turn started, no response){note}"
+                    ),
+                ));
+            }
+            "tool_intent" | "tool_start" => {
+                let d = data(r);
+                let cid = d.call_id.unwrap_or_default();
+                if !self.outcomes.contains(&cid) {
+                    return Some((
+                        Verdict::InterruptedToolCall,
+                        format!(
+                            "seq {seq}: tool call {} ({cid}) has no outcome{note}",
+                            d.name.unwrap_or_default()
+                        ),
+                    ));
+                }
+            }
+            "tool_outcome" => {
+                if let Some(c) = data(r).call_id {
+                    self.outcomes.insert(c);
+                }
+                self.saw_outcome = true;
+            }
+            "response" => return Some(self.response(r, seq)),
+            _ => {}
+        }
+        None
+    }
+
+    /// Tool outcomes follow the last record that could have answered them.
+    fn results_unseen(&self, seq: &str) -> (Verdict, String) {
+        (
+            Verdict::InterruptedAfterToolResult,
+            format!(
+                "seq {seq}: tool outcomes recorded, no response after them{}",
+                self.interrupted_note
+            ),
+        )
+    }
+
+    /// The newest input decides: unanswered (or only trivial), unless outcomes came after it.
+    fn input(&self, r: &Rec, seq: &str) -> (Verdict, String) {
+        if self.saw_outcome {
+            return self.results_unseen(seq);
+        }
+        let text = data(r).text.unwrap_or_default();
+        let (v, why) = match user_text_kind(&text) {
+            UserText::Real => (Verdict::PendingInput, "input not answered"),
+            UserText::Trivial => (Verdict::Skipped(SkipWhy::TrivialInput), "trivial input"),
+            UserText::Heartbeat => (Verdict::Skipped(SkipWhy::Heartbeat), "heartbeat input"),
+            UserText::Cron => (Verdict::Skipped(SkipWhy::Cron), "cron input"),
+        };
+        (
+            v,
+            format!(
+                "seq {seq}: {why}: {:?}{}",
+                clip(&text, 60),
+                self.interrupted_note
+            ),
+        )
+    }
+
+    /// The newest response decides: a call without outcome, results the model never saw, a
+    /// failed request, or a finished turn.
+    fn response(&self, r: &Rec, seq: &str) -> (Verdict, String) {
+        let note = &self.interrupted_note;
+        let d = data(r);
+        let open: Vec<String> = d
+            .items
+            .iter()
+            .filter(|it| it.ty == "tool_call")
+            .filter_map(|it| {
+                let cid = it
+                    .call_id
+                    .clone()
+                    .or_else(|| it.id.clone())
+                    .unwrap_or_default();
+                (!self.outcomes.contains(&cid)).then(|| it.name.clone().unwrap_or(cid))
+            })
+            .collect();
+        if !open.is_empty() {
+            return (
+                Verdict::InterruptedToolCall,
+                format!(
+                    "seq {seq}: tool call {} has no outcome{note}",
+                    open.join(", ")
+                ),
+            );
+        }
+        if self.saw_outcome {
+            return (
+                Verdict::InterruptedAfterToolResult,
+                format!(
+                    "seq {seq}: every tool call has an outcome, the model never saw them{note}"
+                ),
+            );
+        }
+        if let Some(f) = d.failure {
+            let transient = f
+                .transient
+                .unwrap_or_else(|| is_transient_error(&f.message));
+            return (
+                Verdict::Failed { transient },
+                format!("seq {seq}: response failed: {}", clip(&f.message, 100)),
+            );
+        }
+        (
+            Verdict::Finished,
+            format!("seq {seq}: response ended the turn"),
+        )
+    }
 }
