@@ -454,3 +454,15 @@ fn only_calls_closed_in_doubt_are_in_doubt() {
     let ids: Vec<&str> = st.in_doubt_calls().map(|c| c.call_id.as_str()).collect();
     assert_eq!(ids, ["c1"]);
 }
+
+#[test]
+fn the_state_answers_with_what_was_replayed() {
+    let mut history = one_call();
+    let st = replay(Header::new(FORMAT, "named-7"), &history);
+    assert_eq!(st.id(), "named-7");
+    assert_eq!(st.tool_result_text("c1"), "", "no outcome yet");
+    history.extend([intent("c1"), start("c1"), outcome("c1", OutcomeStatus::Ok)]);
+    let st = replay(plain(), &history);
+    assert_eq!(st.tool_result_text("c1"), "ok");
+    assert_eq!(st.tool_result_text("c9"), "", "an unknown call");
+}
