@@ -46,7 +46,9 @@ fn ledgers_carry_the_stores_durability_and_format() {
             .expect("header line is JSON");
     assert_eq!(header["data"]["format"], FORMAT, "header {header}");
     assert!(
-        header["data"]["unsynced_bytes_max"].as_u64().is_some_and(|n| n > 0),
+        header["data"]["unsynced_bytes_max"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
         "a grouped ledger names its crash window: {header}"
     );
 }

@@ -466,3 +466,44 @@ fn the_state_answers_with_what_was_replayed() {
     assert_eq!(st.tool_result_text("c1"), "ok");
     assert_eq!(st.tool_result_text("c9"), "", "an unknown call");
 }
+
+#[test]
+fn the_listing_status_of_each_last_record() {
+    use lazarus_session::state::status_from_tail;
+    use serde_json::json;
+    let table = [
+        ("header", json!({}), Status::New),
+        ("input", json!({}), Status::Pending),
+        ("control", json!({}), Status::Pending),
+        ("turn_start", json!({}), Status::Interrupted),
+        ("tool_intent", json!({}), Status::Interrupted),
+        ("tool_start", json!({}), Status::InDoubt),
+        ("tool_outcome", json!({}), Status::Interrupted),
+        ("resume", json!({}), Status::Interrupted),
+        ("interrupted", json!({}), Status::Stopped),
+        (
+            "response",
+            json!({"items": [{"type": "text"}]}),
+            Status::Idle,
+        ),
+        (
+            "response",
+            json!({"items": [{"type": "tool_call"}]}),
+            Status::Interrupted,
+        ),
+        (
+            "response",
+            json!({"items": [], "failure": {"message": "x"}}),
+            Status::Failed,
+        ),
+        (
+            "response",
+            json!({"items": [], "failure": null}),
+            Status::Idle,
+        ),
+        ("fork", json!({}), Status::Idle),
+    ];
+    for (kind, data, expected) in table {
+        assert_eq!(status_from_tail(kind, &data), expected, "{kind} {data}");
+    }
+}
