@@ -356,10 +356,12 @@ fn connections_over_the_cap_get_429_health_answers_and_idle_ones_are_closed() {
             "--no-run",
             "--max-connections",
             "4",
+            // long enough that the four idle connections are still open when the fifth
+            // comes, on a loaded machine
             "--header-timeout",
-            "1s",
+            "3s",
             "--idle-timeout",
-            "2s",
+            "4s",
         ],
     ));
     let url = g.url.as_str();
