@@ -22,7 +22,7 @@ fn child(k: usize, body: &str, dir: &Path) {
     setrlimit(
         Resource::Nofile,
         Rlimit {
-            current: Some(256),
+            current: Some(max.map_or(256, |m| m.min(256))),
             maximum: max,
         },
     )
