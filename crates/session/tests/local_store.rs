@@ -115,3 +115,34 @@ fn an_export_reports_exactly_the_bytes_it_wrote() {
         std::fs::read(store.path_of(&id("e1"))).expect("ledger")
     );
 }
+
+#[test]
+fn a_title_is_the_first_non_empty_line_cut_at_its_limit() {
+    use lazarus_session::store::{TITLE_CHARS_MAX, title_of};
+    assert_eq!(title_of("\n  \n  fix it \nmore"), "fix it");
+    assert_eq!(
+        title_of("a\tb\u{1b}[31m"),
+        "a b [31m",
+        "control characters replaced"
+    );
+    let exact = "é".repeat(TITLE_CHARS_MAX);
+    assert_eq!(title_of(&exact), exact, "exactly at the limit: kept whole");
+    let long = "x".repeat(TITLE_CHARS_MAX + 1);
+    let t = title_of(&long);
+    assert_eq!(t.chars().count(), TITLE_CHARS_MAX);
+    assert!(t.ends_with('…'), "{t}");
+    assert_eq!(title_of(""), "");
+}
+
+#[test]
+fn a_session_handle_names_its_id() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = LocalStore::open(tmp.path()).expect("open");
+    let s = store
+        .create(CreateOptions {
+            id: Some(id("h1")),
+            meta: None,
+        })
+        .expect("create");
+    assert_eq!(s.id(), "h1");
+}

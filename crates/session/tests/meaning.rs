@@ -5,8 +5,8 @@
 use lazarus_ledger::Header;
 use lazarus_ledger::header::Parent;
 use lazarus_session::record::{
-    FORMAT, Failure, ForkPoint, Input, Interrupted, Item, OutcomeStatus, Response, ToolIntent,
-    ToolOutcome, ToolStart, TurnStart,
+    Control, FORMAT, Failure, ForkPoint, Input, Interrupted, Item, OutcomeStatus, Response,
+    ResumeReceipt, ToolIntent, ToolOutcome, ToolStart, TurnStart,
 };
 use lazarus_session::{Record, ReplayError, SessionState, Status};
 
@@ -393,6 +393,22 @@ fn the_status_follows_the_history() {
                 input("m2"),
             ],
             Status::Pending,
+        ),
+        (
+            "a resume event answered by its receipt, before any turn",
+            vec![
+                Record::Control(Control {
+                    input_id: "r1".into(),
+                    action: "resume".into(),
+                    reason: Some("boot".into()),
+                }),
+                Record::Resume(ResumeReceipt {
+                    trigger: "event".into(),
+                    every_call_has_one_result: true,
+                    ..ResumeReceipt::default()
+                }),
+            ],
+            Status::Idle,
         ),
         (
             "stopped mid-turn",
