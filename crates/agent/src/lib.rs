@@ -11,7 +11,12 @@
 //! - [`process`]: process-group helpers used to find and terminate a shell call's leftover
 //!   process group after a crash.
 //!
-//! This crate knows nothing about the ledger or sessions; the turn loop ties them together.
+//! - [`runner`]: the turn loop, which drives a session through its `Session` handle (from
+//!   `lazarus-session`) in the order of durable steps.
+//!
+//! The crate knows sessions only through that handle: nothing of session files, their layout
+//! or the ledger's recovery rule. From the ledger it uses only the file layer the tools need
+//! (regular-file opens and `durable_replace`).
 
 pub mod model;
 pub mod process;

@@ -56,6 +56,20 @@ pub struct ServeArgs {
     /// Concurrent live tails (SSE).
     #[arg(long, default_value_t = 1024)]
     pub max_streams: usize,
+    /// HTTP connections served at once; a few more are answered `429 too_many_connections`
+    /// (`/healthz` still answers), the rest closed at once [default: half the open-files
+    /// limit (`ulimit -n`), between 16 and 1024]
+    #[arg(long)]
+    pub max_connections: Option<usize>,
+    /// Time a client has to send a request's head (method, path, headers); also the longest
+    /// a keep-alive connection may wait for its next request (`10s`, `500ms`; a bare number is
+    /// seconds).
+    #[arg(long, default_value = "10s", value_parser = parse_secs)]
+    pub header_timeout: Duration,
+    /// A connection on which no byte moves either way for this long is closed (a stalled
+    /// body, a live tail nobody reads) (`60s`; a bare number is seconds).
+    #[arg(long, default_value = "60s", value_parser = parse_secs)]
+    pub idle_timeout: Duration,
     /// Record inputs durably but never drive sessions (benchmarks, maintenance).
     #[arg(long)]
     pub no_run: bool,
@@ -72,6 +86,17 @@ pub struct ServeArgs {
 pub fn run(args: ServeArgs) -> Result<i32> {
     // Arguments first: nothing is written (no token file) for a command that will refuse.
     auth::check_listen(args.listen, args.allow_remote)?;
+    if args.max_connections == Some(0) {
+        anyhow::bail!("--max-connections must be at least 1");
+    }
+    for (flag, d) in [
+        ("--header-timeout", args.header_timeout),
+        ("--idle-timeout", args.idle_timeout),
+    ] {
+        if d.is_zero() {
+            anyhow::bail!("{flag} must be more than 0 (a connection would be closed at once)");
+        }
+    }
     let toolbox = args.model.toolbox()?;
     args.store.check()?;
     let state = crate::paths::state_dir();
@@ -116,6 +141,11 @@ pub fn run(args: ServeArgs) -> Result<i32> {
             max_queued: args.max_queued,
             max_open_sessions: args.max_open_sessions,
             max_streams: args.max_streams,
+            max_connections: args
+                .max_connections
+                .unwrap_or_else(lazarus_gateway::fds::default_max_connections),
+            header_timeout: args.header_timeout,
+            idle_timeout: args.idle_timeout,
             ..Default::default()
         },
         runner,

@@ -136,7 +136,7 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| ApiError::internal(e.to_string()))?
 }
 
-async fn healthz() -> Json<Value> {
+pub(crate) async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
@@ -306,14 +306,41 @@ async fn records(
     q: Result<Query<RecordsQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
     let id = path_id(id)?;
-    let Query(q) = q.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
+    let Query(q) = q.map_err(|e| ApiError::bad_query(e.body_text()))?;
     let max = st.hub.cfg.limits.max_page;
-    let limit = q.limit.unwrap_or(100).min(max);
+    let limit = match q.limit {
+        None => 100.min(max),
+        Some(0) => {
+            return Err(ApiError::bad_query(format!(
+                "limit must be 1 to {max} (records per page)"
+            )));
+        }
+        Some(n) => n.min(max),
+    };
     let after = q.after.unwrap_or(0);
     let hub = st.hub.clone();
-    let recs = blocking(move || Ok(hub.store.records(&id, after, limit)?)).await?;
+    let idc = id.clone();
+    let recs = blocking(move || Ok(hub.store.records(&idc, after, limit)?)).await?;
+    if recs.is_empty() && after > 0 {
+        // An empty page: the end of the session, or a cursor past it (which no answer of
+        // this server ever gave, so it is refused rather than answered with nothing forever).
+        let last = st.hub.summary(&id).await?.records;
+        check_cursor(after, last, "after")?;
+    }
     let next = recs.last().map(|r| r.seq);
     Ok(Json(json!({"records": recs, "next_after": next})))
+}
+
+/// A cursor (`after`, `Last-Event-ID`) must name a record the session has, or 0: anything
+/// beyond its last record (u64::MAX included) is a client's mistake, answered `400
+/// bad_cursor`, never an empty page or a stream that waits forever.
+fn check_cursor(after: u64, last: u64, what: &str) -> ApiResult<()> {
+    if after > last {
+        return Err(ApiError::bad_cursor(format!(
+            "{what} {after} is beyond the session's last record ({last}); resume from a seq this server sent, or 0 for the beginning"
+        )));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Deserialize)]
@@ -335,15 +362,12 @@ struct Tail {
 }
 
 impl Tail {
-    async fn catch_up(&mut self) -> Result<(), ()> {
+    async fn catch_up(&mut self) -> ApiResult<()> {
         let hub = self.hub.clone();
         let id = self.id.clone();
         let after = self.last;
         let page = hub.cfg.limits.max_page;
-        let recs = tokio::task::spawn_blocking(move || hub.store.records(&id, after, page))
-            .await
-            .map_err(|_| ())?
-            .map_err(|_| ())?;
+        let recs = blocking(move || Ok(hub.store.records(&id, after, page)?)).await?;
         self.more = recs.len() == page;
         self.buf.extend(recs.into_iter().map(Arc::new));
         Ok(())
@@ -369,7 +393,7 @@ impl Tail {
             tokio::select! {
                 _ = self.stop.cancelled() => return None,
                 m = self.rx.recv() => match m {
-                    Ok(r) if r.seq == self.last + 1 => self.buf.push_back(r),
+                    Ok(r) if Some(r.seq) == self.last.checked_add(1) => self.buf.push_back(r),
                     Ok(r) if r.seq <= self.last => {}
                     // a gap (records reported out of order, or before we subscribed): read
                     // the durable records from the store
@@ -390,20 +414,25 @@ async fn stream(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let id = path_id(id)?;
-    let Query(q) = q.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
-    let after = match headers.get("last-event-id") {
-        Some(v) => v
-            .to_str()
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .ok_or_else(|| {
-                ApiError::bad_request("bad_last_event_id", "Last-Event-ID must be a record seq")
-            })?,
-        None => q.after.unwrap_or(0),
+    let Query(q) = q.map_err(|e| ApiError::bad_query(e.body_text()))?;
+    let (after, what) = match headers.get("last-event-id") {
+        Some(v) => (
+            v.to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "bad_last_event_id",
+                        "Last-Event-ID must be a record seq (a decimal number below 2^64)",
+                    )
+                })?,
+            "Last-Event-ID",
+        ),
+        None => (q.after.unwrap_or(0), "after"),
     };
-    if !st.hub.exists(&id).await? {
-        return Err(ApiError::not_found(format!("no session {id:?}")));
-    }
+    // Not found, unreadable, or the check failed: each says so (404, 422, 5xx).
+    let last = st.hub.summary(&id).await?.records;
+    check_cursor(after, last, what)?;
     let permit = st.hub.streams.clone().try_acquire_owned().map_err(|_| {
         ApiError::busy(
             "too_many_streams",
@@ -422,15 +451,21 @@ async fn stream(
         stop: st.stop.clone(),
         _permit: permit,
     };
-    tail.catch_up()
-        .await
-        .map_err(|_| ApiError::internal("cannot read the session's records for the live tail"))?;
+    tail.catch_up().await?;
     let s = futures_util::stream::unfold(tail, |t| t.next());
-    Ok(sse(s).into_response())
+    Ok(sse(s, st.hub.cfg.limits.idle_timeout).into_response())
 }
 
-fn sse<S: Stream<Item = Result<Event, Infallible>> + Send + 'static>(s: S) -> impl IntoResponse {
-    Sse::new(s).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+/// A live tail; its keep-alive comments come well within the idle timeout, so a client that
+/// reads is never taken for idle.
+fn sse<S: Stream<Item = Result<Event, Infallible>> + Send + 'static>(
+    s: S,
+    idle_timeout: Duration,
+) -> impl IntoResponse {
+    let every = Duration::from_secs(15)
+        .min(idle_timeout / 3)
+        .max(Duration::from_millis(100));
+    Sse::new(s).keep_alive(KeepAlive::new().interval(every))
 }
 
 #[derive(Debug, Deserialize)]

@@ -29,6 +29,14 @@ impl ApiError {
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, message)
     }
+    /// A query string that does not parse or names an impossible value.
+    pub fn bad_query(message: impl Into<String>) -> Self {
+        Self::bad_request("bad_query", message)
+    }
+    /// A cursor (`after`, `Last-Event-ID`) past the session's last record.
+    pub fn bad_cursor(message: impl Into<String>) -> Self {
+        Self::bad_request("bad_cursor", message)
+    }
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
@@ -57,12 +65,36 @@ impl ApiError {
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
+    /// The gateway is out of file descriptors (`EMFILE`/`ENFILE`): overload, answered like a
+    /// full queue (`429` + `Retry-After`), never as a fault of the request.
+    pub fn overloaded(message: impl Into<String>) -> Self {
+        Self::busy("overloaded", message, 1)
+    }
+    /// An I/O failure while doing `what`: overload when descriptors ran out, else a 500 that
+    /// names the cause.
+    pub fn io(what: impl std::fmt::Display, e: &std::io::Error) -> Self {
+        if out_of_descriptors(e) {
+            Self::overloaded(format!("{what}: {e}; {OUT_OF_DESCRIPTORS_HINT}"))
+        } else {
+            Self::internal(format!("{what}: {e}"))
+        }
+    }
     pub fn unavailable(message: impl Into<String>) -> Self {
         ApiError {
             retry_after: Some(1),
             ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
         }
     }
+}
+
+/// What an operator can do about `EMFILE`; the client just retries.
+const OUT_OF_DESCRIPTORS_HINT: &str = "the gateway is out of file descriptors; retry later (operator: raise `ulimit -n` / LimitNOFILE, or lower --max-connections / --max-open-sessions)";
+
+/// `EMFILE` (this process's limit) or `ENFILE` (the system's).
+pub fn out_of_descriptors(e: &std::io::Error) -> bool {
+    let code = e.raw_os_error();
+    code == Some(rustix::io::Errno::MFILE.raw_os_error())
+        || code == Some(rustix::io::Errno::NFILE.raw_os_error())
 }
 
 impl From<SessionError> for ApiError {
@@ -95,13 +127,17 @@ impl From<LedgerError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "already_exists", msg)
             }
             LedgerError::Locked { .. } => ApiError::new(StatusCode::CONFLICT, "locked", msg),
+            LedgerError::Io { ref source, .. } if out_of_descriptors(source) => {
+                ApiError::overloaded(format!("{msg}; {OUT_OF_DESCRIPTORS_HINT}"))
+            }
             LedgerError::RecordTooLarge { .. } => {
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", msg)
             }
             LedgerError::Corrupt(_)
             | LedgerError::NoHeader { .. }
             | LedgerError::UnsupportedVersion { .. }
-            | LedgerError::WrongFormat { .. } => {
+            | LedgerError::WrongFormat { .. }
+            | LedgerError::NotRegularFile { .. } => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_session_file", msg)
             }
             _ => ApiError::internal(msg),

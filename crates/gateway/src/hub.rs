@@ -15,8 +15,8 @@ use lazarus_agent::runner::{RunnerConfig, sandbox_record};
 use lazarus_agent::tools::Toolbox;
 use lazarus_session::record::{Control, Input};
 use lazarus_session::{
-    CreateOptions, Record, Session, SessionError, SessionId, SessionState, SharedStore, Status,
-    StoredRecord,
+    CreateOptions, Record, Session, SessionError, SessionId, SessionState, SessionSummary,
+    SharedStore, Status, StoredRecord,
 };
 use serde_json::json;
 use tokio::sync::{Semaphore, broadcast};
@@ -27,6 +27,26 @@ use crate::metrics::Metrics;
 use crate::workspace::WorkspacePolicy;
 
 use crate::registry::{Live, OpenSession, Registry, RunFlags, lock};
+
+/// What a failed summary says about whether a session is there: `Some(false)` for not found,
+/// `Some(true)` for a name that is taken by something unreadable, `None` when the check
+/// itself failed and says nothing.
+fn presence(e: &SessionError) -> Option<bool> {
+    use lazarus_ledger::LedgerError as L;
+    match e {
+        SessionError::NotFound { .. } | SessionError::Ledger(L::NotFound { .. }) => Some(false),
+        SessionError::Replay { .. }
+        | SessionError::Ledger(
+            L::Corrupt(_)
+            | L::NoHeader { .. }
+            | L::UnsupportedVersion { .. }
+            | L::WrongFormat { .. }
+            | L::NotRegularFile { .. }
+            | L::InvalidId { .. },
+        ) => Some(true),
+        _ => None,
+    }
+}
 
 /// Limits of one gateway. Every queue is bounded.
 #[derive(Debug, Clone)]
@@ -45,6 +65,13 @@ pub struct Limits {
     pub max_streams: usize,
     /// Largest page of `records`.
     pub max_page: usize,
+    /// HTTP connections served at once (see [`crate::server`]).
+    pub max_connections: usize,
+    /// Time a client has to send a request head (also the longest wait for the next
+    /// request on a keep-alive connection).
+    pub header_timeout: Duration,
+    /// A connection with no byte moving either way for this long is closed.
+    pub idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -57,6 +84,9 @@ impl Default for Limits {
             max_open_sessions: 10_000,
             max_streams: 1024,
             max_page: 1000,
+            max_connections: crate::fds::default_max_connections(),
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -148,10 +178,12 @@ impl Hub {
         let r = slot
             .get_or_try_init(|| async move {
                 let h = hub.clone();
-                tokio::task::spawn_blocking(move || h.store.open(&idc).map(|s| h.wrap_open(idc, s)))
-                    .await
-                    .map_err(|e| ApiError::internal(e.to_string()))?
-                    .map_err(ApiError::from)
+                tokio::task::spawn_blocking(move || {
+                    crate::fds::check_headroom("opening a session")?;
+                    Ok(h.store.open(&idc).map(|s| h.wrap_open(idc, s))?)
+                })
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))?
             })
             .await
             .cloned();
@@ -214,19 +246,26 @@ impl Hub {
         }
         let hub = self.clone();
         let actor = tokio::task::spawn_blocking(move || -> ApiResult<Arc<OpenSession>> {
-            let ws = hub
-                .workspaces()
-                .for_new_session(workspace.as_deref(), &id)?;
+            // Out of descriptors is answered before anything is made, not half-way through.
+            crate::fds::check_headroom("creating a session")?;
+            let policy = hub.workspaces();
+            let ws = policy.for_new_session(workspace.as_deref(), &id)?;
             let meta = json!({
-                "workspace": ws,
+                "workspace": ws.path,
                 "sandbox": sandbox_record(&hub.cfg.runner.sandbox),
                 "system_prompt": system_prompt.or_else(|| hub.cfg.runner.system_prompt.clone()),
             });
-            let s = hub.store.create(CreateOptions {
+            match hub.store.create(CreateOptions {
                 id: Some(id.clone()),
                 meta: Some(meta),
-            })?;
-            Ok(hub.wrap_open(id, s))
+            }) {
+                Ok(s) => Ok(hub.wrap_open(id, s)),
+                Err(e) => {
+                    // no session: no workspace made for it either
+                    policy.undo(&ws);
+                    Err(e.into())
+                }
+            }
         })
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
@@ -314,20 +353,26 @@ impl Hub {
         Ok(r)
     }
 
-    /// True when the store has a session `id` (one that exists but cannot be read counts).
+    /// True when the store has a session `id`; one that is there but cannot be read (damaged,
+    /// not a regular file) counts. When the check itself fails (an I/O error, out of file
+    /// descriptors, the database unreachable) the answer is that error, never a guess.
     pub async fn exists(self: &Arc<Self>, id: &SessionId) -> ApiResult<bool> {
+        match self.summary(id).await {
+            Ok(_) => Ok(true),
+            Err(e) => match presence(&e) {
+                Some(there) => Ok(there),
+                None => Err(e.into()),
+            },
+        }
+    }
+
+    /// The session's summary from the store (header and tail).
+    pub async fn summary(self: &Arc<Self>, id: &SessionId) -> Result<SessionSummary, SessionError> {
         let hub = self.clone();
         let idc = id.clone();
-        let r = tokio::task::spawn_blocking(move || hub.store.summary(&idc))
+        tokio::task::spawn_blocking(move || hub.store.summary(&idc))
             .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        match r {
-            Ok(_) => Ok(true),
-            Err(SessionError::NotFound { .. })
-            | Err(SessionError::Ledger(lazarus_ledger::LedgerError::NotFound { .. })) => Ok(false),
-            Err(e @ SessionError::Backend(_)) => Err(e.into()),
-            Err(_) => Ok(true),
-        }
+            .map_err(|e| SessionError::Backend(format!("summary task failed: {e}")))?
     }
 
     /// SIGTERM: no new runs; sessions not inside a tool call stop now, a running tool call

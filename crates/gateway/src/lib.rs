@@ -15,12 +15,16 @@
 pub mod api;
 pub mod auth;
 pub mod error;
+pub mod fds;
+#[doc(hidden)]
+pub mod harness;
 pub mod hub;
 pub mod metrics;
 pub mod notify;
 pub mod recovery;
 pub mod registry;
 pub mod scheduler;
+pub mod server;
 pub mod workspace;
 
 use std::net::SocketAddr;
@@ -118,13 +122,26 @@ async fn serve(cfg: Config, run_rt: tokio::runtime::Handle) -> Result<()> {
         .with_context(|| format!("listening on {}", cfg.listen))?;
     let addr = listener.local_addr()?;
     // Serve health (and 503 readiness) while the recovery scan runs.
-    let server_stop = stop.clone();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { server_stop.cancelled().await })
-            .await
-    });
+    let conn_limits = server::ConnLimits {
+        max_connections: cfg.limits.max_connections,
+        header_timeout: cfg.limits.header_timeout,
+        idle_timeout: cfg.limits.idle_timeout,
+    };
+    let server = tokio::spawn(server::serve(
+        listener,
+        app,
+        conn_limits,
+        hub.clone(),
+        stop.clone(),
+    ));
     println!("lazarus gateway listening on http://{addr}");
+    eprintln!(
+        "connections: at most {} (file descriptor limit {}), header timeout {} ms, idle timeout {} ms",
+        conn_limits.max_connections,
+        fds::limit().map_or_else(|| "unlimited".to_string(), |n| n.to_string()),
+        conn_limits.header_timeout.as_millis(),
+        conn_limits.idle_timeout.as_millis()
+    );
     let signals = spawn_signals(stop.clone(), hub.clone());
     let report = hub.recover().await?;
     println!(
@@ -154,10 +171,11 @@ async fn serve(cfg: Config, run_rt: tokio::runtime::Handle) -> Result<()> {
     );
     notify::stopping();
     hub.drain(cfg.drain_timeout).await;
-    match tokio::time::timeout(Duration::from_secs(5), server).await {
-        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server stopped with an error"),
-        Ok(_) => {}
-        Err(_) => tracing::warn!("HTTP connections still open after drain; closing them"),
+    if tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .is_err()
+    {
+        tracing::warn!("HTTP connections still open after drain; closing them");
     }
     signals.abort();
     eprintln!("stopped; every session is resumable");

@@ -46,6 +46,11 @@ struct HttpLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HowLabel {
+    how: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabel {
     status: String,
 }
@@ -78,6 +83,9 @@ pub struct Metrics {
     runs_active: Gauge,
     runs_queued: Gauge,
     ready: Gauge,
+    connections_open: Gauge,
+    connections_refused: Family<HowLabel, Counter>,
+    connections_idle_closed: Counter,
 }
 
 impl Default for Metrics {
@@ -98,6 +106,9 @@ impl Default for Metrics {
             runs_active: Gauge::default(),
             runs_queued: Gauge::default(),
             ready: Gauge::default(),
+            connections_open: Gauge::default(),
+            connections_refused: Family::default(),
+            connections_idle_closed: Counter::default(),
         };
         let mut r = Registry::default();
         r.register(
@@ -170,6 +181,26 @@ impl Default for Metrics {
             "1 once the startup recovery scan is done",
             m.ready.clone(),
         );
+        r.register(
+            "lazarus_connections_open",
+            "HTTP connections being served (at most --max-connections)",
+            m.connections_open.clone(),
+        );
+        r.register(
+            "lazarus_connections_refused",
+            "Connections over --max-connections, by how they were refused (answered: 429 too_many_connections, /healthz still answered; closed: closed at once)",
+            m.connections_refused.clone(),
+        );
+        r.register(
+            "lazarus_connections_idle_closed",
+            "Connections closed after --idle-timeout without a byte moving either way",
+            m.connections_idle_closed.clone(),
+        );
+        for h in ["answered", "closed"] {
+            m.connections_refused
+                .get_or_create(&HowLabel { how: h.into() })
+                .inc_by(0);
+        }
         // Known label values start at zero, so a dashboard sees every series from the start.
         for t in ["gateway-start", "gateway-takeover", "event", "message"] {
             m.resumes
@@ -257,6 +288,23 @@ impl Metrics {
                 outcome: outcome.into(),
             })
             .inc();
+    }
+
+    /// A connection is served (+1) or done (-1).
+    pub fn connection_open(&self, delta: i64) {
+        self.connections_open.inc_by(delta);
+    }
+
+    /// A connection over the cap was refused: `answered` (429, /healthz answered) or `closed`.
+    pub fn connection_refused(&self, how: &str) {
+        self.connections_refused
+            .get_or_create(&HowLabel { how: how.into() })
+            .inc();
+    }
+
+    /// A connection was closed for being idle.
+    pub fn connection_idle_closed(&self) {
+        self.connections_idle_closed.inc();
     }
 
     /// Records the latency of one durable append (write + fdatasync).

@@ -23,6 +23,19 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 
+/// A workspace made for a new session, and what of it was created here (so that a creation
+/// that fails afterwards leaves no directory behind: [`WorkspacePolicy::undo`]).
+#[derive(Debug)]
+pub struct NewWorkspace {
+    pub path: PathBuf,
+    rel: PathBuf,
+    /// How many leading components of `rel` existed before; the rest were made here.
+    existed: Option<usize>,
+}
+
+/// Longest directory name (`NAME_MAX` on Linux file systems).
+const NAME_BYTES_MAX: usize = 255;
+
 /// The operator's workspace root (canonical).
 #[derive(Debug, Clone)]
 pub struct WorkspacePolicy {
@@ -46,7 +59,7 @@ impl WorkspacePolicy {
     /// The workspace of a new session: `requested` (relative to the root, or absolute inside
     /// it) or `<root>/<id>`, created. A requested workspace must not be the root, must not
     /// exist yet, and must not pass through a symbolic link.
-    pub fn for_new_session(&self, requested: Option<&str>, id: &str) -> ApiResult<PathBuf> {
+    pub fn for_new_session(&self, requested: Option<&str>, id: &str) -> ApiResult<NewWorkspace> {
         let rel = match requested {
             None => PathBuf::from(id),
             Some(w) => self.requested_relative(w)?,
@@ -71,24 +84,73 @@ impl WorkspacePolicy {
                     )));
                 }
                 Err(WalkError::Io(e)) => {
-                    return Err(ApiError::internal(format!(
-                        "workspace {}: {e}",
-                        self.root.join(&rel).display()
-                    )));
+                    return Err(ApiError::io(
+                        format_args!("workspace {}", self.root.join(&rel).display()),
+                        &e,
+                    ));
                 }
             }
         }
-        self.ensure(&rel).map_err(|e| match e {
-            WalkError::Symlink => bad(format!(
+        self.make_new(rel)
+    }
+
+    /// Creates `rel` (validated) for a new session; whatever it made is removed again when a
+    /// later step fails.
+    fn make_new(&self, rel: PathBuf) -> ApiResult<NewWorkspace> {
+        let mut existed = None;
+        let made = self.walk_making(&rel, &mut existed);
+        let ws = NewWorkspace {
+            path: self.root.join(&rel),
+            rel: rel.clone(),
+            existed,
+        };
+        if made.is_err() {
+            // what was made before the walk failed goes too
+            self.undo(&ws);
+        }
+        match made {
+            Ok(_) => Ok(ws),
+            Err(WalkError::Symlink) => Err(bad(format!(
                 "workspace passes through a symbolic link; it must be a plain directory inside {}",
                 self.root.display()
+            ))),
+            Err(WalkError::Io(e)) => Err(ApiError::io(
+                format_args!("cannot create workspace {}", self.root.join(&rel).display()),
+                &e,
             )),
-            WalkError::Missing | WalkError::Io(_) => ApiError::internal(format!(
-                "cannot create workspace {}: {}",
-                self.root.join(&rel).display(),
-                e
-            )),
-        })
+            Err(e @ WalkError::Missing) => Err(ApiError::internal(format!(
+                "cannot create workspace {}: {e}",
+                self.root.join(&rel).display()
+            ))),
+        }
+    }
+
+    /// Removes the directories [`WorkspacePolicy::for_new_session`] made for `ws` (empty ones
+    /// only, deepest first, each beneath a descriptor of its parent), when the session they
+    /// were made for could not be created. Best effort: what cannot be removed is logged.
+    pub fn undo(&self, ws: &NewWorkspace) {
+        let Some(existed) = ws.existed else {
+            return;
+        };
+        let parts: Vec<&OsStr> = ws.rel.iter().collect();
+        for depth in (existed..parts.len()).rev() {
+            let parent: PathBuf = parts[..depth].iter().collect();
+            // a walk that failed half-way made only the first few: the rest are not there
+            let r = match self.walk(&parent, false) {
+                Ok((dir, _)) => {
+                    match rustix::fs::unlinkat(&dir, parts[depth], rustix::fs::AtFlags::REMOVEDIR) {
+                        Ok(()) | Err(Errno::NOENT) | Err(Errno::NAMETOOLONG) => Ok(()),
+                        Err(e) => Err(e.to_string()),
+                    }
+                }
+                Err(WalkError::Missing) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = r {
+                tracing::warn!(workspace = %ws.path.display(), error = %e, "cannot remove the workspace made for a session that was not created");
+                return;
+            }
+        }
     }
 
     /// Where an existing session's workspace is (what [`WorkspacePolicy::for_existing_session`]
@@ -157,6 +219,11 @@ impl WorkspacePolicy {
             .components()
             .filter(|c| matches!(c, Component::Normal(_)))
             .collect();
+        if rel.iter().any(|c| c.len() > NAME_BYTES_MAX) {
+            return Err(bad(format!(
+                "each directory name in workspace must be at most {NAME_BYTES_MAX} bytes"
+            )));
+        }
         if rel.as_os_str().is_empty() {
             return Err(bad(format!(
                 "workspace must be a directory inside {}, not the root itself (it holds every session's workspace)",
@@ -189,8 +256,14 @@ impl WorkspacePolicy {
     }
 
     /// Opens `rel` component by component from the root with `O_NOFOLLOW`, creating missing
-    /// components when `create`.
-    fn walk(&self, rel: &Path, create: bool) -> Result<OwnedFd, WalkError> {
+    /// components when `create` ([`WorkspacePolicy::walk_making`]). Also returns how many
+    /// leading components existed when the first one was made here (`None`: nothing made).
+    fn walk(&self, rel: &Path, create: bool) -> Result<(OwnedFd, Option<usize>), WalkError> {
+        let mut first_made = None;
+        if create {
+            let dir = self.walk_making(rel, &mut first_made)?;
+            return Ok((dir, first_made));
+        }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mut dir = rustix::fs::open(&self.root, flags, Mode::empty())
             .map_err(|e| WalkError::Io(errno(e)))?;
@@ -198,10 +271,32 @@ impl WorkspacePolicy {
             let Component::Normal(name) = c else {
                 return Err(WalkError::Symlink);
             };
+            dir = open_component(&dir, name, flags)?;
+        }
+        Ok((dir, None))
+    }
+
+    /// [`WorkspacePolicy::walk`] creating what is missing; `first_made` is set to the depth
+    /// of the first component made here, also when a later step fails.
+    fn walk_making(
+        &self,
+        rel: &Path,
+        first_made: &mut Option<usize>,
+    ) -> Result<OwnedFd, WalkError> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut dir = rustix::fs::open(&self.root, flags, Mode::empty())
+            .map_err(|e| WalkError::Io(errno(e)))?;
+        for (depth, c) in rel.components().enumerate() {
+            let Component::Normal(name) = c else {
+                return Err(WalkError::Symlink);
+            };
             dir = match open_component(&dir, name, flags) {
-                Err(WalkError::Missing) if create => {
+                Err(WalkError::Missing) => {
                     match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o700)) {
-                        Ok(()) | Err(Errno::EXIST) => {}
+                        Ok(()) => {
+                            first_made.get_or_insert(depth);
+                        }
+                        Err(Errno::EXIST) => {}
                         Err(e) => return Err(WalkError::Io(errno(e))),
                     }
                     open_component(&dir, name, flags)?
@@ -261,9 +356,9 @@ mod tests {
     fn new_sessions_get_distinct_directories_inside_the_root() {
         let (_d, p) = policy();
         let root = p.root().to_path_buf();
-        assert_eq!(p.for_new_session(None, "s1").unwrap(), root.join("s1"));
+        assert_eq!(p.for_new_session(None, "s1").unwrap().path, root.join("s1"));
         assert_eq!(
-            p.for_new_session(Some("team/one"), "s2").unwrap(),
+            p.for_new_session(Some("team/one"), "s2").unwrap().path,
             root.join("team/one")
         );
         assert!(root.join("team/one").is_dir());
@@ -290,6 +385,47 @@ mod tests {
             let e = p.for_new_session(Some(w), "s4").unwrap_err();
             assert_eq!(e.code, "bad_workspace", "{w}");
         }
+    }
+
+    #[test]
+    fn undo_removes_only_what_was_made() {
+        let (_d, p) = policy();
+        let root = p.root().to_path_buf();
+        std::fs::create_dir(root.join("team")).unwrap();
+        let ws = p.for_new_session(Some("team/a/b"), "s1").unwrap();
+        assert!(root.join("team/a/b").is_dir());
+        p.undo(&ws);
+        assert!(!root.join("team/a").exists(), "made here, removed");
+        assert!(root.join("team").is_dir(), "existed before, kept");
+        // the default workspace existed already (a session's leftover): kept
+        std::fs::create_dir(root.join("s2")).unwrap();
+        let ws = p.for_new_session(None, "s2").unwrap();
+        p.undo(&ws);
+        assert!(root.join("s2").is_dir());
+        let ws = p.for_new_session(None, "s3").unwrap();
+        p.undo(&ws);
+        assert!(!root.join("s3").exists());
+    }
+
+    #[test]
+    fn a_walk_that_fails_half_way_removes_what_it_made() {
+        let (_d, p) = policy();
+        let root = p.root().to_path_buf();
+        let long = "n".repeat(NAME_BYTES_MAX + 1);
+        // the request is refused before anything is made
+        let e = p
+            .for_new_session(Some(&format!("team/{long}")), "s1")
+            .unwrap_err();
+        assert_eq!(e.code, "bad_workspace", "{}", e.message);
+        // and should a step fail after a directory was made, that directory goes
+        let e = p
+            .make_new(PathBuf::from(format!("team/a/{long}")))
+            .unwrap_err();
+        assert!(e.message.contains("ile name too long"), "{}", e.message);
+        assert!(
+            !root.join("team").exists(),
+            "a half-made workspace was left"
+        );
     }
 
     #[test]

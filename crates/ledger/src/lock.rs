@@ -28,15 +28,47 @@ impl WriterLock {
     /// Takes the exclusive lock at `lock_path`, waiting at most [`LOCK_WAIT_MAX`]: a lister
     /// that checks the lock ([`held_by`]) holds it for microseconds, a writer for its life.
     pub fn acquire(lock_path: &Path, session_path: &Path) -> Result<Self> {
-        let mut file =
-            // never through a symlink: one planted there would have the holder text written into
-            // its target
-            crate::fs::open_private(lock_path, false)
-                .map_err(|e| LedgerError::open_failed(lock_path, e))?;
         let started = std::time::Instant::now();
+        let mut file = loop {
+            let file = Self::lock_file(lock_path, session_path, started)?;
+            // The file may have been removed (a creation that failed cleans up after itself) or
+            // replaced while we waited for it: a lock on a file no longer at the path guards
+            // nothing, so open the path afresh.
+            if is_at(&file, lock_path) {
+                break file;
+            }
+            if started.elapsed() >= LOCK_WAIT_MAX {
+                return Err(LedgerError::Locked {
+                    path: session_path.to_path_buf(),
+                    holder: None,
+                });
+            }
+        };
+        let me = serde_json::to_vec(&Holder::current()).unwrap_or_default();
+        // Best effort: the holder text is informational only.
+        let _ = file.set_len(0);
+        let _ = file.seek(SeekFrom::Start(0));
+        let _ = file.write_all(&me);
+        Ok(WriterLock {
+            file,
+            path: lock_path.to_path_buf(),
+        })
+    }
+
+    /// Opens the lock file at `lock_path` and takes its `flock`, waiting until `started` +
+    /// [`LOCK_WAIT_MAX`].
+    fn lock_file(
+        lock_path: &Path,
+        session_path: &Path,
+        started: std::time::Instant,
+    ) -> Result<File> {
+        // never through a symlink: one planted there would have the holder text written into
+        // its target
+        let mut file = crate::fs::open_private(lock_path, false)
+            .map_err(|e| LedgerError::open_failed(lock_path, e))?;
         loop {
             match flock(&file, FlockOperation::NonBlockingLockExclusive) {
-                Ok(()) => break,
+                Ok(()) => return Ok(file),
                 Err(e) if e == rustix::io::Errno::WOULDBLOCK || e == rustix::io::Errno::AGAIN => {
                     if started.elapsed() < LOCK_WAIT_MAX {
                         std::thread::sleep(std::time::Duration::from_millis(5));
@@ -52,19 +84,26 @@ impl WriterLock {
                 }
             }
         }
-        let me = serde_json::to_vec(&Holder::current()).unwrap_or_default();
-        // Best effort: the holder text is informational only.
-        let _ = file.set_len(0);
-        let _ = file.seek(SeekFrom::Start(0));
-        let _ = file.write_all(&me);
-        Ok(WriterLock {
-            file,
-            path: lock_path.to_path_buf(),
-        })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Removes the lock file while still holding it, then releases it: for a creation that
+    /// failed, so that nothing is left behind. Whoever waited on this file sees, once it has
+    /// it, that it is no longer at the path, and opens the path afresh.
+    pub(crate) fn remove(self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Whether `file` is the file at `path` now (same device and inode; a symlink never is).
+fn is_at(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }
 

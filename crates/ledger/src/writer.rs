@@ -210,33 +210,49 @@ impl Writer {
         let id = header.id.clone();
         let path = ledger_path(dir, &id);
         let lock = lock_if(&opts, dir, &id, &path)?;
-        let mut line = Vec::new();
-        let header_json = frame::data_to_json(&header).map_err(LedgerError::Serialize)?;
-        frame::encode_line(&mut line, 0, &header.created_at, "header", &header_json);
-        // Check the prefix is a run of good lines with seq 1.. before writing anything.
-        let mut next_seq = 1;
-        if !prefix.is_empty() {
-            let mut sc = Scanner::from_position(
-                &path,
-                prefix,
-                CrashWindow::per_record(opts.line_bytes_max),
-                line.len() as u64,
-                1,
-                1,
-            );
-            while sc.next_record::<serde::de::IgnoredAny>()?.is_some() {}
-            if sc.cut().is_some() {
-                return Err(LedgerError::Serialize(
-                    "fork prefix does not end with a complete, valid line".into(),
-                ));
+        let made = (|| {
+            let mut line = Vec::new();
+            let header_json = frame::data_to_json(&header).map_err(LedgerError::Serialize)?;
+            frame::encode_line(&mut line, 0, &header.created_at, "header", &header_json);
+            // Check the prefix is a run of good lines with seq 1.. before writing anything.
+            let mut next_seq = 1;
+            if !prefix.is_empty() {
+                let mut sc = Scanner::from_position(
+                    &path,
+                    prefix,
+                    CrashWindow::per_record(opts.line_bytes_max),
+                    line.len() as u64,
+                    1,
+                    1,
+                );
+                while sc.next_record::<serde::de::IgnoredAny>()?.is_some() {}
+                if sc.cut().is_some() {
+                    return Err(LedgerError::Serialize(
+                        "fork prefix does not end with a complete, valid line".into(),
+                    ));
+                }
+                next_seq = sc.next_seq();
             }
-            next_seq = sc.next_seq();
+            line.extend_from_slice(prefix);
+            let replace = reclaim_headerless(&opts, &path)?;
+            let file = write_into_place(&opts, dir, &id, &path, &line, replace)?;
+            Ok((file, next_seq, line.len() as u64))
+        })();
+        match made {
+            Ok((file, next_seq, len)) => {
+                Writer::assemble(path, header, file, opts, lock, next_seq, len)
+            }
+            Err(e) => {
+                // A creation that failed leaves nothing behind: not even its lock file (unless
+                // a ledger of that name exists, whose lock it is).
+                if let Some(lock) = lock
+                    && std::fs::symlink_metadata(&path).is_err()
+                {
+                    lock.remove();
+                }
+                Err(e)
+            }
         }
-        line.extend_from_slice(prefix);
-        let replace = reclaim_headerless(&opts, &path)?;
-        let file = write_into_place(&opts, dir, &id, &path, &line, replace)?;
-        let len = line.len() as u64;
-        Writer::assemble(path, header, file, opts, lock, next_seq, len)
     }
 
     /// Creates a ledger from complete, exported lines (header first), byte for byte, after

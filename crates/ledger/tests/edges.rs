@@ -330,3 +330,48 @@ fn group_commit_shares_syncs_between_writers() {
         "{syncs} syncs for {appends} appends: group commit is not grouping"
     );
 }
+
+/// A reader whose disk fails once (EIO) after `ok_bytes`, and would then go on as if nothing
+/// happened.
+struct FailingOnce<R> {
+    inner: R,
+    ok_bytes: usize,
+    failed: bool,
+}
+
+impl<R: Read> Read for FailingOnce<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if !self.failed && self.ok_bytes == 0 {
+            self.failed = true;
+            return Err(std::io::Error::from_raw_os_error(5));
+        }
+        let n = buf.len().min(self.ok_bytes.max(1)).min(64);
+        let n = self.inner.read(&mut buf[..n])?;
+        self.ok_bytes = self.ok_bytes.saturating_sub(n);
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_read_error_is_an_error_naming_the_file_never_retried_or_taken_for_the_end() {
+    let fs = SimFs::new();
+    let good = ledger(&fs, 5, 4096);
+    let header_end = good.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let r = FailingOnce {
+        inner: &good[..],
+        ok_bytes: header_end + 10,
+        failed: false,
+    };
+    let (mut sc, _) = Scanner::from_start(Path::new("disk/x.jsonl"), r, 4096, None).unwrap();
+    let mut n = 0;
+    let err = loop {
+        match sc.next_record::<Value>() {
+            Ok(Some(_)) => n += 1,
+            Ok(None) => panic!("the read error was taken for the end after {n} records"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(n, 0, "no record read past the failure");
+    let text = err.to_string();
+    assert!(text.contains("disk/x.jsonl"), "{text}");
+}

@@ -333,6 +333,8 @@ async fn not_scripted(State(shared): State<Arc<Shared>>, method: Method, uri: Ur
     )
 }
 
+/// One request to a protocol endpoint: parse it, record it and pick its step, wait the
+/// step's delay, then answer as the step says.
 async fn handle(shared: Arc<Shared>, protocol: Protocol, body: Bytes) -> Response {
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
@@ -346,67 +348,7 @@ async fn handle(shared: Arc<Shared>, protocol: Protocol, body: Bytes) -> Respons
             );
         }
     };
-    let stream = request
-        .get("stream")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let include_usage = request
-        .pointer("/stream_options/include_usage")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let view = match protocol {
-        Protocol::Chat => None,
-        Protocol::Anthropic => Some(anthropic::normalize(&request)),
-        Protocol::Responses => Some(responses::normalize(&request)),
-    };
-    let echoed = match protocol {
-        Protocol::Chat => Vec::new(),
-        Protocol::Anthropic => anthropic::opaque_in_request(&request),
-        Protocol::Responses => responses::opaque_in_request(&request),
-    };
-    let (number, step) = {
-        let mut inner = shared.lock();
-        inner.requests.push(request.clone());
-        inner.protocols.push(protocol);
-        let number = inner.requests.len();
-        for v in echoed {
-            match inner.issued.iter_mut().find(|t| t.value == v) {
-                Some(t) => t.echoed_in.push(number),
-                None => inner.foreign_opaque.push((number, v)),
-            }
-        }
-        if let Some(log) = inner.log.as_mut() {
-            let line = format!("{request}\n");
-            if let Err(e) = log.write_all(line.as_bytes()).and_then(|()| log.flush()) {
-                tracing::warn!(error = %e, "cannot append to the request log");
-            }
-        }
-        let seen = view.as_ref().unwrap_or(&request);
-        let found = inner
-            .steps
-            .iter_mut()
-            .find(|(s, used)| !*used && s.matches(seen, number));
-        let step = found.map(|(s, used)| {
-            if !s.repeat {
-                *used = true;
-            }
-            s.clone()
-        });
-        if step.is_none() {
-            inner.unmatched += 1;
-        }
-        if let Some(r) = step.as_ref().and_then(|s| s.reply.response())
-            && r.reasoning.is_some()
-            && protocol != Protocol::Chat
-        {
-            inner.issued.push(OpaqueRoundTrip {
-                value: r.opaque(number),
-                issued_in: number,
-                echoed_in: Vec::new(),
-            });
-        }
-        (number, step)
-    };
+    let (number, step) = shared.lock().record(protocol, &request);
     let Some(step) = step else {
         tracing::warn!(number, "no scripted step matches the request");
         return error_response(
@@ -426,22 +368,118 @@ async fn handle(shared: Arc<Shared>, protocol: Protocol, body: Bytes) -> Respons
             }
         }
     }
-    let events = |r: &ScriptedResponse| -> Vec<SseEvent> {
-        match protocol {
-            Protocol::Chat => r
-                .to_sse_events(number, include_usage)
-                .into_iter()
-                .map(SseEvent::data)
-                .collect(),
-            Protocol::Anthropic => anthropic::to_sse(r, number, &request),
-            Protocol::Responses => responses::to_sse(r, number, &request),
-        }
+    let call = Call {
+        protocol,
+        number,
+        request,
     };
-    let json_body = |r: &ScriptedResponse| -> Response {
-        let v = match protocol {
-            Protocol::Chat => r.to_json(number),
-            Protocol::Anthropic => anthropic::to_json(r, number, &request),
-            Protocol::Responses => responses::to_json(r, number, &request),
+    call.reply(step.reply, shutdown)
+}
+
+impl Inner {
+    /// Records a request (its number, protocol, the opaque values it echoes, the log line)
+    /// and picks the first unused step that matches it.
+    fn record(&mut self, protocol: Protocol, request: &Value) -> (usize, Option<Step>) {
+        let view = match protocol {
+            Protocol::Chat => None,
+            Protocol::Anthropic => Some(anthropic::normalize(request)),
+            Protocol::Responses => Some(responses::normalize(request)),
+        };
+        let echoed = match protocol {
+            Protocol::Chat => Vec::new(),
+            Protocol::Anthropic => anthropic::opaque_in_request(request),
+            Protocol::Responses => responses::opaque_in_request(request),
+        };
+        self.requests.push(request.clone());
+        self.protocols.push(protocol);
+        let number = self.requests.len();
+        for v in echoed {
+            match self.issued.iter_mut().find(|t| t.value == v) {
+                Some(t) => t.echoed_in.push(number),
+                None => self.foreign_opaque.push((number, v)),
+            }
+        }
+        if let Some(log) = self.log.as_mut() {
+            let line = format!("{request}\n");
+            if let Err(e) = log.write_all(line.as_bytes()).and_then(|()| log.flush()) {
+                tracing::warn!(error = %e, "cannot append to the request log");
+            }
+        }
+        let seen = view.as_ref().unwrap_or(request);
+        let step = self
+            .steps
+            .iter_mut()
+            .find(|(s, used)| !*used && s.matches(seen, number))
+            .map(|(s, used)| {
+                if !s.repeat {
+                    *used = true;
+                }
+                s.clone()
+            });
+        if step.is_none() {
+            self.unmatched += 1;
+        }
+        if let Some(r) = step.as_ref().and_then(|s| s.reply.response())
+            && r.reasoning.is_some()
+            && protocol != Protocol::Chat
+        {
+            self.issued.push(OpaqueRoundTrip {
+                value: r.opaque(number),
+                issued_in: number,
+                echoed_in: Vec::new(),
+            });
+        }
+        (number, step)
+    }
+}
+
+/// A matched request, answered in its protocol's shape.
+struct Call {
+    protocol: Protocol,
+    number: usize,
+    request: Value,
+}
+
+impl Call {
+    fn wants_stream(&self) -> bool {
+        self.request
+            .get("stream")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
+    /// The whole response as the protocol's stream events.
+    fn events(&self, r: &ScriptedResponse) -> Vec<SseEvent> {
+        let (number, request) = (self.number, &self.request);
+        match self.protocol {
+            Protocol::Chat => {
+                let include_usage = request
+                    .pointer("/stream_options/include_usage")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                r.to_sse_events(number, include_usage)
+                    .into_iter()
+                    .map(SseEvent::data)
+                    .collect()
+            }
+            Protocol::Anthropic => anthropic::to_sse(r, number, request),
+            Protocol::Responses => responses::to_sse(r, number, request),
+        }
+    }
+
+    /// The first `n` stream events.
+    fn cut(&self, r: &ScriptedResponse, n: usize) -> Vec<SseEvent> {
+        let mut e = self.events(r);
+        e.truncate(n);
+        e
+    }
+
+    /// The whole response as one JSON body.
+    fn json_body(&self, r: &ScriptedResponse) -> Response {
+        let v = match self.protocol {
+            Protocol::Chat => r.to_json(self.number),
+            Protocol::Anthropic => anthropic::to_json(r, self.number, &self.request),
+            Protocol::Responses => responses::to_json(r, self.number, &self.request),
         };
         (
             StatusCode::OK,
@@ -449,78 +487,90 @@ async fn handle(shared: Arc<Shared>, protocol: Protocol, body: Bytes) -> Respons
             v.to_string(),
         )
             .into_response()
-    };
-    let cut = |r: &ScriptedResponse, n: usize| -> Vec<SseEvent> {
-        let mut e = events(r);
-        e.truncate(n);
-        e
-    };
-    match step.reply {
-        Reply::Status {
-            status,
-            retry_after,
-            body,
-            error_type,
-        } => {
-            let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let mut resp = error_response(
-                protocol,
-                code,
-                error_type.as_deref(),
-                body.unwrap_or_else(|| format!("scripted failure {status}")),
-                number,
-            );
-            if let Some(ra) = retry_after
-                && let Ok(v) = HeaderValue::from_str(&ra)
-            {
-                resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+
+    /// The protocol's in-stream error event that ends a stream cut after `after_chunks`.
+    fn error_event(
+        &self,
+        r: &ScriptedResponse,
+        after_chunks: usize,
+        ty: &str,
+        msg: &str,
+    ) -> SseEvent {
+        match self.protocol {
+            Protocol::Anthropic => anthropic::error_event(ty, msg, self.number),
+            Protocol::Responses => {
+                responses::failed_event(r, self.number, &self.request, ty, msg, after_chunks)
             }
-            resp
+            Protocol::Chat => {
+                SseEvent::data(json!({"error": {"message": msg, "type": ty}}).to_string())
+            }
         }
-        Reply::PlainJson(r) => json_body(&r),
-        Reply::Response(r) if !stream => json_body(&r),
-        Reply::Response(r) => sse::stream(events(&r), Then::Finish, r.chunk_delay_ms, shutdown),
-        Reply::StreamThenHang {
-            response,
-            after_chunks,
-        } => sse::stream(
-            cut(&response, after_chunks),
-            Then::Hang,
-            response.chunk_delay_ms,
-            shutdown,
-        ),
-        Reply::StreamThenDrop {
-            response,
-            after_chunks,
-        } => sse::stream(
-            cut(&response, after_chunks),
-            Then::Drop,
-            response.chunk_delay_ms,
-            shutdown,
-        ),
-        Reply::StreamThenError {
-            response,
-            after_chunks,
-            error_type,
-            message,
-        } => {
-            let ty = error_type.unwrap_or_else(|| "overloaded_error".into());
-            let msg = message.unwrap_or_else(|| "Overloaded".into());
-            let last = match protocol {
-                Protocol::Anthropic => anthropic::error_event(&ty, &msg, number),
-                Protocol::Responses => {
-                    responses::failed_event(&response, number, &request, &ty, &msg, after_chunks)
+    }
+
+    fn reply(&self, reply: Reply, shutdown: watch::Receiver<bool>) -> Response {
+        match reply {
+            Reply::Status {
+                status,
+                retry_after,
+                body,
+                error_type,
+            } => {
+                let code =
+                    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                let mut resp = error_response(
+                    self.protocol,
+                    code,
+                    error_type.as_deref(),
+                    body.unwrap_or_else(|| format!("scripted failure {status}")),
+                    self.number,
+                );
+                if let Some(ra) = retry_after
+                    && let Ok(v) = HeaderValue::from_str(&ra)
+                {
+                    resp.headers_mut().insert(header::RETRY_AFTER, v);
                 }
-                Protocol::Chat => {
-                    SseEvent::data(json!({"error": {"message": msg, "type": ty}}).to_string())
-                }
-            };
-            sse::stream(
-                cut(&response, after_chunks),
-                Then::Error(last),
+                resp
+            }
+            Reply::PlainJson(r) => self.json_body(&r),
+            Reply::Response(r) if !self.wants_stream() => self.json_body(&r),
+            Reply::Response(r) => {
+                sse::stream(self.events(&r), Then::Finish, r.chunk_delay_ms, shutdown)
+            }
+            Reply::StreamThenHang {
+                response,
+                after_chunks,
+            } => sse::stream(
+                self.cut(&response, after_chunks),
+                Then::Hang,
                 response.chunk_delay_ms,
                 shutdown,
-            )
+            ),
+            Reply::StreamThenDrop {
+                response,
+                after_chunks,
+            } => sse::stream(
+                self.cut(&response, after_chunks),
+                Then::Drop,
+                response.chunk_delay_ms,
+                shutdown,
+            ),
+            Reply::StreamThenError {
+                response,
+                after_chunks,
+                error_type,
+                message,
+            } => {
+                let ty = error_type.unwrap_or_else(|| "overloaded_error".into());
+                let msg = message.unwrap_or_else(|| "Overloaded".into());
+                let last = self.error_event(&response, after_chunks, &ty, &msg);
+                sse::stream(
+                    self.cut(&response, after_chunks),
+                    Then::Error(last),
+                    response.chunk_delay_ms,
+                    shutdown,
+                )
+            }
         }
     }
 }

@@ -40,8 +40,6 @@ struct Payload<'a> {
     cwd: Option<String>,
     #[serde(borrow, default)]
     source: Option<&'a RawValue>,
-    #[serde(default)]
-    originator: Option<String>,
 }
 
 const CALLS: &[&str] = &[
@@ -102,28 +100,56 @@ fn codex_error_is_transient(info: Option<&serde_json::Value>, message: &str) -> 
     }
 }
 
-/// Classifies a Codex rollout tail.
+/// Classifies a Codex rollout tail in three steps: the header (who owns the rollout), a walk
+/// back to the start of the last turn (a terminal event decides at once), then the open
+/// turn's last item.
 pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     let p: Parsed<Line> = Parsed::new(tail, meta.at_start);
-    let may_grow = !meta.at_start && !meta.at_cap;
     let mut out = Classification::new(Verdict::Skipped(SkipWhy::Empty), "");
     out.torn = p.torn;
-    let torn_note = if p.torn {
-        if p.torn_contains(b"\"function_call_output\"") || p.torn_contains(b"_call_output\"") {
-            "; a tool output was being written when the process died (torn last line ignored)"
-        } else {
-            "; torn last line ignored"
-        }
-    } else {
-        ""
-    };
-    let decide = |mut out: Classification, v: Verdict, reason: String| {
+    let torn_note = torn_note(&p);
+    let decide = |mut out: Classification, (v, reason): (Verdict, String)| {
         out.verdict = v;
         out.reason = format!("{reason}{torn_note}");
         out
     };
+    if let Some(skip) = read_header(&mut out, &p, meta) {
+        return decide(out, skip);
+    }
+    if let Some((j, l)) = (0..p.len()).rev().find_map(|j| p.get(j).map(|l| (j, l))) {
+        out.last_record_id = l.timestamp.clone().map(|t| format!("{t}#{j}"));
+    }
+    if p.len() == 0 && !p.torn && meta.at_start {
+        return decide(out, (Verdict::Skipped(SkipWhy::Empty), "empty file".into()));
+    }
+    let turn = match walk_back(&p, &mut out) {
+        Ok(turn) => turn,
+        Err(decided) => return decide(out, decided),
+    };
+    if !turn.lifecycle && !meta.at_start && !meta.at_cap {
+        return need_more(p.torn);
+    }
+    decide(out, open_turn(turn))
+}
 
-    // Header: the first session_meta of the file.
+/// What the reason adds when the last line was torn.
+fn torn_note<'a>(p: &Parsed<'a, Line<'a>>) -> &'static str {
+    if !p.torn {
+        ""
+    } else if p.torn_contains(b"\"function_call_output\"") || p.torn_contains(b"_call_output\"") {
+        "; a tool output was being written when the process died (torn last line ignored)"
+    } else {
+        "; torn last line ignored"
+    }
+}
+
+/// Reads the first `session_meta` (from the header the caller kept, or the window when it
+/// starts the file): the id and cwd, and a verdict when the rollout belongs to someone else.
+fn read_header<'a>(
+    out: &mut Classification,
+    p: &Parsed<'a, Line<'a>>,
+    meta: &SessionMeta,
+) -> Option<(Verdict, String)> {
     let header_line = meta
         .header
         .and_then(|h| serde_json::from_slice::<Line>(h).ok());
@@ -144,46 +170,47 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
             out.session_id = Some(s[s.len() - 36..].to_string());
         }
     }
-    if let Some(h) = hdr
-        && let Some(src) = h.source
-    {
-        let src = src.get();
-        if src.contains("subagent") {
-            return decide(
-                out,
-                Verdict::Skipped(SkipWhy::Subagent),
-                format!(
-                    "sub-agent rollout (source {}): its parent thread owns it",
-                    clip(src, 80)
-                ),
-            );
-        }
-        if src == "\"mcp\"" || src == "\"vscode\"" {
-            return decide(
-                out,
-                Verdict::Skipped(SkipWhy::SdkOwned),
-                format!("source {src}: owned by another program"),
-            );
-        }
-        let _ = &h.originator;
+    let src = hdr.and_then(|h| h.source)?.get();
+    if src.contains("subagent") {
+        return Some((
+            Verdict::Skipped(SkipWhy::Subagent),
+            format!(
+                "sub-agent rollout (source {}): its parent thread owns it",
+                clip(src, 80)
+            ),
+        ));
     }
+    if src == "\"mcp\"" || src == "\"vscode\"" {
+        return Some((
+            Verdict::Skipped(SkipWhy::SdkOwned),
+            format!("source {src}: owned by another program"),
+        ));
+    }
+    None
+}
 
+/// The last turn as far as the walk back saw it, when no terminal event decided it.
+struct OpenTurn {
+    /// A `task_started`/`turn_started` was found: the window holds the whole turn.
+    lifecycle: bool,
+    /// Calls that need an output and have none, newest first: (call id, name).
+    open_calls: Vec<(String, String)>,
+    last: Option<Last>,
+}
+
+/// Walks back from the end to the start of the last turn. A terminal event (completion,
+/// abort, error) decides the verdict at once (`Err`); otherwise the open turn is returned.
+fn walk_back<'a>(
+    p: &Parsed<'a, Line<'a>>,
+    out: &mut Classification,
+) -> Result<OpenTurn, (Verdict, String)> {
     let mut outputs: HashSet<String> = HashSet::new();
-    let mut open_calls: Vec<(String, String)> = Vec::new();
-    let mut last: Option<Last> = None;
-    let mut i = p.len();
-    for j in (0..p.len()).rev() {
-        if let Some(l) = p.get(j) {
-            out.last_record_id = l.timestamp.clone().map(|t| format!("{t}#{j}"));
-            break;
-        }
-    }
-    if p.len() == 0 && !p.torn && meta.at_start {
-        return decide(out, Verdict::Skipped(SkipWhy::Empty), "empty file".into());
-    }
-    let mut lifecycle = false;
-    while i > 0 {
-        i -= 1;
+    let mut turn = OpenTurn {
+        lifecycle: false,
+        open_calls: Vec::new(),
+        last: None,
+    };
+    for i in (0..p.len()).rev() {
         let Some(l) = p.get(i) else { continue };
         if out.cwd.is_none()
             && l.ty == "turn_context"
@@ -194,57 +221,10 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
         let Some(pl) = &l.payload else { continue };
         let pty = pl.ty.as_deref().unwrap_or("");
         match (l.ty.as_str(), pty) {
-            ("event_msg", "task_complete" | "turn_complete")
-                if pl.error.as_ref().is_some_and(|e| !e.is_null()) =>
-            {
-                let e = pl.error.as_ref().unwrap_or(&serde_json::Value::Null);
-                let msg = e
-                    .get("message")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or("");
-                let info = e.get("codex_error_info");
-                return decide(
-                    out,
-                    Verdict::Failed {
-                        transient: codex_error_is_transient(info, msg),
-                    },
-                    format!(
-                        "{pty} with an error ({}): {}",
-                        info.map(error_info_name).unwrap_or_default(),
-                        clip(msg, 100)
-                    ),
-                );
-            }
             ("event_msg", "task_complete" | "turn_complete") => {
-                if matches!(last, Some(Last::User)) {
-                    return decide(
-                        out,
-                        Verdict::PendingInput,
-                        "user message after the last completed turn".into(),
-                    );
-                }
-                return decide(out, Verdict::Finished, format!("{pty}: the turn completed"));
+                return Err(completed(pty, pl, turn.last.as_ref()));
             }
-            ("event_msg", "turn_aborted") => {
-                let r = pl.reason.as_deref().unwrap_or("");
-                return match r {
-                    "interrupted" => decide(
-                        out,
-                        Verdict::UserStopped,
-                        "turn_aborted (interrupted by the user)".into(),
-                    ),
-                    "budget_limited" => decide(
-                        out,
-                        Verdict::Failed { transient: false },
-                        "turn_aborted: budget limited".into(),
-                    ),
-                    _ => decide(
-                        out,
-                        Verdict::Finished,
-                        format!("turn_aborted ({r}): the turn is terminal"),
-                    ),
-                };
-            }
+            ("event_msg", "turn_aborted") => return Err(aborted(pl.reason.as_deref())),
             ("event_msg", "error") => {
                 let msg = pl
                     .message
@@ -255,125 +235,161 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
                             .unwrap_or_else(|| m.to_string())
                     })
                     .unwrap_or_default();
-                return decide(
-                    out,
+                return Err((
                     Verdict::Failed {
                         transient: is_transient_error(&msg),
                     },
                     format!("error ended the turn: {}", clip(&msg, 100)),
-                );
+                ));
             }
             ("event_msg", "task_started" | "turn_started") => {
-                lifecycle = true;
+                turn.lifecycle = true;
                 break;
             }
             ("event_msg", "user_message") => {
-                last.get_or_insert(Last::User);
+                turn.last.get_or_insert(Last::User);
             }
             ("event_msg", "context_compacted") | ("compacted", _) => {
-                last.get_or_insert(Last::Compacted);
+                turn.last.get_or_insert(Last::Compacted);
             }
-            ("response_item", t) => {
-                if OUTPUTS.contains(&t) {
-                    if let Some(c) = &pl.call_id {
-                        outputs.insert(c.clone());
-                    }
-                    last.get_or_insert(Last::Output);
-                } else if CALLS.contains(&t) {
-                    let cid = pl.call_id.clone().unwrap_or_default();
-                    let name = pl.name.clone().unwrap_or_else(|| t.to_string());
-                    // web search / image generation calls carry no separate output.
-                    let needs_output = matches!(
-                        t,
-                        "function_call"
-                            | "custom_tool_call"
-                            | "local_shell_call"
-                            | "tool_search_call"
-                    );
-                    if needs_output && !outputs.contains(&cid) {
-                        open_calls.push((cid.clone(), name.clone()));
-                    }
-                    if last.is_none() {
-                        last = Some(Last::Call(name.clone()));
-                    }
-                } else if t == "message" {
-                    match pl.role.as_deref() {
-                        Some("user") => {
-                            last.get_or_insert(Last::User);
-                        }
-                        Some("assistant") => {
-                            last.get_or_insert(Last::Assistant);
-                        }
-                        _ => {}
-                    }
-                } else if t == "reasoning" {
-                    last.get_or_insert(Last::Stream);
-                } else if (t == "compaction" || t == "context_compaction") && last.is_none() {
-                    last = Some(Last::Compacted);
-                }
-            }
+            ("response_item", t) => response_item(t, pl, &mut outputs, &mut turn),
             _ => {}
         }
     }
-    if !lifecycle && may_grow {
-        return need_more(p.torn);
+    Ok(turn)
+}
+
+/// A completed turn: failed if it carries an error, else finished — unless a user message
+/// came after it.
+fn completed(pty: &str, pl: &Payload, last: Option<&Last>) -> (Verdict, String) {
+    if let Some(e) = pl.error.as_ref().filter(|e| !e.is_null()) {
+        let msg = e
+            .get("message")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        let info = e.get("codex_error_info");
+        return (
+            Verdict::Failed {
+                transient: codex_error_is_transient(info, msg),
+            },
+            format!(
+                "{pty} with an error ({}): {}",
+                info.map(error_info_name).unwrap_or_default(),
+                clip(msg, 100)
+            ),
+        );
     }
-    // Open turn (or a rollout without lifecycle events).
-    if let Some((_, name)) = open_calls.first() {
-        return decide(
-            out,
+    if matches!(last, Some(Last::User)) {
+        return (
+            Verdict::PendingInput,
+            "user message after the last completed turn".into(),
+        );
+    }
+    (Verdict::Finished, format!("{pty}: the turn completed"))
+}
+
+/// An aborted turn: the user's interrupt, a budget limit, or otherwise terminal.
+fn aborted(reason: Option<&str>) -> (Verdict, String) {
+    match reason.unwrap_or("") {
+        "interrupted" => (
+            Verdict::UserStopped,
+            "turn_aborted (interrupted by the user)".into(),
+        ),
+        "budget_limited" => (
+            Verdict::Failed { transient: false },
+            "turn_aborted: budget limited".into(),
+        ),
+        r => (
+            Verdict::Finished,
+            format!("turn_aborted ({r}): the turn is terminal"),
+        ),
+    }
+}
+
+/// Notes one `response_item` of the open turn (seen newest first).
+fn response_item(t: &str, pl: &Payload, outputs: &mut HashSet<String>, turn: &mut OpenTurn) {
+    if OUTPUTS.contains(&t) {
+        if let Some(c) = &pl.call_id {
+            outputs.insert(c.clone());
+        }
+        turn.last.get_or_insert(Last::Output);
+    } else if CALLS.contains(&t) {
+        let cid = pl.call_id.clone().unwrap_or_default();
+        let name = pl.name.clone().unwrap_or_else(|| t.to_string());
+        // web search / image generation calls carry no separate output.
+        let needs_output = matches!(
+            t,
+            "function_call" | "custom_tool_call" | "local_shell_call" | "tool_search_call"
+        );
+        if needs_output && !outputs.contains(&cid) {
+            turn.open_calls.push((cid, name.clone()));
+        }
+        turn.last.get_or_insert(Last::Call(name));
+    } else if t == "message" {
+        match pl.role.as_deref() {
+            Some("user") => {
+                turn.last.get_or_insert(Last::User);
+            }
+            Some("assistant") => {
+                turn.last.get_or_insert(Last::Assistant);
+            }
+            _ => {}
+        }
+    } else if t == "reasoning" {
+        turn.last.get_or_insert(Last::Stream);
+    } else if t == "compaction" || t == "context_compaction" {
+        turn.last.get_or_insert(Last::Compacted);
+    }
+}
+
+/// The verdict of a turn that never ended: an unanswered call first, else its last item.
+fn open_turn(turn: OpenTurn) -> (Verdict, String) {
+    if let Some((_, name)) = turn.open_calls.first() {
+        return (
             Verdict::InterruptedToolCall,
             format!("call {name} has no output"),
         );
     }
+    let lifecycle = turn.lifecycle;
     let what = if lifecycle {
         "open turn"
     } else {
         "no turn lifecycle events"
     };
-    match last {
-        Some(Last::Call(name)) => decide(
-            out,
+    match turn.last {
+        Some(Last::Call(name)) => (
             Verdict::InterruptedAfterToolResult,
             format!("{what}: call {name} has its output, the model never saw it"),
         ),
-        Some(Last::Output) => decide(
-            out,
+        Some(Last::Output) => (
             Verdict::InterruptedAfterToolResult,
             format!("{what}: tool output last, the model never saw it"),
         ),
-        Some(Last::User) => decide(
-            out,
+        Some(Last::User) => (
             Verdict::PendingInput,
             format!("{what}: user message not answered"),
         ),
-        Some(Last::Stream) => decide(
-            out,
+        Some(Last::Stream) => (
             Verdict::InterruptedStream,
             format!("{what}: reasoning last, the response was cut off"),
         ),
-        Some(Last::Compacted) => decide(
-            out,
+        Some(Last::Compacted) => (
             Verdict::InterruptedStream,
             format!("{what}: compaction last, the turn never went on"),
         ),
-        Some(Last::Assistant) if lifecycle => decide(
-            out,
+        Some(Last::Assistant) if lifecycle => (
             Verdict::InterruptedStream,
             "open turn: assistant message but no task_complete".into(),
         ),
-        Some(Last::Assistant) => decide(
-            out,
+        Some(Last::Assistant) => (
             Verdict::Finished,
             "assistant message last (no lifecycle events)".into(),
         ),
-        None if lifecycle => decide(
-            out,
+        None if lifecycle => (
             Verdict::InterruptedStream,
             "turn started, nothing recorded after it".into(),
         ),
-        None => decide(
-            out,
+        None => (
             Verdict::Skipped(SkipWhy::Empty),
             "no turn and no response item".into(),
         ),

@@ -79,7 +79,7 @@ struct Failure {
 }
 
 /// Whether line `i` passes its checksum: a damaged line is not part of the log.
-fn valid(p: &Parsed<Rec>, i: usize) -> bool {
+fn valid<'a>(p: &Parsed<'a, Rec<'a>>, i: usize) -> bool {
     lazarus_ledger::frame::check_crc(p.lines[i]).is_ok()
 }
 
@@ -89,24 +89,43 @@ fn data(r: &Rec) -> Data {
         .unwrap_or_default()
 }
 
-/// Classifies a Lazarus ledger tail.
+/// Classifies a Lazarus ledger tail, in four steps: the header's facts, the last record
+/// (which settles a session that owes nothing), then a walk back to see how it was cut off.
 pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     let p: Parsed<Rec> = Parsed::new(tail, meta.at_start);
-    let may_grow = !meta.at_start && !meta.at_cap;
     let mut out = Classification::new(Verdict::Skipped(SkipWhy::Empty), "");
     out.torn = p.torn;
-    let torn_note = if p.torn {
-        "; torn last line ignored"
+    let header = header_record(&p, meta);
+    if let Err(why) = read_header(&mut out, header.as_ref(), meta) {
+        return decided(out, Verdict::Skipped(SkipWhy::Unreadable), why);
+    }
+    out.last_record_id = last_valid(&p).and_then(|j| p.get(j)?.seq.map(|s| s.to_string()));
+    let seq = out.last_record_id.clone().unwrap_or_else(|| "?".into());
+    if let Some((v, why)) = settled_by_last_record(&p, &seq) {
+        return decided(out, v, why);
+    }
+    let may_grow = !meta.at_start && !meta.at_cap;
+    match walk_back(&p, may_grow, header.is_some()) {
+        Walk::Decided(v, why) => decided(out, v, why),
+        Walk::NeedMore => need_more(p.torn),
+    }
+}
+
+/// The classification with its verdict and reason (and a note when the last line was torn).
+fn decided(mut out: Classification, v: Verdict, reason: String) -> Classification {
+    out.verdict = v;
+    out.reason = if out.torn {
+        format!("{reason}; torn last line ignored")
     } else {
-        ""
+        reason
     };
-    let decide = |mut out: Classification, v: Verdict, reason: String| {
-        out.verdict = v;
-        out.reason = format!("{reason}{torn_note}");
-        out
-    };
-    let header = meta
-        .header
+    out
+}
+
+/// The header record: given by the reader, or the first line of a window that starts at the
+/// beginning of the file.
+fn header_record<'a>(p: &Parsed<'a, Rec<'a>>, meta: &SessionMeta<'a>) -> Option<Rec<'a>> {
+    meta.header
         .and_then(|h| serde_json::from_slice::<Rec>(h).ok())
         .or_else(|| {
             if meta.at_start {
@@ -119,255 +138,281 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
                 None
             }
         })
-        .filter(|r| r.kind == "header");
-    if let Some(h) = &header {
+        .filter(|r| r.kind == "header")
+}
+
+/// Session id and workspace from the header (else the file name); `Err` for a ledger of
+/// another format.
+fn read_header(
+    out: &mut Classification,
+    header: Option<&Rec>,
+    meta: &SessionMeta,
+) -> Result<(), String> {
+    if let Some(h) = header {
         let d = data(h);
         out.session_id = d.id;
         out.cwd = d.meta.and_then(|m| m.workspace).or(d.cwd);
-        if d.format.as_deref().is_some_and(|f| f != "lazarus.session") {
-            return decide(
-                out,
-                Verdict::Skipped(SkipWhy::Unreadable),
-                format!(
-                    "header names format {:?}, not lazarus.session",
-                    d.format.unwrap_or_default()
-                ),
-            );
+        if let Some(f) = d.format.filter(|f| f != "lazarus.session") {
+            return Err(format!("header names format {f:?}, not lazarus.session"));
         }
     }
     if out.session_id.is_none() {
         out.session_id = Some(stem(meta.file_name).to_string()).filter(|s| !s.is_empty());
     }
-    for j in (0..p.len()).rev() {
-        if let Some(r) = p.get(j)
-            && valid(&p, j)
-        {
-            out.last_record_id = r.seq.map(|s| s.to_string());
-            break;
-        }
-    }
+    Ok(())
+}
 
-    // The one rule: does the last record say this session may owe work?
-    if let Some((kind, data_json)) = (0..p.len()).rev().find_map(|j| {
-        let r = p.get(j)?;
-        valid(&p, j).then(|| (r.kind.as_str(), r.data.map(|d| d.get())))
-    }) {
-        let data: serde_json::Value = data_json
-            .and_then(|d| serde_json::from_str(d).ok())
-            .unwrap_or_default();
-        if !owes_work_from_tail(kind, &data) {
-            if kind == "header" {
-                return decide(
-                    out,
-                    Verdict::Skipped(SkipWhy::Empty),
-                    "header only: nothing happened yet".into(),
-                );
-            }
-            let seq = out.last_record_id.clone().unwrap_or_else(|| "?".into());
-            if let Some(f) = data.get("failure").filter(|f| !f.is_null()) {
-                let message = f["message"].as_str().unwrap_or_default();
-                let transient = f["transient"]
-                    .as_bool()
-                    .unwrap_or_else(|| is_transient_error(message));
-                return decide(
-                    out,
-                    Verdict::Failed { transient },
-                    format!("seq {seq}: response failed: {}", clip(message, 100)),
-                );
-            }
-            return decide(
-                out,
-                Verdict::Finished,
-                format!("seq {seq}: response ended the turn"),
-            );
-        }
-    }
+/// Index of the last line that parses and passes its checksum.
+fn last_valid<'a>(p: &Parsed<'a, Rec<'a>>) -> Option<usize> {
+    (0..p.len())
+        .rev()
+        .find(|&j| p.get(j).is_some() && valid(p, j))
+}
 
-    let mut outcomes: HashSet<String> = HashSet::new();
-    let mut saw_outcome = false;
-    let mut resumed_since = false;
-    let mut interrupted_note = String::new();
+/// The one rule: a session whose last record says it owes nothing is settled by that record
+/// (finished, failed, or a header alone). `None` when it may owe work.
+fn settled_by_last_record<'a>(p: &Parsed<'a, Rec<'a>>, seq: &str) -> Option<(Verdict, String)> {
+    let r = p.get(last_valid(p)?)?;
+    let data: serde_json::Value = r
+        .data
+        .and_then(|d| serde_json::from_str(d.get()).ok())
+        .unwrap_or_default();
+    if owes_work_from_tail(&r.kind, &data) {
+        return None;
+    }
+    if r.kind == "header" {
+        return Some((
+            Verdict::Skipped(SkipWhy::Empty),
+            "header only: nothing happened yet".into(),
+        ));
+    }
+    if let Some(f) = data.get("failure").filter(|f| !f.is_null()) {
+        let message = f["message"].as_str().unwrap_or_default();
+        let transient = f["transient"]
+            .as_bool()
+            .unwrap_or_else(|| is_transient_error(message));
+        return Some((
+            Verdict::Failed { transient },
+            format!("seq {seq}: response failed: {}", clip(message, 100)),
+        ));
+    }
+    Some((
+        Verdict::Finished,
+        format!("seq {seq}: response ended the turn"),
+    ))
+}
+
+enum Walk {
+    Decided(Verdict, String),
+    /// The deciding record lies before the window.
+    NeedMore,
+}
+
+/// How a session that may owe work was cut off: back from the end, to the record that
+/// decides it.
+fn walk_back<'a>(p: &Parsed<'a, Rec<'a>>, may_grow: bool, has_header: bool) -> Walk {
+    let mut back = Back::default();
     let mut i = p.len();
     while i > 0 {
         i -= 1;
         let Some(r) = p.get(i) else { continue };
-        if !valid(&p, i) {
+        if !valid(p, i) {
             continue;
         }
+        if r.kind == "header" {
+            break;
+        }
         let seq = r.seq.map_or("?".to_string(), |s| s.to_string());
-        match r.kind.as_str() {
-            "header" => break,
-            "resume" => resumed_since = true,
-            "fork" => {}
-            "interrupted" => {
-                let d = data(r);
-                // Ctrl-C (`sigint`) is the user asking to stop: leave it stopped — unless it
-                // was resumed since (a receipt follows), and cut off again. A stop the system
-                // forced (`sigterm`, `shutdown`) is resumed.
-                if !resumed_since && matches!(d.reason.as_deref(), Some("user" | "sigint")) {
-                    return decide(
-                        out,
-                        Verdict::UserStopped,
-                        format!("seq {seq}: interrupted by the user"),
-                    );
-                }
-                interrupted_note =
-                    format!(" (after an interruption: {})", d.reason.unwrap_or_default());
-            }
-            "input" => {
-                if saw_outcome {
-                    return decide(
-                        out,
-                        Verdict::InterruptedAfterToolResult,
-                        format!(
-                            "seq {seq}: tool outcomes recorded, no response after them{interrupted_note}"
-                        ),
-                    );
-                }
-                let text = data(r).text.unwrap_or_default();
-                let (v, why) = match user_text_kind(&text) {
-                    UserText::Real => (Verdict::PendingInput, "input not answered"),
-                    UserText::Trivial => (Verdict::Skipped(SkipWhy::TrivialInput), "trivial input"),
-                    UserText::Heartbeat => {
-                        (Verdict::Skipped(SkipWhy::Heartbeat), "heartbeat input")
-                    }
-                    UserText::Cron => (Verdict::Skipped(SkipWhy::Cron), "cron input"),
-                };
-                return decide(
-                    out,
-                    v,
-                    format!("seq {seq}: {why}: {:?}{interrupted_note}", clip(&text, 60)),
-                );
-            }
-            "control" => {
-                let d = data(r);
-                match d.action.as_deref() {
-                    Some("resume") => {
-                        return decide(
-                            out,
-                            Verdict::PendingInput,
-                            format!(
-                                "seq {seq}: resume control input not acted on{interrupted_note}"
-                            ),
-                        );
-                    }
-                    Some("stop" | "cancel" | "abort") => {
-                        return decide(
-                            out,
-                            Verdict::UserStopped,
-                            format!("seq {seq}: {} control input", d.action.unwrap_or_default()),
-                        );
-                    }
-                    _ => {}
-                }
-            }
-            "turn_start" => {
-                if saw_outcome {
-                    return decide(
-                        out,
-                        Verdict::InterruptedAfterToolResult,
-                        format!(
-                            "seq {seq}: tool outcomes recorded, no response after them{interrupted_note}"
-                        ),
-                    );
-                }
-                return decide(
-                    out,
-                    Verdict::InterruptedStream,
-                    format!(
-                        "seq {seq}: a model request was open (turn started, no response){interrupted_note}"
-                    ),
-                );
-            }
-            "tool_intent" | "tool_start" => {
-                let d = data(r);
-                let cid = d.call_id.unwrap_or_default();
-                if !outcomes.contains(&cid) {
-                    return decide(
-                        out,
-                        Verdict::InterruptedToolCall,
-                        format!(
-                            "seq {seq}: tool call {} ({cid}) has no outcome{interrupted_note}",
-                            d.name.unwrap_or_default()
-                        ),
-                    );
-                }
-            }
-            "tool_outcome" => {
-                if let Some(c) = data(r).call_id {
-                    outcomes.insert(c);
-                }
-                saw_outcome = true;
-            }
-            "response" => {
-                let d = data(r);
-                let open: Vec<String> = d
-                    .items
-                    .iter()
-                    .filter(|it| it.ty == "tool_call")
-                    .filter_map(|it| {
-                        let cid = it
-                            .call_id
-                            .clone()
-                            .or_else(|| it.id.clone())
-                            .unwrap_or_default();
-                        (!outcomes.contains(&cid)).then(|| it.name.clone().unwrap_or(cid))
-                    })
-                    .collect();
-                if !open.is_empty() {
-                    return decide(
-                        out,
-                        Verdict::InterruptedToolCall,
-                        format!(
-                            "seq {seq}: tool call {} has no outcome{interrupted_note}",
-                            open.join(", ")
-                        ),
-                    );
-                }
-                if saw_outcome {
-                    return decide(
-                        out,
-                        Verdict::InterruptedAfterToolResult,
-                        format!(
-                            "seq {seq}: every tool call has an outcome, the model never saw them{interrupted_note}"
-                        ),
-                    );
-                }
-                if let Some(f) = d.failure {
-                    let transient = f
-                        .transient
-                        .unwrap_or_else(|| is_transient_error(&f.message));
-                    return decide(
-                        out,
-                        Verdict::Failed { transient },
-                        format!("seq {seq}: response failed: {}", clip(&f.message, 100)),
-                    );
-                }
-                return decide(
-                    out,
-                    Verdict::Finished,
-                    format!("seq {seq}: response ended the turn"),
-                );
-            }
-            _ => {}
+        if let Some((v, why)) = back.on_record(r, &seq) {
+            return Walk::Decided(v, why);
         }
     }
     if may_grow && !(i == 0 && p.get(0).is_some_and(|r| r.kind == "header")) {
-        return need_more(p.torn);
+        return Walk::NeedMore;
     }
-    if saw_outcome {
-        return decide(
-            out,
+    if back.saw_outcome {
+        return Walk::Decided(
             Verdict::InterruptedAfterToolResult,
             "tool outcomes recorded, no response after them".into(),
         );
     }
     let r = if p.len() == 0 && !p.torn {
         "empty file"
-    } else if header.is_some() || p.get(0).is_some_and(|r| r.kind == "header") {
+    } else if has_header || p.get(0).is_some_and(|r| r.kind == "header") {
         "header only: nothing happened yet"
     } else {
         "no meaningful record"
     };
-    decide(out, Verdict::Skipped(SkipWhy::Empty), r.into())
+    Walk::Decided(Verdict::Skipped(SkipWhy::Empty), r.into())
+}
+
+/// What the walk back has seen so far (newest first).
+#[derive(Default)]
+struct Back {
+    /// Calls with an outcome.
+    outcomes: HashSet<String>,
+    saw_outcome: bool,
+    /// A receipt was seen: an interruption before it was resumed.
+    resumed_since: bool,
+    /// Added to every reason once an interruption was passed.
+    interrupted_note: String,
+}
+
+impl Back {
+    /// Reads one record; `Some` when it decides the verdict.
+    fn on_record(&mut self, r: &Rec, seq: &str) -> Option<(Verdict, String)> {
+        let note = &self.interrupted_note;
+        match r.kind.as_str() {
+            "resume" => self.resumed_since = true,
+            "interrupted" => {
+                let d = data(r);
+                // Ctrl-C (`sigint`) is the user asking to stop: leave it stopped — unless it
+                // was resumed since (a receipt follows), and cut off again. A stop the system
+                // forced (`sigterm`, `shutdown`) is resumed.
+                if !self.resumed_since && matches!(d.reason.as_deref(), Some("user" | "sigint")) {
+                    return Some((
+                        Verdict::UserStopped,
+                        format!("seq {seq}: interrupted by the user"),
+                    ));
+                }
+                self.interrupted_note =
+                    format!(" (after an interruption: {})", d.reason.unwrap_or_default());
+            }
+            "input" => return Some(self.input(r, seq)),
+            "control" => {
+                let d = data(r);
+                match d.action.as_deref() {
+                    Some("resume") => {
+                        return Some((
+                            Verdict::PendingInput,
+                            format!("seq {seq}: resume control input not acted on{note}"),
+                        ));
+                    }
+                    Some("stop" | "cancel" | "abort") => {
+                        return Some((
+                            Verdict::UserStopped,
+                            format!("seq {seq}: {} control input", d.action.unwrap_or_default()),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            "turn_start" => {
+                if self.saw_outcome {
+                    return Some(self.results_unseen(seq));
+                }
+                return Some((
+                    Verdict::InterruptedStream,
+                    format!(
+                        "seq {seq}: a model request was open (turn started, no response){note}"
+                    ),
+                ));
+            }
+            "tool_intent" | "tool_start" => {
+                let d = data(r);
+                let cid = d.call_id.unwrap_or_default();
+                if !self.outcomes.contains(&cid) {
+                    return Some((
+                        Verdict::InterruptedToolCall,
+                        format!(
+                            "seq {seq}: tool call {} ({cid}) has no outcome{note}",
+                            d.name.unwrap_or_default()
+                        ),
+                    ));
+                }
+            }
+            "tool_outcome" => {
+                if let Some(c) = data(r).call_id {
+                    self.outcomes.insert(c);
+                }
+                self.saw_outcome = true;
+            }
+            "response" => return Some(self.response(r, seq)),
+            _ => {}
+        }
+        None
+    }
+
+    /// Tool outcomes follow the last record that could have answered them.
+    fn results_unseen(&self, seq: &str) -> (Verdict, String) {
+        (
+            Verdict::InterruptedAfterToolResult,
+            format!(
+                "seq {seq}: tool outcomes recorded, no response after them{}",
+                self.interrupted_note
+            ),
+        )
+    }
+
+    /// The newest input decides: unanswered (or only trivial), unless outcomes came after it.
+    fn input(&self, r: &Rec, seq: &str) -> (Verdict, String) {
+        if self.saw_outcome {
+            return self.results_unseen(seq);
+        }
+        let text = data(r).text.unwrap_or_default();
+        let (v, why) = match user_text_kind(&text) {
+            UserText::Real => (Verdict::PendingInput, "input not answered"),
+            UserText::Trivial => (Verdict::Skipped(SkipWhy::TrivialInput), "trivial input"),
+            UserText::Heartbeat => (Verdict::Skipped(SkipWhy::Heartbeat), "heartbeat input"),
+            UserText::Cron => (Verdict::Skipped(SkipWhy::Cron), "cron input"),
+        };
+        (
+            v,
+            format!(
+                "seq {seq}: {why}: {:?}{}",
+                clip(&text, 60),
+                self.interrupted_note
+            ),
+        )
+    }
+
+    /// The newest response decides: a call without outcome, results the model never saw, a
+    /// failed request, or a finished turn.
+    fn response(&self, r: &Rec, seq: &str) -> (Verdict, String) {
+        let note = &self.interrupted_note;
+        let d = data(r);
+        let open: Vec<String> = d
+            .items
+            .iter()
+            .filter(|it| it.ty == "tool_call")
+            .filter_map(|it| {
+                let cid = it
+                    .call_id
+                    .clone()
+                    .or_else(|| it.id.clone())
+                    .unwrap_or_default();
+                (!self.outcomes.contains(&cid)).then(|| it.name.clone().unwrap_or(cid))
+            })
+            .collect();
+        if !open.is_empty() {
+            return (
+                Verdict::InterruptedToolCall,
+                format!(
+                    "seq {seq}: tool call {} has no outcome{note}",
+                    open.join(", ")
+                ),
+            );
+        }
+        if self.saw_outcome {
+            return (
+                Verdict::InterruptedAfterToolResult,
+                format!(
+                    "seq {seq}: every tool call has an outcome, the model never saw them{note}"
+                ),
+            );
+        }
+        if let Some(f) = d.failure {
+            let transient = f
+                .transient
+                .unwrap_or_else(|| is_transient_error(&f.message));
+            return (
+                Verdict::Failed { transient },
+                format!("seq {seq}: response failed: {}", clip(&f.message, 100)),
+            );
+        }
+        (
+            Verdict::Finished,
+            format!("seq {seq}: response ended the turn"),
+        )
+    }
 }
