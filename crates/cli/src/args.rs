@@ -292,12 +292,19 @@ impl ModelArgs {
         }
     }
 
-    pub fn runner_config(&self, workspace: PathBuf) -> Result<RunnerConfig> {
+    /// The runner's configuration. `ask_model`: without `--model`, ask the server for its
+    /// only model (false for a gateway that never runs sessions: `serve --no-run`).
+    pub fn runner_config(&self, workspace: PathBuf, ask_model: bool) -> Result<RunnerConfig> {
         let mut provider = ProviderConfig::new(self.base_url.clone());
         provider.api_key = self.api_key();
         provider.limits.max_response_bytes = self.max_response_bytes;
         provider.limits.max_sse_line_bytes = self.max_sse_line_bytes;
-        let mut cfg = RunnerConfig::new(provider, self.model_name()?, workspace);
+        let model = if ask_model {
+            self.model_name()?
+        } else {
+            self.model.clone().unwrap_or_default()
+        };
+        let mut cfg = RunnerConfig::new(provider, model, workspace);
         cfg.system_prompt = self.system_prompt.clone();
         cfg.max_turns = self.max_turns;
         cfg.max_tokens = self.max_tokens;

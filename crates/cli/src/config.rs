@@ -67,10 +67,27 @@ pub fn load() -> Result<&'static FileConfig> {
         return Ok(c);
     }
     let path = path();
-    let (found, cfg) = match std::fs::read_to_string(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, FileConfig::default()),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-        Ok(text) => {
+    // A file that cannot even be looked up (missing, or under a directory this user may not
+    // enter, such as another user's home) is no configuration; one that exists must be read.
+    let exists = match std::fs::metadata(&path) {
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "configuration file not looked at");
+            false
+        }
+    };
+    let read = if exists {
+        Some(
+            std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?,
+        )
+    } else {
+        None
+    };
+    let (found, cfg) = match read {
+        None => (None, FileConfig::default()),
+        Some(text) => {
             let mut cfg: FileConfig = toml::from_str(&text).map_err(|e| {
                 let line = e
                     .span()

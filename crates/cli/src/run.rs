@@ -271,7 +271,7 @@ fn check_arguments(args: &RunArgs) -> Result<Checked> {
         )
         .into());
     }
-    let cfg = args.model.runner_config(workspace.clone())?;
+    let cfg = args.model.runner_config(workspace.clone(), true)?;
     let runner = Runner::new(cfg.clone())?.with_toolbox(toolbox);
     Ok(Checked {
         interactive,

@@ -118,7 +118,9 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         .workspace_root
         .clone()
         .unwrap_or_else(|| state.join("workspaces"));
-    let mut runner = args.model.runner_config(workspace_root.clone())?;
+    let mut runner = args
+        .model
+        .runner_config(workspace_root.clone(), !args.no_run)?;
     runner.max_turns = args.model.max_turns;
     eprintln!("{}", runner.sandbox.describe());
     let shared = args.store.is_postgres()?;
