@@ -162,6 +162,20 @@ fn pick(store: &dyn Store) -> Result<Option<lazarus_session::SessionSummary>> {
     let answer = inquire::Select::new("Resume which session?", choices)
         .with_page_size(12)
         .with_help_message("↑↓ move · type to filter · Enter resumes · Esc cancels")
+        // typed text filters on the whole title, id and workspace (the row shows them cut)
+        .with_scorer(&|typed, choice, _, _| {
+            let typed = typed.to_lowercase();
+            let s = &choice.0;
+            let hit = [
+                Some(s.id.as_str()),
+                s.title.as_deref(),
+                s.workspace.as_deref(),
+            ]
+            .into_iter()
+            .flatten()
+            .any(|field| field.to_lowercase().contains(&typed));
+            hit.then_some(0)
+        })
         .prompt();
     match answer {
         Ok(c) => Ok(Some(c.0)),
