@@ -11,8 +11,10 @@ use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lazarus");
 
+/// A private tmux server whose socket lives in a temporary directory (removed with it).
 struct Tmux {
-    socket: String,
+    socket: std::path::PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl Tmux {
@@ -30,14 +32,16 @@ impl Tmux {
             eprintln!("\n*** SKIPPED resume_picker: tmux not installed ***\n");
             return None;
         }
+        let dir = tempfile::tempdir().unwrap();
         Some(Tmux {
-            socket: format!("lazarus-test-{:08x}", rand::random::<u32>()),
+            socket: dir.path().join("tmux.sock"),
+            _dir: dir,
         })
     }
 
     fn tmux(&self, args: &[&str]) -> String {
         let o = Command::new("tmux")
-            .arg("-L")
+            .arg("-S")
             .arg(&self.socket)
             .args(args)
             .stdin(Stdio::null())
@@ -75,7 +79,9 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
             .output();
     }
 }
