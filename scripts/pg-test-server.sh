@@ -9,6 +9,11 @@
 #
 # Typical use:  eval "$(scripts/pg-test-server.sh start)"; cargo nextest run …; scripts/pg-test-server.sh stop
 #
+# TLS: the server also accepts TLS, with a certificate for 127.0.0.1 and localhost signed by
+# a throwaway CA (openssl). `start` exports LAZARUS_TEST_PG_CA (that CA's PEM) and
+# LAZARUS_TEST_PG_OTHER_CA (a CA that signed nothing here). The role `lazarus_tls` may
+# connect only over TLS, so a test can prove a connection was encrypted.
+#
 # The server listens on 127.0.0.1 only, on a free port, with trust authentication for
 # loopback connections, no Unix socket outside its own data directory, and fsync=on
 # (durability settings are the defaults: fsync=on, synchronous_commit=on, full_page_writes=on).
@@ -84,13 +89,44 @@ url_of() {
     echo "postgres://postgres@127.0.0.1:$1/postgres"
 }
 
+# exports CMD: the lines `start` prints.
+exports() {
+    echo "export LAZARUS_TEST_PG=$(url_of "$PG_PORT")"
+    if [[ -f "$PG_TMP/tls/ca.crt" ]]; then
+        echo "export LAZARUS_TEST_PG_CA=$PG_TMP/tls/ca.crt"
+        echo "export LAZARUS_TEST_PG_OTHER_CA=$PG_TMP/tls/other-ca.crt"
+    fi
+}
+
+# make_certs DIR: a CA, a server certificate it signs (127.0.0.1, localhost), another CA.
+make_certs() {
+    local d=$1
+    mkdir -p "$d"
+    (
+        cd "$d"
+        openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=lazarus test CA" \
+            -keyout ca.key -out ca.crt
+        openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=lazarus other CA" \
+            -keyout other-ca.key -out other-ca.crt
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server.key -out server.csr
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n' >ext.cnf
+        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+            -extfile ext.cnf -out server.crt
+        chmod 0600 server.key
+    ) >"$d/openssl.log" 2>&1 || {
+        cat "$d/openssl.log" >&2
+        return 1
+    }
+    chmod 0644 "$d/ca.crt" "$d/other-ca.crt"
+}
+
 is_running() {
     [[ -d "$PG_TMP/data" ]] && as_pg "$PG_BIN_DIR/pg_ctl" -D "$PG_TMP/data" status >/dev/null 2>&1
 }
 
 cmd_start() {
     if read_state && is_running; then
-        echo "export LAZARUS_TEST_PG=$(url_of "$PG_PORT")"
+        exports
         return 0
     fi
     # A stale state file (server gone, e.g. after a reboot): clean it up first.
@@ -113,9 +149,20 @@ cmd_start() {
         rm -rf "$tmp"
         die "initdb failed"
     }
+    command -v openssl >/dev/null 2>&1 || die "openssl is needed for the TLS certificates (apt-get install openssl)"
+    make_certs "$tmp/tls" || {
+        rm -rf "$tmp"
+        die "making the TLS certificates failed"
+    }
+    if [[ $(id -u) -eq 0 ]]; then
+        chown -R postgres: "$tmp/tls"
+    fi
     cat >>"$tmp/data/postgresql.conf" <<EOF
 
 # lazarus test server
+ssl = on
+ssl_cert_file = '$tmp/tls/server.crt'
+ssl_key_file = '$tmp/tls/server.key'
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$tmp'
 max_connections = 300
@@ -124,10 +171,12 @@ synchronous_commit = on
 full_page_writes = on
 log_min_messages = warning
 EOF
-    # trust on loopback only; nothing else may connect
+    # trust on loopback only; nothing else may connect; lazarus_tls only over TLS
     cat >"$tmp/data/pg_hba.conf" <<EOF
-local all all trust
-host  all all 127.0.0.1/32 trust
+local     all all         trust
+hostssl   all lazarus_tls 127.0.0.1/32 trust
+hostnossl all lazarus_tls 127.0.0.1/32 reject
+host      all all         127.0.0.1/32 trust
 EOF
     local port tries=0
     while :; do
@@ -149,12 +198,16 @@ EOF
             die "pg_ctl start failed"
         fi
     done
+    as_pg "$bin/../bin/psql" -h "$tmp" -p "$port" -U postgres -d postgres -qAt \
+        -c "CREATE ROLE lazarus_tls LOGIN SUPERUSER" >/dev/null 2>&1 ||
+        as_pg psql -h "$tmp" -p "$port" -U postgres -d postgres -qAt \
+            -c "CREATE ROLE lazarus_tls LOGIN SUPERUSER" >/dev/null || die "creating role lazarus_tls failed"
     {
         echo "PG_TMP=$tmp"
         echo "PG_PORT=$port"
         echo "PG_BIN_DIR=$bin"
     } >"$STATE"
-    echo "export LAZARUS_TEST_PG=$(url_of "$port")"
+    PG_TMP=$tmp PG_PORT=$port exports
 }
 
 cmd_stop() {

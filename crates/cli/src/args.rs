@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use lazarus_agent::model::{Message, ToolCall};
-use lazarus_agent::provider::ProviderConfig;
+use lazarus_agent::provider::{ProviderConfig, ProviderLimits};
 use lazarus_agent::runner::RunnerConfig;
 use lazarus_agent::sandbox::{Sandbox, SandboxMode, SandboxPolicy};
 use lazarus_agent::tools::Toolbox;
@@ -37,63 +37,125 @@ pub fn parse_millis(s: &str) -> Result<Duration, String> {
     parse_duration(s, Duration::from_millis(1))
 }
 
-/// Where sessions live.
+/// Where sessions live. The flags beat the environment (`LAZARUS_SESSION_DIR`,
+/// `LAZARUS_STORE`); naming two stores at the same level is a usage error that says how to
+/// choose.
 #[derive(Debug, Clone, Args)]
 pub struct StoreArgs {
-    /// Session directory [default: $XDG_STATE_HOME/lazarus/sessions]
-    #[arg(long, env = "LAZARUS_SESSION_DIR", global = true)]
+    /// Session directory (env LAZARUS_SESSION_DIR) [default: $XDG_STATE_HOME/lazarus/sessions]
+    #[arg(long, global = true, value_name = "DIR")]
     pub session_dir: Option<PathBuf>,
-    /// A PostgreSQL store instead of local files: `postgres://user@host:port/db[?schema=NAME]`
-    #[arg(
-        long,
-        env = "LAZARUS_STORE",
-        global = true,
-        conflicts_with = "session_dir"
-    )]
+    /// A PostgreSQL store instead of local files (env LAZARUS_STORE):
+    /// `postgres://user@host:port/db[?schema=NAME&sslmode=MODE]`
+    #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
 }
 
+/// The store a command uses, once flags and environment are weighed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreChoice {
+    Local(PathBuf),
+    Postgres(String),
+}
+
+fn env_nonempty(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
 impl StoreArgs {
+    /// Which store: `--session-dir` or `--store`, else `LAZARUS_SESSION_DIR` or
+    /// `LAZARUS_STORE`, else the default directory. Nothing is opened or created.
+    pub fn choice(&self) -> Result<StoreChoice> {
+        let choice = match (&self.session_dir, &self.store) {
+            (Some(_), Some(_)) => {
+                return Err(crate::Usage(
+                    "--session-dir and --store name two stores; give one of them".into(),
+                )
+                .into());
+            }
+            (Some(dir), None) => StoreChoice::Local(dir.clone()),
+            (None, Some(url)) => StoreChoice::Postgres(url.clone()),
+            (None, None) => match (
+                env_nonempty("LAZARUS_SESSION_DIR"),
+                env_nonempty("LAZARUS_STORE"),
+            ) {
+                (Some(_), Some(_)) => {
+                    return Err(crate::Usage(
+                        "LAZARUS_SESSION_DIR and LAZARUS_STORE are both set in the environment; \
+                         unset one, or choose for this command with --session-dir DIR or --store URL"
+                            .into(),
+                    )
+                    .into());
+                }
+                (Some(dir), None) => StoreChoice::Local(PathBuf::from(dir)),
+                (None, Some(url)) => StoreChoice::Postgres(url),
+                (None, None) => crate::config::file_store()
+                    .unwrap_or_else(|| StoreChoice::Local(crate::paths::default_session_dir())),
+            },
+        };
+        if let StoreChoice::Postgres(url) = &choice
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            let scheme = url.split("://").next().unwrap_or("");
+            return Err(crate::Usage(format!(
+                "unsupported store URL (scheme {:?}): give a postgres:// URL, or use --session-dir \
+                 for local files",
+                crate::term::escape(scheme)
+            ))
+            .into());
+        }
+        Ok(choice)
+    }
+
+    /// Checks the store's address without connecting or creating anything.
+    pub fn check(&self) -> Result<()> {
+        self.choice().map(|_| ())
+    }
+
+    /// Whether sessions live in PostgreSQL (shared by several gateways).
+    pub fn is_postgres(&self) -> Result<bool> {
+        Ok(matches!(self.choice()?, StoreChoice::Postgres(_)))
+    }
+
     /// The configured store: PostgreSQL with `--store`, local files otherwise.
     pub fn open(&self) -> Result<Box<dyn Store>> {
-        match &self.store {
-            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-                let pg = lazarus_store_postgres::PgStore::connect(url)
+        match self.choice()? {
+            StoreChoice::Postgres(url) => {
+                let pg = lazarus_store_postgres::PgStore::connect(&url)
                     .with_context(|| "connecting to the PostgreSQL store".to_string())?;
                 Ok(Box::new(pg))
             }
-            Some(other) => anyhow::bail!(
-                "unsupported --store {other:?}: give a postgres:// URL, or use --session-dir for local files"
-            ),
-            None => Ok(Box::new(self.local()?)),
+            StoreChoice::Local(dir) => Ok(Box::new(open_local(&dir)?)),
         }
     }
 
-    pub fn dir(&self) -> PathBuf {
-        self.session_dir
-            .clone()
-            .unwrap_or_else(crate::paths::default_session_dir)
-    }
-
-    pub fn local(&self) -> Result<LocalStore> {
-        let dir = self.dir();
-        LocalStore::open(&dir)
-            .with_context(|| format!("opening session directory {}", dir.display()))
+    /// The local store; an error naming what to do for a PostgreSQL one.
+    pub fn local(&self, what: &str) -> Result<LocalStore> {
+        match self.choice()? {
+            StoreChoice::Local(dir) => open_local(&dir),
+            StoreChoice::Postgres(_) => anyhow::bail!(
+                "{what} works on local session files, and the store is PostgreSQL; give --session-dir DIR"
+            ),
+        }
     }
 }
+
+fn open_local(dir: &std::path::Path) -> Result<LocalStore> {
+    LocalStore::open(dir).with_context(|| format!("opening session directory {}", dir.display()))
+}
+
+/// The model server asked when nothing else is configured (llama.cpp's default port).
+pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:8080/v1";
 
 /// Model settings shared by `run` and `serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
-    /// Model name sent to the server.
-    #[arg(long, env = "LAZARUS_MODEL", default_value = "default")]
-    pub model: String,
+    /// Model name sent to the server [default: the only model the server lists at
+    /// GET /models; with several, pick one with --model]
+    #[arg(long, env = "LAZARUS_MODEL")]
+    pub model: Option<String>,
     /// Base URL of an OpenAI-compatible API (OpenAI, Ollama, vLLM, llama.cpp, LM Studio).
-    #[arg(
-        long,
-        env = "OPENAI_BASE_URL",
-        default_value = "http://127.0.0.1:8080/v1"
-    )]
+    #[arg(long, env = "OPENAI_BASE_URL", default_value = DEFAULT_BASE_URL)]
     pub base_url: String,
     /// Name of the environment variable holding the API key.
     #[arg(long, default_value = "OPENAI_API_KEY")]
@@ -107,8 +169,16 @@ pub struct ModelArgs {
     /// Tokens per model answer at most.
     #[arg(long)]
     pub max_tokens: Option<u32>,
+    /// Sampling temperature sent to the server (0 = most deterministic) [default: the
+    /// server's]
     #[arg(long)]
     pub temperature: Option<f64>,
+    /// Largest model response body, in bytes (streamed or not).
+    #[arg(long, default_value_t = ProviderLimits::default().max_response_bytes)]
+    pub max_response_bytes: usize,
+    /// Largest line of a streamed (SSE) model response, in bytes.
+    #[arg(long, default_value_t = ProviderLimits::default().max_sse_line_bytes)]
+    pub max_sse_line_bytes: usize,
     /// Ask for whole responses instead of a stream.
     #[arg(long)]
     pub no_stream: bool,
@@ -124,7 +194,8 @@ pub struct ModelArgs {
     /// Default shell timeout (`90s`, `2m`; a bare number is seconds).
     #[arg(long, default_value = "120s", value_parser = parse_secs)]
     pub shell_timeout: Duration,
-    /// Offer only these tools (comma-separated) [default: all five]
+    /// Offer only these tools (comma-separated) [default: all: read_file, write_file,
+    /// list_dir, edit_file, shell]
     #[arg(long, value_delimiter = ',')]
     pub tools: Vec<String>,
     /// How shell commands are confined: `workspace-write` (read anywhere except credential
@@ -162,12 +233,78 @@ impl ModelArgs {
         Ok(t)
     }
 
-    pub fn runner_config(&self, workspace: PathBuf) -> Result<RunnerConfig> {
-        let mut provider = ProviderConfig::new(self.base_url.clone());
-        provider.api_key = std::env::var(&self.api_key_env)
+    fn api_key(&self) -> Option<String> {
+        std::env::var(&self.api_key_env)
             .ok()
-            .filter(|k| !k.is_empty());
-        let mut cfg = RunnerConfig::new(provider, self.model.clone(), workspace);
+            .filter(|k| !k.is_empty())
+    }
+
+    /// The model: `--model` (or `LAZARUS_MODEL`), else the only one the server lists. Never a
+    /// silent placeholder name the server would answer with a 404.
+    pub fn model_name(&self) -> Result<String> {
+        if let Some(m) = self.model.as_ref().filter(|m| !m.is_empty()) {
+            return Ok(m.clone());
+        }
+        let url = format!("{}/models", self.base_url.trim_end_matches('/'));
+        let client = reqwest::blocking::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .context("building the HTTP client")?;
+        let mut req = client.get(&url);
+        if let Some(key) = self.api_key() {
+            req = req.bearer_auth(key);
+        }
+        let listed: Result<Vec<String>, String> = req
+            .send()
+            .map_err(|e| root_cause(&e))
+            .and_then(|r| r.error_for_status().map_err(|e| root_cause(&e)))
+            .and_then(|r| r.json::<serde_json::Value>().map_err(|e| root_cause(&e)))
+            .map(|v| {
+                v["data"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|m| m["id"].as_str().map(str::to_string))
+                    .collect()
+            });
+        match listed {
+            Err(e) => Err(crate::Usage(format!(
+                "no --model given, and asking {url} for the server's models failed ({e}); \
+                 start the model server, fix --base-url, or give --model NAME (or LAZARUS_MODEL)"
+            ))
+            .into()),
+            Ok(models) => match models.as_slice() {
+                [one] => {
+                    eprintln!("model: {} (the only model {url} lists)", crate::term::escape(one));
+                    Ok(one.clone())
+                }
+                [] => Err(crate::Usage(format!(
+                    "no --model given, and {url} lists no models; give --model NAME (or LAZARUS_MODEL)"
+                ))
+                .into()),
+                many => Err(crate::Usage(format!(
+                    "no --model given, and {url} lists {} models ({}); pick one with --model NAME (or LAZARUS_MODEL)",
+                    many.len(),
+                    crate::term::escape(&many.iter().take(8).cloned().collect::<Vec<_>>().join(", "))
+                ))
+                .into()),
+            },
+        }
+    }
+
+    /// The runner's configuration. `ask_model`: without `--model`, ask the server for its
+    /// only model (false for a gateway that never runs sessions: `serve --no-run`).
+    pub fn runner_config(&self, workspace: PathBuf, ask_model: bool) -> Result<RunnerConfig> {
+        let mut provider = ProviderConfig::new(self.base_url.clone());
+        provider.api_key = self.api_key();
+        provider.limits.max_response_bytes = self.max_response_bytes;
+        provider.limits.max_sse_line_bytes = self.max_sse_line_bytes;
+        let model = if ask_model {
+            self.model_name()?
+        } else {
+            self.model.clone().unwrap_or_default()
+        };
+        let mut cfg = RunnerConfig::new(provider, model, workspace);
         cfg.system_prompt = self.system_prompt.clone();
         cfg.max_turns = self.max_turns;
         cfg.max_tokens = self.max_tokens;
@@ -193,6 +330,15 @@ impl ModelArgs {
         }
         Ok(cfg)
     }
+}
+
+/// The innermost cause of an error (reqwest wraps "Connection refused" in three layers).
+fn root_cause(e: &dyn std::error::Error) -> String {
+    let mut last = e;
+    while let Some(c) = last.source() {
+        last = c;
+    }
+    last.to_string()
 }
 
 /// One example exchange: ask → tool call → result → answer.

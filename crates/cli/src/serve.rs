@@ -98,6 +98,7 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         }
     }
     let toolbox = args.model.toolbox()?;
+    args.store.check()?;
     let state = crate::paths::state_dir();
     let token_file = args
         .token_file
@@ -117,10 +118,12 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         .workspace_root
         .clone()
         .unwrap_or_else(|| state.join("workspaces"));
-    let mut runner = args.model.runner_config(workspace_root.clone())?;
+    let mut runner = args
+        .model
+        .runner_config(workspace_root.clone(), !args.no_run)?;
     runner.max_turns = args.model.max_turns;
     eprintln!("{}", runner.sandbox.describe());
-    let shared = args.store.store.is_some();
+    let shared = args.store.is_postgres()?;
     let store: std::sync::Arc<dyn lazarus_session::Store> =
         std::sync::Arc::from(args.store.open()?);
     eprintln!("store: {}", store.location());

@@ -105,6 +105,8 @@ fn a_nul_in_a_middle_record_is_refused_by_every_command_until_repair_saves_it() 
             "s",
             "--base-url",
             "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
         ][..],
         &["sessions", "verify", "s"][..],
     ] {

@@ -334,6 +334,6 @@ fn continue_resumes_the_latest_session_of_the_workspace() {
             .len(),
         1
     );
-    // nothing to do without a prompt, session or --continue: usage error, exit 1
-    assert_eq!(run(&[]).status.code(), Some(1));
+    // nothing to do without a prompt, session or --continue: usage error, exit 2
+    assert_eq!(run(&[]).status.code(), Some(2));
 }

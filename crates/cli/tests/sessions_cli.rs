@@ -236,7 +236,7 @@ fn create_send_dedup_verify_torn_tail_corruption_repair_and_usage() {
 
     // usage errors
     let o = expect(dir, &["verify"], 2);
-    assert!(stderr(&o).contains("ID or --all"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("ID, or --all"), "{}", stderr(&o));
     expect(dir, &["verify", "s", "--all"], 2);
     expect(dir, &["send", "s"], 2);
     expect(dir, &["frobnicate"], 2);

@@ -62,6 +62,52 @@ impl LocalStore {
         }
     }
 
+    /// Removes a session: its ledger, the bytes ever cut from it (`<id>.jsonl.cut-*`), then
+    /// its lock file. The writer lock is held throughout, so a session with a live writer is
+    /// refused ([`SessionError::Locked`]) and nobody opens it halfway through. Sessions
+    /// forked from it hold their own copy of its prefix and are not touched.
+    pub fn remove(&self, id: &SessionId) -> Result<()> {
+        let path = self.path_of(id);
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(self.not_found(id)),
+            Err(e) => {
+                return Err(SessionError::Ledger(LedgerError::Io {
+                    op: "stat",
+                    path,
+                    source: e,
+                }));
+            }
+            Ok(_) => {}
+        }
+        let lock_path = lazarus_ledger::lock_path(&self.dir, id);
+        let lock = lazarus_ledger::lock::WriterLock::acquire(&lock_path, &path)
+            .map_err(|e| self.map_ledger(id, e))?;
+        let io = |op: &'static str, p: &Path, source| {
+            SessionError::Ledger(LedgerError::Io {
+                op,
+                path: p.to_path_buf(),
+                source,
+            })
+        };
+        std::fs::remove_file(&path).map_err(|e| io("remove", &path, e))?;
+        let cut_prefix = format!("{id}.jsonl{}", lazarus_ledger::layout::CUT_MARKER);
+        if let Ok(entries) = std::fs::read_dir(&self.dir) {
+            for e in entries.flatten() {
+                if e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with(&cut_prefix))
+                {
+                    let p = e.path();
+                    std::fs::remove_file(&p).map_err(|e| io("remove", &p, e))?;
+                }
+            }
+        }
+        std::fs::remove_file(&lock_path).map_err(|e| io("remove", &lock_path, e))?;
+        drop(lock);
+        lazarus_ledger::fs::sync_dir(&self.dir).map_err(|e| io("fsync", &self.dir, e))?;
+        Ok(())
+    }
+
     /// The session-level error for a ledger error about session `id`.
     fn map_ledger(&self, id: &str, e: LedgerError) -> SessionError {
         match e {

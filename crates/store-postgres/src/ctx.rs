@@ -11,6 +11,8 @@ use crate::schema::Sql;
 pub(crate) struct Ctx {
     pub pool: deadpool_postgres::Pool,
     pub pg: tokio_postgres::Config,
+    /// The TLS connector every connection uses (pool and writers alike).
+    pub tls: tokio_postgres_rustls::MakeRustlsConnect,
     pub sql: Sql,
     pub schema: String,
     /// Store location for messages (no password).

@@ -30,6 +30,7 @@ mod rows;
 mod rt;
 mod schema;
 mod store;
+pub mod tls;
 mod transfer;
 mod writer;
 
@@ -77,12 +78,16 @@ impl PgStore {
         Self::connect_with(&url, opts)
     }
 
-    /// Connects with explicit options (a `schema=` in the URL is not read here).
+    /// Connects with explicit options (a `schema=` in the URL is not read here; `sslmode`
+    /// and `sslrootcert` are, with libpq's meanings: see [`tls`]).
     pub fn connect_with(url: &str, opts: PgOptions) -> Result<PgStore> {
         validate_schema_name(&opts.schema)?;
+        let (url, tls) = tls::split_tls_params(url)?;
         let mut pg: tokio_postgres::Config = url.parse().map_err(|e| {
             PgError::Config(format!("invalid PostgreSQL URL: {}", error::describe(&e)))
         })?;
+        pg.ssl_mode(tls::pg_mode(tls.mode));
+        let connector = tls::connector(&tls)?;
         pg.application_name(format!(
             "lazarus pid={} host={}",
             std::process::id(),
@@ -95,7 +100,7 @@ impl PgStore {
         let rt = Rt::new(opts.runtime_workers)?;
         let mgr = deadpool_postgres::Manager::from_config(
             pg.clone(),
-            tokio_postgres::NoTls,
+            connector.clone(),
             deadpool_postgres::ManagerConfig {
                 recycling_method: deadpool_postgres::RecyclingMethod::Fast,
             },
@@ -109,6 +114,7 @@ impl PgStore {
         let ctx = Arc::new(Ctx {
             pool,
             pg,
+            tls: connector,
             sql: Sql::new(&opts.schema),
             schema: opts.schema.clone(),
             location,

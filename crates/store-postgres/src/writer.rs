@@ -104,7 +104,7 @@ pub(crate) async fn connect_locked(
     let key = ctx.lock_key(id);
     let (client, connection) = ctx
         .pg
-        .connect(tokio_postgres::NoTls)
+        .connect(ctx.tls.clone())
         .await
         .map_err(|e| PgError::db(&ctx.location, "connect", &e))?;
     let task = tokio::spawn(async move {

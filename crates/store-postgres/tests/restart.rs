@@ -45,8 +45,8 @@ impl Server {
         );
         let text = String::from_utf8(out.stdout).unwrap();
         let url = text
-            .trim()
-            .strip_prefix("export LAZARUS_TEST_PG=")
+            .lines()
+            .find_map(|l| l.strip_prefix("export LAZARUS_TEST_PG="))
             .expect("start prints the export line")
             .to_string();
         (Server { state, _dir: dir }, url)

@@ -151,6 +151,8 @@ impl ScriptedServer {
             .route("/v1/messages/count_tokens", post(count_tokens))
             .route("/v1/responses", post(handle_responses))
             .route("/responses", post(handle_responses))
+            .route("/v1/models", axum::routing::get(list_models))
+            .route("/models", axum::routing::get(list_models))
             .fallback(not_scripted)
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port)).await?;
@@ -572,3 +574,16 @@ impl Call {
         }
     }
 }
+
+/// `GET /v1/models`: one model, as a server with one model loaded (llama.cpp, vLLM) answers;
+/// clients that take "the server's only model" need no `--model`.
+async fn list_models() -> Response {
+    axum::Json(serde_json::json!({
+        "object": "list",
+        "data": [{"id": SCRIPTED_MODEL, "object": "model", "owned_by": "lazarus-testkit"}],
+    }))
+    .into_response()
+}
+
+/// The name `GET /v1/models` lists.
+pub const SCRIPTED_MODEL: &str = "scripted";

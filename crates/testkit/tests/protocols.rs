@@ -211,11 +211,22 @@ async fn anthropic_faults_look_like_the_api() -> anyhow::Result<()> {
         .await?;
     assert!(n["input_tokens"].as_u64().is_some_and(|n| n > 0));
     let r = http
-        .get(format!("http://{}/v1/models", server.addr()))
+        .get(format!("http://{}/v1/embeddings", server.addr()))
         .send()
         .await?;
     assert_eq!(r.status(), 404);
-    assert_eq!(server.other_requests(), vec!["GET /v1/models".to_string()]);
+    assert_eq!(
+        server.other_requests(),
+        vec!["GET /v1/embeddings".to_string()]
+    );
+    // the model list names the one scripted model
+    let models: Value = http
+        .get(format!("http://{}/v1/models", server.addr()))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(models["data"][0]["id"], lazarus_testkit::SCRIPTED_MODEL);
     server.shutdown().await;
     Ok(())
 }

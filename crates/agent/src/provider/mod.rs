@@ -173,10 +173,12 @@ pub enum ProviderError {
     )]
     IncompleteStream { detail: String },
     #[error(
-        "the response body exceeds the limit of {limit_bytes} bytes; raise max_response_bytes or lower max_tokens"
+        "the response body exceeds the limit of {limit_bytes} bytes; raise max_response_bytes (lazarus: --max-response-bytes) or lower max_tokens"
     )]
     ResponseTooLarge { limit_bytes: usize },
-    #[error("an SSE line exceeds the limit of {limit_bytes} bytes; raise max_sse_line_bytes")]
+    #[error(
+        "an SSE line exceeds the limit of {limit_bytes} bytes; raise max_sse_line_bytes (lazarus: --max-sse-line-bytes)"
+    )]
     SseLineTooLong { limit_bytes: usize },
     #[error("the model server sent an unexpected response: {detail}")]
     InvalidResponse { detail: String },
@@ -490,9 +492,11 @@ impl OpenAiClient {
                 what: "request timeout",
             }
         } else if e.is_connect() {
+            // The URL is in the message already; the innermost cause says what happened
+            // ("Connection refused (os error 111)") without reqwest's layers repeating it.
             ProviderError::Connect {
                 url: self.url.clone(),
-                detail,
+                detail: root_cause(&e),
             }
         } else {
             ProviderError::Transport { detail }
@@ -630,6 +634,14 @@ impl OpenAiClient {
         }
         Ok(asm.finish())
     }
+}
+
+fn root_cause(e: &dyn std::error::Error) -> String {
+    let mut last = e;
+    while let Some(c) = last.source() {
+        last = c;
+    }
+    last.to_string()
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
