@@ -38,13 +38,15 @@ cat > "$work/examples.json" <<'JSON'
 JSON
 common=(--session-dir "$sessions" --workspace "$ws" --session demo
         --base-url "http://127.0.0.1:$port/v1" --model gemma-3-270m
-        --tools shell --examples "$work/examples.json" --max-tokens 48)
+        --tools shell --examples "$work/examples.json" --max-tokens 48
+        --temperature 0)   # greedy: the small model answers the same way every time
 
 say "lazarus run -p 'Run the slow script.'  (will be killed with SIGKILL once the shell tool runs)"
 coproc RUN { exec "$bin" run "${common[@]}" --json --max-turns 2 -p "Run the slow script." 2>&1; }
 run_pid=$RUN_PID
+exec {run_out}<&"${RUN[0]}"   # bash drops RUN[0] when the process ends; keep our own copy
 first_call=""
-while IFS= read -r line <&"${RUN[0]}"; do
+while IFS= read -r line <&"$run_out"; do
   echo "  $line" | cut -c1-200
   case "$line" in
     *'"kind":"response"'*) [ -n "$first_call" ] || first_call=$(printf '%s' "$line" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read())["data"]; c=[i for i in d["items"] if i["type"]=="tool_call"]; print(c[0]["name"] if c else "")') ;;
