@@ -51,12 +51,7 @@ pub struct StoreArgs {
     pub store: Option<String>,
 }
 
-/// The store a command uses, once flags and environment are weighed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreChoice {
-    Local(PathBuf),
-    Postgres(String),
-}
+pub use crate::paths::StoreChoice;
 
 fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod args;
 mod boot_resume;
 mod config;
+mod config_cmd;
 mod db;
 mod paths;
 mod run;
@@ -62,7 +63,7 @@ enum Command {
     /// Find agent sessions cut off by a restart or wake and resume them.
     BootResume(Box<boot_resume::BootResumeArgs>),
     /// Show the configuration: each setting, its value and where it comes from.
-    Config(config::ConfigArgs),
+    Config(config_cmd::ConfigArgs),
     /// Print a shell completion script: `lazarus completions bash > ~/.local/share/bash-completion/completions/lazarus`.
     Completions {
         /// The shell.
@@ -103,7 +104,7 @@ fn main() {
                 .map_err(Into::into)
         }
         Command::Man { subcommand } => man(subcommand.as_deref()),
-        Command::Config(args) => config::run(args),
+        Command::Config(args) => config_cmd::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -17,3 +17,11 @@ pub fn state_dir() -> PathBuf {
 pub fn default_session_dir() -> PathBuf {
     state_dir().join("sessions")
 }
+
+/// Where sessions live — a directory or a PostgreSQL URL — once flags, environment and the
+/// configuration file are weighed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreChoice {
+    Local(PathBuf),
+    Postgres(String),
+}
