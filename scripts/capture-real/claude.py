@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from harness import Server, Tmux, base_env, kill_tree, log, wait_for
+from harness import Server, Tmux, base_env, kill_tree, log, wait_for, step  # noqa: F401
 
 KEY = "sk-ant-api03-scripted-test-key-000000000000"
 
@@ -20,13 +20,6 @@ def reply_call(cid, name, args, text=None):
     if text:
         r["text"] = text
     return r
-
-
-def step(reply, when=None, repeat=False, delay_ms=0):
-    s = {"reply": reply, "repeat": repeat, "delay_ms": delay_ms}
-    if when:
-        s["when"] = when
-    return s
 
 
 def user_says(text):

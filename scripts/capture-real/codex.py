@@ -7,38 +7,13 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import Server, base_env, kill_tree, wait_for
-
-
-def reply_text(text, reasoning=None):
-    r = {"kind": "response", "text": text}
-    if reasoning:
-        r["reasoning"] = reasoning
-    return r
+from harness import Server, base_env, kill_tree, wait_for, FALLBACK, after, reply_text, says, step  # noqa: F401
 
 
 def reply_call(cid, cmd, reasoning="I will run the command."):
     """An exec_command call, with a reasoning item (encrypted content) before it."""
     return {"kind": "response", "reasoning": reasoning,
             "tool_calls": [{"id": cid, "name": "exec_command", "arguments": {"cmd": cmd}}]}
-
-
-def step(reply, when=None, repeat=False, delay_ms=0):
-    s = {"reply": reply, "repeat": repeat, "delay_ms": delay_ms}
-    if when:
-        s["when"] = when
-    return s
-
-
-def says(text):
-    return {"kind": "any_message_contains", "text": text}
-
-
-def after(cid):
-    return {"kind": "any_tool_result", "call_id": cid}
-
-
-FALLBACK = step(reply_text("ok"), repeat=True)
 
 
 class Codex:

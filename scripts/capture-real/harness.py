@@ -214,3 +214,33 @@ def scrub_text(text: str, replacements: list[tuple[str, str]]) -> str:
 def copy_scrubbed(src: Path, dst: Path, replacements):
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_text(scrub_text(src.read_text(), replacements))
+
+
+# The scripted model server's script, in the testkit's JSON (crates/testkit/src/script.rs).
+def reply_text(text, reasoning=None):
+    """A text answer (with a reasoning item first when `reasoning` is given)."""
+    r = {"kind": "response", "text": text}
+    if reasoning:
+        r["reasoning"] = reasoning
+    return r
+
+
+def step(reply, when=None, repeat=False, delay_ms=0):
+    s = {"reply": reply, "repeat": repeat, "delay_ms": delay_ms}
+    if when:
+        s["when"] = when
+    return s
+
+
+def says(text):
+    """Matches a request where any message contains `text`."""
+    return {"kind": "any_message_contains", "text": text}
+
+
+def after(cid):
+    """Matches a request that carries the result of call `cid` anywhere."""
+    return {"kind": "any_tool_result", "call_id": cid}
+
+
+# Anything else (title generation, a stray request): a short answer, so nothing hangs on 422.
+FALLBACK = step(reply_text("ok"), repeat=True)

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import Server, base_env, kill_tree, log, wait_for
+from harness import Server, base_env, kill_tree, log, wait_for, FALLBACK, after, reply_text, says, step  # noqa: F401
 
 TOKEN = "capture-token-0123456789abcdef0123456789abcdef"
 
@@ -23,30 +23,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def reply_text(text):
-    return {"kind": "response", "text": text}
-
-
 def reply_call(cid, name, args):
     return {"kind": "response", "tool_calls": [{"id": cid, "name": name, "arguments": args}]}
-
-
-def step(reply, when=None, repeat=False, delay_ms=0):
-    s = {"reply": reply, "repeat": repeat, "delay_ms": delay_ms}
-    if when:
-        s["when"] = when
-    return s
-
-
-def says(text):
-    return {"kind": "any_message_contains", "text": text}
-
-
-def after(cid):
-    return {"kind": "any_tool_result", "call_id": cid}
-
-
-FALLBACK = step(reply_text("ok"), repeat=True)
 
 
 class OpenClaw:

@@ -7,34 +7,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import Server, base_env, kill_tree, wait_for
-
-
-def reply_text(text):
-    return {"kind": "response", "text": text}
+from harness import Server, base_env, kill_tree, wait_for, FALLBACK, after, reply_text, says, step  # noqa: F401
 
 
 def reply_call(cid, cmd):
     return {"kind": "response", "tool_calls": [{"id": cid, "name": "bash",
                                                 "arguments": {"command": cmd}}]}
-
-
-def step(reply, when=None, repeat=False, delay_ms=0):
-    s = {"reply": reply, "repeat": repeat, "delay_ms": delay_ms}
-    if when:
-        s["when"] = when
-    return s
-
-
-def says(text):
-    return {"kind": "any_message_contains", "text": text}
-
-
-def after(cid):
-    return {"kind": "any_tool_result", "call_id": cid}
-
-
-FALLBACK = step(reply_text("ok"), repeat=True)
 
 
 class Pi:
