@@ -9,6 +9,7 @@ use lazarus_ledger::{
 };
 
 use crate::id::SessionId;
+use crate::inbox::{Delivery, InboxMessage};
 use crate::record::{FORMAT, ForkPoint, Record};
 use crate::state::{ReplayError, SessionState, Status, status_from_tail};
 use crate::store::{
@@ -102,6 +103,8 @@ impl LocalStore {
                 }
             }
         }
+        crate::spool::remove_all(&self.dir, id)
+            .map_err(|e| io("remove", &crate::spool::inbox_path(&self.dir, id), e))?;
         std::fs::remove_file(&lock_path).map_err(|e| io("remove", &lock_path, e))?;
         drop(lock);
         lazarus_ledger::fs::sync_dir(&self.dir).map_err(|e| io("fsync", &self.dir, e))?;
@@ -155,6 +158,11 @@ impl LocalStore {
         let lock = lazarus_ledger::lock_path(&self.dir, &header.id);
         if lazarus_ledger::lock::held_by(&lock).is_some() {
             status = Status::Running;
+        } else if matches!(status, Status::New | Status::Idle)
+            && crate::spool::may_have_waiting(&self.dir, &header.id)
+        {
+            // a message waits in its inbox: work is owed
+            status = Status::Pending;
         }
         let title = first
             .filter(|(kind, _)| kind == "input")
@@ -205,6 +213,19 @@ fn create_dir_private(dir: &Path) -> Result<()> {
 
 struct LocalSink {
     writer: Writer,
+    dir: PathBuf,
+    id: SessionId,
+    line_max: usize,
+}
+
+impl LocalSink {
+    fn spool_error(&self, op: &'static str, source: std::io::Error) -> SessionError {
+        SessionError::Ledger(LedgerError::Io {
+            op,
+            path: crate::spool::inbox_path(&self.dir, &self.id),
+            source,
+        })
+    }
 }
 
 impl RecordSink for LocalSink {
@@ -218,6 +239,28 @@ impl RecordSink for LocalSink {
     fn location(&self) -> String {
         self.writer.path().display().to_string()
     }
+    fn inbox_waiting(&self, limit: usize) -> Result<Vec<InboxMessage>> {
+        crate::spool::waiting(&self.dir, &self.id, limit, self.line_max)
+            .map_err(|e| self.spool_error("read the inbox", e))
+    }
+    fn inbox_consume(&self, message_id: &str) -> Result<()> {
+        crate::spool::consume(&self.dir, &self.id, message_id)
+            .map_err(|e| self.spool_error("consume an inbox message", e))
+    }
+    fn inbox_tidy(&self) -> Result<()> {
+        crate::spool::tidy(&self.dir, &self.id).map_err(|e| self.spool_error("tidy the inbox", e))
+    }
+}
+
+impl LocalStore {
+    fn sink(&self, writer: Writer, id: &SessionId) -> Box<dyn RecordSink> {
+        Box::new(LocalSink {
+            writer,
+            dir: self.dir.clone(),
+            id: id.clone(),
+            line_max: self.opts.line_bytes_max,
+        })
+    }
 }
 
 impl Store for LocalStore {
@@ -228,7 +271,7 @@ impl Store for LocalStore {
         let writer = Writer::create(&self.dir, header.clone(), b"", self.opts.clone())
             .map_err(|e| self.map_ledger(&id, e))?;
         Ok(Session::new(
-            Box::new(LocalSink { writer }),
+            self.sink(writer, &id),
             SessionState::new(header),
             OpenReport::default(),
         ))
@@ -273,7 +316,7 @@ impl Store for LocalStore {
                 .map(|n| n.to_string_lossy().into_owned()),
             records_replayed: recovery.records,
         };
-        Ok(Session::new(Box::new(LocalSink { writer }), state, report))
+        Ok(Session::new(self.sink(writer, id), state, report))
     }
 
     fn load(&self, id: &SessionId) -> Result<SessionState> {
@@ -486,5 +529,38 @@ impl Store for LocalStore {
 
     fn location(&self) -> String {
         self.dir.display().to_string()
+    }
+
+    fn deliver(&self, id: &SessionId, msg: &InboxMessage) -> Result<Delivery> {
+        let path = self.path_of(id);
+        let io = |op: &'static str, path: PathBuf, source| {
+            SessionError::Ledger(LedgerError::Io { op, path, source })
+        };
+        match std::fs::symlink_metadata(&path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(self.not_found(id)),
+            Err(e) => return Err(io("stat", path, e)),
+        }
+        let placed = crate::spool::deliver(&self.dir, id, msg).map_err(|e| {
+            io(
+                "deliver a message to",
+                crate::spool::inbox_path(&self.dir, id),
+                e,
+            )
+        })?;
+        Ok(Delivery {
+            message_id: msg.message_id().to_string(),
+            duplicate: !placed,
+        })
+    }
+
+    fn inbox(&self, id: &SessionId, limit: usize) -> Result<Vec<InboxMessage>> {
+        crate::spool::waiting(&self.dir, id, limit, self.opts.line_bytes_max).map_err(|e| {
+            SessionError::Ledger(LedgerError::Io {
+                op: "read the inbox",
+                path: crate::spool::inbox_path(&self.dir, id),
+                source: e,
+            })
+        })
     }
 }
