@@ -62,6 +62,17 @@ pub enum SessionsCommand {
         /// The message text.
         text: String,
     },
+    /// Give a session the title listings show (instead of its first input); works while it runs.
+    Rename {
+        /// The session to rename.
+        id: SessionId,
+        /// The new title (its first line, at most 80 characters, is kept).
+        #[arg(required_unless_present = "clear")]
+        title: Option<String>,
+        /// Go back to the first input as the title.
+        #[arg(long, conflicts_with = "title")]
+        clear: bool,
+    },
     /// List sessions, newest activity first (status from each session's last record).
     List(ListArgs),
     /// Show a session's records as a transcript: times, inputs with their ids, tool calls
@@ -182,6 +193,16 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
             let mut out = std::io::BufWriter::new(&mut out);
             list(store, &filters, json, &mut out)?;
             out.flush()?;
+        }
+        SessionsCommand::Rename { id, title, clear } => {
+            let title = if clear { None } else { title.as_deref() };
+            store.rename(&id, title)?;
+            let now = store.summary(&id)?.title.unwrap_or_default();
+            if json {
+                writeln!(out, "{}", json!({"id": id, "title": now}))?;
+            } else {
+                writeln!(out, "{id}: {}", escape(&now))?;
+            }
         }
         SessionsCommand::Show { id } => crate::show::show(store, &id, json, &mut out)?,
         SessionsCommand::Verify { id, all } => {

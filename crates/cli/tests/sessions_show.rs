@@ -173,3 +173,38 @@ fn show_of_a_session_with_a_damaged_line_shows_what_is_before_it_and_where_it_is
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn rename_changes_the_title_of_list_and_show_and_clear_brings_the_first_input_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    resumed_session(&store);
+    let run = |args: &[&str]| {
+        let o = Command::new(BIN)
+            .args(["sessions", "--session-dir"])
+            .arg(dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).to_string(),
+        )
+    };
+    assert_eq!(run(&["rename", "s", "Deploy v2"]).0, Some(0));
+    let (_, list) = run(&["list", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(list.trim()).unwrap();
+    assert_eq!(v["title"], "Deploy v2", "{list}");
+    assert!(String::from_utf8_lossy(&show(dir.path(), "s").stdout).contains("title: Deploy v2"));
+    let (code, out) = run(&["rename", "s", "--clear", "--json"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(out.trim()).unwrap()["title"],
+        "deploy it"
+    );
+    // a mistake: nothing written
+    let before = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(run(&["rename", "nope", "x"]).0, Some(1));
+    assert_eq!(run(&["rename", "s", "   "]).0, Some(1));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), before);
+}

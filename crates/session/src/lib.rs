@@ -64,5 +64,5 @@ pub use record::{FORMAT, Record};
 pub use state::{Call, CallState, ContextEntry, LastResponse, ReplayError, SessionState, Status};
 pub use store::{
     CreateOptions, InputAck, OpenReport, Result, Session, SessionError, SessionSummary,
-    SharedStore, Store, Stored, StoredRecord, TITLE_CHARS_MAX, title_of,
+    SharedStore, Store, Stored, StoredRecord, TITLE_CHARS_MAX, checked_title, title_of,
 };

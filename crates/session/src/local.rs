@@ -103,12 +103,33 @@ impl LocalStore {
                 }
             }
         }
+        match std::fs::remove_file(self.title_path(id)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io("remove", &self.title_path(id), e));
+            }
+            _ => {}
+        }
         crate::spool::remove_all(&self.dir, id)
             .map_err(|e| io("remove", &crate::spool::inbox_path(&self.dir, id), e))?;
         std::fs::remove_file(&lock_path).map_err(|e| io("remove", &lock_path, e))?;
         drop(lock);
         lazarus_ledger::fs::sync_dir(&self.dir).map_err(|e| io("fsync", &self.dir, e))?;
         Ok(())
+    }
+
+    /// Path of the title a person gave session `id` (`sessions rename`).
+    fn title_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.title"))
+    }
+
+    /// The title a person gave session `id`, if any (a file that cannot be read is ignored:
+    /// the listing falls back to the first input).
+    fn read_title(&self, id: &str) -> Option<String> {
+        let f = lazarus_ledger::fs::open_regular(&self.title_path(id), false, false).ok()?;
+        let mut text = String::new();
+        f.take(4096).read_to_string(&mut text).ok()?;
+        let t = crate::store::title_of(&text);
+        (!t.is_empty()).then_some(t)
     }
 
     /// The session-level error for a ledger error about session `id`.
@@ -164,9 +185,12 @@ impl LocalStore {
             // a message waits in its inbox: work is owed
             status = Status::Pending;
         }
-        let title = first
-            .filter(|(kind, _)| kind == "input")
-            .and_then(|(_, data)| data["text"].as_str().map(crate::store::title_of));
+        let title = match self.read_title(&header.id) {
+            Some(t) => Some(t),
+            None => first
+                .filter(|(kind, _)| kind == "input")
+                .and_then(|(_, data)| data["text"].as_str().map(crate::store::title_of)),
+        };
         let workspace = header
             .meta
             .as_ref()
@@ -552,6 +576,37 @@ impl Store for LocalStore {
             message_id: msg.message_id().to_string(),
             duplicate: !placed,
         })
+    }
+
+    fn rename(&self, id: &SessionId, title: Option<&str>) -> Result<()> {
+        let path = self.path_of(id);
+        let io = |op: &'static str, path: PathBuf, source| {
+            SessionError::Ledger(LedgerError::Io { op, path, source })
+        };
+        match std::fs::symlink_metadata(&path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(self.not_found(id)),
+            Err(e) => return Err(io("stat", path, e)),
+        }
+        let target = self.title_path(id);
+        match title {
+            Some(t) => {
+                let t = crate::store::checked_title(t)?;
+                let opts = lazarus_ledger::durable_replace::ReplaceOptions {
+                    refuse_hard_links: true,
+                    refuse_symlinks: true,
+                    ..Default::default()
+                };
+                lazarus_ledger::durable_replace::replace_file(&target, t.as_bytes(), &opts)
+                    .map_err(|e| io("write the title", target, e))
+            }
+            None => match std::fs::remove_file(&target) {
+                Ok(()) => lazarus_ledger::fs::sync_dir(&self.dir)
+                    .map_err(|e| io("fsync", self.dir.clone(), e)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(io("remove the title", target, e)),
+            },
+        }
     }
 
     fn inbox(&self, id: &SessionId, limit: usize) -> Result<Vec<InboxMessage>> {

@@ -322,6 +322,22 @@ pub trait Store: Send + Sync {
     fn deliver(&self, id: &SessionId, msg: &InboxMessage) -> Result<Delivery>;
     /// Up to `limit` messages waiting in the inbox of `id`, oldest first (no lock taken).
     fn inbox(&self, id: &SessionId, limit: usize) -> Result<Vec<InboxMessage>>;
+    /// Sets the title listings show for `id` (`None`: back to the first input's). A title is
+    /// a label kept beside the session, not part of its log: it needs no writer (a running
+    /// session can be renamed), an export does not carry it, a fork starts without it.
+    /// `title` is shortened as [`title_of`] does; an empty one is refused.
+    fn rename(&self, id: &SessionId, title: Option<&str>) -> Result<()>;
+}
+
+/// Checks and shortens a title given by a person: [`title_of`], refused when empty.
+pub fn checked_title(title: &str) -> Result<String> {
+    let t = title_of(title);
+    if t.is_empty() {
+        return Err(SessionError::Backend(
+            "a title needs at least one visible character".into(),
+        ));
+    }
+    Ok(t)
 }
 
 /// A shared store handle.

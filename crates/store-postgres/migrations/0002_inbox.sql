@@ -1,4 +1,4 @@
--- Lazarus PostgreSQL store, schema version 2: the inbox. `{schema}` is the quoted schema name.
+-- Lazarus PostgreSQL store, schema version 2: the inbox, and titles given by people. `{schema}` is the quoted schema name.
 
 -- Messages delivered to a session without its writer (see the session crate's `inbox`):
 -- one row per (session, message id), so a redelivered id is never a second message. The
@@ -14,3 +14,11 @@ CREATE TABLE {schema}.inbox (
     PRIMARY KEY (session_id, message_id)
 );
 CREATE INDEX inbox_order_idx ON {schema}.inbox (session_id, position);
+
+-- The title a person gave a session (`lazarus sessions rename`): a label beside the session,
+-- not part of its log (an export does not carry it). No row: the first input is the title.
+CREATE TABLE {schema}.titles (
+    session_id text PRIMARY KEY,
+    title      text NOT NULL,
+    set_at     timestamptz NOT NULL DEFAULT now()
+);

@@ -73,7 +73,7 @@ pub(crate) async fn replay_on(
 }
 
 /// A listing row: `id, created_at, parent_id, meta, running, seq, kind, end_offset, line,
-/// first line, inbox not empty`
+/// first line, inbox not empty, title given by a person`
 /// (`line` NULL when too long to send with the listing: it is read on its own).
 pub(crate) async fn summary_from_row(
     ctx: &Ctx,
@@ -106,9 +106,11 @@ pub(crate) async fn summary_from_row(
         Status::New | Status::Idle if r.get::<_, bool>(10) => Status::Pending,
         s => s,
     };
-    let title = r.get::<_, Option<Vec<u8>>>(9).and_then(|l| {
-        let e = lazarus_ledger::frame::decode_line::<serde_json::Value>(&l).ok()?;
-        e.data["text"].as_str().map(lazarus_session::title_of)
+    let title = r.get::<_, Option<String>>(11).or_else(|| {
+        r.get::<_, Option<Vec<u8>>>(9).and_then(|l| {
+            let e = lazarus_ledger::frame::decode_line::<serde_json::Value>(&l).ok()?;
+            e.data["text"].as_str().map(lazarus_session::title_of)
+        })
     });
     let meta: Option<serde_json::Value> = r.get(3);
     let workspace = meta

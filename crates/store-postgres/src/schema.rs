@@ -179,6 +179,8 @@ pub(crate) struct Sql {
     pub inbox_deliver: String,
     pub inbox_waiting: String,
     pub inbox_consume: String,
+    pub set_title: String,
+    pub clear_title: String,
 }
 
 /// Advisory locks held in this database, as the bigint keys they were taken with.
@@ -244,7 +246,8 @@ impl Sql {
         let cols = format!(
             "s.id, s.created_at, s.parent_id, s.header->'meta', (h.k IS NOT NULL), \
                     t.seq, t.kind, t.end_offset, t.line, f.line, \
-                    EXISTS (SELECT 1 FROM {s}.inbox i WHERE i.session_id = s.id)"
+                    EXISTS (SELECT 1 FROM {s}.inbox i WHERE i.session_id = s.id), \
+                    (SELECT ti.title FROM {s}.titles ti WHERE ti.session_id = s.id)"
         );
         Sql {
             // The whole append: one INSERT, one round trip, on the writer's locked
@@ -324,6 +327,12 @@ impl Sql {
             inbox_consume: format!(
                 "DELETE FROM {s}.inbox WHERE session_id = $1 AND message_id = $2"
             ),
+            set_title: format!(
+                "INSERT INTO {s}.titles (session_id, title)
+                 SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM {s}.sessions WHERE id = $1)
+                 ON CONFLICT (session_id) DO UPDATE SET title = excluded.title, set_at = now()"
+            ),
+            clear_title: format!("DELETE FROM {s}.titles WHERE session_id = $1"),
         }
     }
 }

@@ -348,6 +348,35 @@ impl Store for PgStore {
         })
     }
 
+    fn rename(&self, id: &SessionId, title: Option<&str>) -> Result<()> {
+        let title = title.map(lazarus_session::checked_title).transpose()?;
+        let id = id.to_string();
+        self.run(move |ctx| async move {
+            let c = ctx.conn().await?;
+            let n = match &title {
+                Some(t) => c
+                    .execute(&ctx.sql.set_title, &[&id, t])
+                    .await
+                    .map_err(ctx.db("set the title"))?,
+                None => {
+                    c.execute(&ctx.sql.clear_title, &[&id])
+                        .await
+                        .map_err(ctx.db("clear the title"))?;
+                    1
+                }
+            };
+            let exists: bool = c
+                .query_one(&ctx.sql.exists, &[&id])
+                .await
+                .map_err(ctx.db("look up the session"))?
+                .get(0);
+            if n == 0 || !exists {
+                return Err(ctx.not_found(&id));
+            }
+            Ok(())
+        })
+    }
+
     fn inbox(&self, id: &SessionId, limit: usize) -> Result<Vec<InboxMessage>> {
         let id = id.to_string();
         self.run(move |ctx| async move {
