@@ -84,7 +84,7 @@ if [[ "$mode" == pg ]]; then
     urls="$(url_of a),$(url_of b),$(url_of c)"
     gpids="$(cat "$work/a.pid"),$(cat "$work/b.pid"),$(cat "$work/c.pid")"
     kill_arg=(--kill 1)
-    records_cmd="$psql -At -F \$'\\t' -c \"SELECT session_id, CASE WHEN kind = 'input' THEN convert_from(line, 'UTF8')::json->'data'->>'input_id' WHEN kind = 'response' THEN '-' ELSE '@takeover' || chr(9) || extract(epoch FROM (convert_from(line, 'UTF8')::json->>'ts')::timestamptz)::text END FROM bench.records WHERE kind IN ('input', 'response') OR (kind = 'resume' AND convert_from(line, 'UTF8')::json->'data'->>'trigger' = 'gateway-takeover')\""
+    records_cmd="$psql -At -F \$'\\t' -f scripts/bench_scale_records.sql"
     psql_arg=(--psql "$psql")
 else
     ulimit -n 1024

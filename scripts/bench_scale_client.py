@@ -140,8 +140,9 @@ def main():
     ap.add_argument("--psql", default="", help="psql command (space-separated) to sample connections")
     ap.add_argument("--records-cmd", required=True,
                     help="command printing `session_id<TAB>input_id` per input record, "
-                         "`session_id<TAB>-` per response record, and "
-                         "`session_id<TAB>@takeover<TAB>UNIX_TIME` per takeover receipt")
+                         "`session_id<TAB>#final` for a session whose last record is a final "
+                         "answer, and `session_id<TAB>@takeover<TAB>UNIX_TIME` per takeover "
+                         "receipt")
     ap.add_argument("--deadline", type=float, default=3000, help="seconds for the whole run")
     a = ap.parse_args()
 
@@ -204,16 +205,17 @@ def main():
             sid, _, mid = line.partition("\t")
             if mid.startswith("@takeover\t"):
                 takeovers.append(float(mid.split("\t")[1]))
-            elif mid == "-":
-                responses[sid] = responses.get(sid, 0) + 1
+            elif mid == "#final":
+                responses[sid] = 1
             else:
                 inputs.setdefault(sid, []).append(mid)
         return inputs, responses
 
     while True:
         inputs, responses = counts()
-        # each message: a tool call, then the answer after the tool result: 2 responses
-        done = sum(1 for s in ids if responses.get(s, 0) >= 2 * a.messages)
+        # finished: every message recorded, and the last record a final answer
+        done = sum(1 for s in ids
+                   if s in responses and len(set(inputs.get(s, []))) >= a.messages)
         if done == a.sessions or time.monotonic() - t_start > a.deadline:
             break
         log(f"{done}/{a.sessions} sessions finished, {time.monotonic() - t_start:.0f} s")

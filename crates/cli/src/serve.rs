@@ -50,9 +50,11 @@ pub struct ServeArgs {
     /// Sessions waiting for a run slot before new work gets 429.
     #[arg(long, default_value_t = 4096)]
     pub max_queued: usize,
-    /// Sessions open (writer lock held) at once.
-    #[arg(long, default_value_t = 10_000)]
-    pub max_open_sessions: usize,
+    /// Sessions open (writer held) at once; a message for one more waits in its inbox
+    /// [default: local files: a third of the descriptors the connections leave (2 per open
+    /// session), at most 10000; PostgreSQL: 10000]
+    #[arg(long)]
+    pub max_open_sessions: Option<usize>,
     /// A session idle (not running, nobody using it) this long is closed: its writer, lock
     /// or lease, descriptors and memory are released; the next message reopens it (`60s`;
     /// `0` keeps sessions open).
@@ -132,6 +134,9 @@ pub fn run(args: ServeArgs) -> Result<i32> {
     let store: std::sync::Arc<dyn lazarus_session::Store> =
         std::sync::Arc::from(args.store.open()?);
     eprintln!("store: {}", store.location());
+    let max_connections = args
+        .max_connections
+        .unwrap_or_else(lazarus_gateway::fds::default_max_connections);
     let cfg = lazarus_gateway::Config {
         listen: args.listen,
         allow_remote: args.allow_remote,
@@ -146,11 +151,11 @@ pub fn run(args: ServeArgs) -> Result<i32> {
             max_text_bytes: args.max_text_bytes,
             max_running: args.max_running,
             max_queued: args.max_queued,
-            max_open_sessions: args.max_open_sessions,
+            max_open_sessions: args.max_open_sessions.unwrap_or_else(|| {
+                lazarus_gateway::fds::default_max_open_sessions(!shared, max_connections)
+            }),
             max_streams: args.max_streams,
-            max_connections: args
-                .max_connections
-                .unwrap_or_else(lazarus_gateway::fds::default_max_connections),
+            max_connections,
             header_timeout: args.header_timeout,
             idle_timeout: args.idle_timeout,
             idle_close: (!args.idle_close.is_zero()).then_some(args.idle_close),

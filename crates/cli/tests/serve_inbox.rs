@@ -156,3 +156,51 @@ fn store_turns(sessions: &std::path::Path) -> usize {
         .map(|r| r.iter().filter(|r| r.kind == "response").count())
         .unwrap_or(0)
 }
+
+/// One status word: a session another process writes is `running` in the listing and in
+/// `GET /v1/sessions/{id}` alike, and a message for it is queued (202), not refused.
+#[test]
+fn a_session_another_process_holds_is_running_everywhere_and_takes_messages() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([Step::reply(
+            ScriptedResponse::text("ok"),
+        )
+        .repeat()])))
+        .unwrap();
+    let dir = tempdir();
+    let sessions = dir.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let store = LocalStore::open(&sessions).unwrap();
+    let held = store
+        .create(lazarus_session::CreateOptions {
+            id: Some(SessionId::literal("other")),
+            meta: None,
+        })
+        .unwrap();
+    let g = Gateway::start(&mut serve_cmd(dir.path(), &server.base_url(), &[]));
+    let (st, v) = call(&g.url, "GET", "/v1/sessions/other", None);
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["status"], "running", "{v}");
+    let (_, list) = call(&g.url, "GET", "/v1/sessions", None);
+    let row = list["sessions"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["id"] == "other").cloned())
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(row["status"], "running", "{row}");
+    let (st, v) = call(
+        &g.url,
+        "POST",
+        "/v1/sessions/other/messages",
+        Some(json!({"message_id": "q1", "text": "for the holder"})),
+    );
+    assert_eq!(st, 202, "{v}");
+    assert_eq!(v["queued"], true, "{v}");
+    assert_eq!(
+        store.inbox(&SessionId::literal("other"), 10).unwrap().len(),
+        1
+    );
+    drop(held);
+    drop(g);
+    rt.block_on(server.shutdown());
+}

@@ -518,9 +518,10 @@ async fn post_message(
     }
     let actor = match st.hub.session(&id).await {
         Ok(a) => a,
-        // Another writer (a gateway, a `lazarus run`) holds the session: its inbox takes the
-        // message, durably, and that writer records and answers it.
-        Err(e) if e.code == "locked" => {
+        // Another writer (a gateway, a `lazarus run`) holds the session, or this gateway has
+        // all the sessions open it may: the session's inbox takes the message, durably, and
+        // its writer (that one, or this gateway once a session closes) records and answers it.
+        Err(e) if e.code == "locked" || e.code == "too_many_open_sessions" => {
             let msg = InboxMessage::input(&message_id, "user", &b.text);
             let duplicate = st.hub.deliver(&id, msg).await?;
             return Ok((

@@ -32,6 +32,30 @@ fn default_max_connections_for(nofile: Option<u64>) -> usize {
     usize::try_from(half.clamp(16, 1024)).unwrap_or(1024)
 }
 
+/// Most sessions open at once when `--max-open-sessions` is not given. A local session holds
+/// two descriptors (its ledger and its lock file) while open: a third of what the connections
+/// leave (the rest is for reads, model requests and tools), at least 16, at most 10,000. A
+/// PostgreSQL session holds none: 10,000.
+pub fn default_max_open_sessions(local_files: bool, max_connections: usize) -> usize {
+    default_max_open_sessions_for(limit(), local_files, max_connections)
+}
+
+fn default_max_open_sessions_for(
+    nofile: Option<u64>,
+    local_files: bool,
+    max_connections: usize,
+) -> usize {
+    const MAX: usize = 10_000;
+    match nofile {
+        Some(n) if local_files => {
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            let spare = n.saturating_sub(max_connections + overflow_for(max_connections) + 64);
+            (spare / 3).clamp(16, MAX)
+        }
+        _ => MAX,
+    }
+}
+
 /// Connections beyond the cap that are still read, so that `/healthz` answers and everything
 /// else gets `429 too_many_connections` rather than a silently closed socket; beyond these,
 /// new connections are closed at once.
@@ -75,6 +99,24 @@ mod tests {
         assert_eq!(default_max_connections_for(None), 1024);
         assert_eq!(overflow_for(32), 4);
         assert_eq!(overflow_for(1024), 64);
+    }
+
+    #[test]
+    fn the_default_open_session_cap_follows_the_descriptor_limit() {
+        // systemd's default soft limit, with the default connection cap (half of it)
+        let open = default_max_open_sessions_for(Some(1024), true, 512);
+        assert_eq!(open, (1024 - 512 - 64 - 64) / 3);
+        assert!(2 * open + 512 + 64 < 1024, "sessions and connections fit");
+        assert_eq!(
+            default_max_open_sessions_for(Some(1 << 20), true, 1024),
+            10_000
+        );
+        assert_eq!(default_max_open_sessions_for(Some(64), true, 32), 16);
+        assert_eq!(
+            default_max_open_sessions_for(Some(1024), false, 512),
+            10_000
+        );
+        assert_eq!(default_max_open_sessions_for(None, true, 512), 10_000);
     }
 
     #[test]

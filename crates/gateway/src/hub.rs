@@ -242,13 +242,6 @@ impl Hub {
                 format!("session {id:?} already exists; a session is never overwritten"),
             ));
         }
-        if self.open_count() >= self.cfg.limits.max_open_sessions {
-            return Err(ApiError::busy(
-                "too_many_open_sessions",
-                "too many sessions are open in this gateway (limit --max-open-sessions)",
-                5,
-            ));
-        }
         let hub = self.clone();
         let actor = tokio::task::spawn_blocking(move || -> ApiResult<Arc<OpenSession>> {
             // Out of descriptors is answered before anything is made, not half-way through.
@@ -275,7 +268,11 @@ impl Hub {
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
         self.metrics.appended("header");
-        self.registry.insert(actor.clone());
+        // Kept open for its first message, unless this gateway has all the sessions open it
+        // may: a new session owes no work, and a message reopens it.
+        if self.open_count() < self.cfg.limits.max_open_sessions {
+            self.registry.insert(actor.clone());
+        }
         Ok(actor)
     }
 
@@ -431,10 +428,19 @@ impl Hub {
         }
         let hub = self.clone();
         let id = id.clone();
-        let st = tokio::task::spawn_blocking(move || hub.store.load(&id))
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))??;
-        Ok((st, false))
+        // Not open here: another writer (a gateway, a `lazarus run`) may hold it, and then it
+        // is `running`, as the listing says.
+        let (st, held) = tokio::task::spawn_blocking(move || {
+            let st = hub.store.load(&id)?;
+            let held = hub
+                .store
+                .summary(&id)
+                .is_ok_and(|s| s.status == Status::Running);
+            Ok::<_, SessionError>((st, held))
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))??;
+        Ok((st, held))
     }
 
     /// Stops everything at once (tests, second signal).
