@@ -25,7 +25,7 @@ use lazarus_session::record::{
 use lazarus_session::{CallState, ContextEntry, Session, SessionError, SessionState, Status};
 use serde_json::Value;
 
-use crate::model::{Message, ModelRequest, ModelResponse, OutputItem, ToolCall};
+use crate::model::{Message, ModelRequest, ModelResponse, OutputItem, ProviderItem, ToolCall};
 use crate::process::{self, ProcessGroupRef};
 use crate::provider::{
     CancellationToken, CompletionFailure, OpenAiClient, ProviderConfig, ProviderError, StreamEvent,
@@ -560,6 +560,17 @@ impl Runner {
             match entry {
                 ContextEntry::User { text, .. } => out.push(Message::user(text.clone())),
                 ContextEntry::Assistant { items, .. } => {
+                    // Reasoning a provider issued goes back verbatim (to that API only).
+                    let provider_items = items
+                        .iter()
+                        .filter_map(|i| match i {
+                            Item::ProviderReasoning { api, item, .. } => Some(ProviderItem {
+                                api: api.clone(),
+                                item: item.clone(),
+                            }),
+                            _ => None,
+                        })
+                        .collect();
                     let text: String = items
                         .iter()
                         .filter_map(|i| match i {
@@ -583,6 +594,7 @@ impl Runner {
                         })
                         .collect();
                     out.push(Message::Assistant {
+                        provider_items,
                         text: (!text.is_empty()).then_some(text),
                         tool_calls,
                     });
@@ -613,7 +625,7 @@ pub fn sandbox_record(sandbox: &Sandbox) -> SandboxRecord {
 /// Base models repeat a call or get cut off mid-call: keep what is usable.
 fn clean_calls(response: &mut ModelResponse) {
     dedup_consecutive_tool_calls(&mut response.items);
-    if response.stop_reason == "length" {
+    if response.is_truncated() {
         drop_truncated_tool_calls(response);
     }
 }
@@ -644,6 +656,9 @@ fn to_record(
         .map(|(i, item)| match item {
             OutputItem::Text { text } => Item::Text { text },
             OutputItem::Reasoning { text } => Item::Reasoning { text },
+            OutputItem::ProviderReasoning { api, text, item } => {
+                Item::ProviderReasoning { api, text, item }
+            }
             OutputItem::ToolCall(c) => {
                 let mut id = c.call_id;
                 if id.is_empty() || st.call(&id).is_some() || !seen.insert(id.clone()) {
@@ -668,6 +683,7 @@ fn to_record(
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
             total_tokens: u.total_tokens,
+            cached_tokens: u.cached_tokens,
         }
     });
     Response {

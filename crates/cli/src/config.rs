@@ -119,9 +119,8 @@ pub fn apply_defaults(mut cmd: clap::Command, cfg: &'static FileConfig) -> clap:
             if let Some(m) = &cfg.model {
                 c = c.mut_arg("model", |a| a.default_value(m.as_str()));
             }
-            if let Some(u) = &cfg.base_url {
-                c = c.mut_arg("base_url", |a| a.default_value(u.as_str()));
-            }
+            // base_url is not a flag default: the API's environment variable
+            // (OPENAI_BASE_URL or ANTHROPIC_BASE_URL) beats the file, see ModelArgs::base_url.
             if let Some(t) = &cfg.tools {
                 c = c.mut_arg("tools", |a| a.default_values(t.iter().map(String::as_str)));
             }

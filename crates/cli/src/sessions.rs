@@ -654,7 +654,8 @@ fn show(store: &dyn Store, id: &SessionId, json: bool, out: &mut impl Write) -> 
                         lazarus_session::record::Item::Text { text } => {
                             writeln!(out, "\n[turn {turn}] {}", escape_text(text))?
                         }
-                        lazarus_session::record::Item::Reasoning { text } => {
+                        lazarus_session::record::Item::Reasoning { text }
+                        | lazarus_session::record::Item::ProviderReasoning { text, .. } => {
                             writeln!(out, "\n[turn {turn}] (thinking) {}", escape_text(text))?
                         }
                         lazarus_session::record::Item::ToolCall {

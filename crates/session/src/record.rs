@@ -185,6 +185,18 @@ pub enum Item {
     Reasoning {
         text: String,
     },
+    /// Reasoning the provider must get back exactly as it sent it, on the API that issued
+    /// it: an OpenAI Responses `reasoning` item (with its `encrypted_content`) or an
+    /// Anthropic `thinking` block (with its `signature`) or `redacted_thinking` block. `item`
+    /// is the provider's item verbatim and is what is sent back; `text` is its readable part
+    /// (summary or thinking text; empty when redacted), for people.
+    ProviderReasoning {
+        /// `responses` or `anthropic`: the wire protocol that issued the item. It is sent
+        /// back only on that protocol (another one would refuse it).
+        api: String,
+        text: String,
+        item: serde_json::Value,
+    },
 }
 
 /// Token counts reported by the provider.
@@ -197,6 +209,10 @@ pub struct Usage {
     pub completion_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_tokens: Option<u64>,
+    /// Of `prompt_tokens`, how many were read from the provider's prompt cache (chat and
+    /// Responses: `cached_tokens` of the details; Anthropic: `cache_read_input_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
 }
 
 /// Why a model request failed for good (after retries).

@@ -49,6 +49,7 @@ fn records() -> Vec<Record> {
                 prompt_tokens: Some(120),
                 completion_tokens: Some(18),
                 total_tokens: Some(138),
+                cached_tokens: None,
             }),
             stop_reason: Some("tool_calls".into()),
             failure: None,
@@ -116,11 +117,25 @@ fn records() -> Vec<Record> {
         }),
         Record::Response(Response {
             turn: 2,
-            items: vec![Item::Text {
-                text: "The count may not have run; I will check first.".into(),
-            }],
-            usage: None,
-            stop_reason: Some("stop".into()),
+            items: vec![
+                Item::ProviderReasoning {
+                    api: "anthropic".into(),
+                    text: "The call is in doubt; look before acting.".into(),
+                    item: json!({"type": "thinking",
+                        "thinking": "The call is in doubt; look before acting.",
+                        "signature": "EqQBCkYIBxgCKkBsaWtlIGEgcmVhbCBzaWduYXR1cmU="}),
+                },
+                Item::Text {
+                    text: "The count may not have run; I will check first.".into(),
+                },
+            ],
+            usage: Some(Usage {
+                prompt_tokens: Some(2150),
+                completion_tokens: Some(40),
+                total_tokens: Some(2190),
+                cached_tokens: Some(2048),
+            }),
+            stop_reason: Some("end_turn".into()),
             failure: None,
             model: None,
             provider_extra: None,

@@ -152,6 +152,7 @@ fn request_body_has_openai_shape() {
             Message::system("s"),
             Message::user("u"),
             Message::Assistant {
+                provider_items: vec![],
                 text: None,
                 tool_calls: vec![ToolCall {
                     call_id: "c".into(),
