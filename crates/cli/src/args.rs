@@ -188,6 +188,11 @@ pub struct ModelArgs {
     /// Ask for whole responses instead of a stream.
     #[arg(long)]
     pub no_stream: bool,
+    /// Extra top-level fields for every model request, as a JSON object; never replaces a
+    /// field Lazarus sets. E.g. `{"thinking":{"type":"enabled","budget_tokens":4096}}`
+    /// (anthropic) or `{"reasoning":{"effort":"high","summary":"auto"}}` (responses).
+    #[arg(long, value_name = "JSON", value_parser = parse_json_object)]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     /// Put a one-shot tool-call example (a `list_dir` call) before the transcript; small base
     /// models need one to call tools at all.
     #[arg(long)]
@@ -221,6 +226,16 @@ fn parse_sandbox_mode(s: &str) -> Result<SandboxMode, String> {
 
 fn parse_api(s: &str) -> Result<Api, String> {
     s.parse()
+}
+
+fn parse_json_object(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str(s) {
+        Ok(serde_json::Value::Object(m)) => Ok(m),
+        Ok(_) => Err("give a JSON object, e.g. '{\"top_k\": 1}'".into()),
+        Err(e) => Err(format!(
+            "not JSON ({e}); give a JSON object, e.g. '{{\"top_k\": 1}}'"
+        )),
+    }
 }
 
 /// The base URL for `api`: the flag, else the API's environment variable, else the
@@ -362,6 +377,7 @@ impl ModelArgs {
         provider.api_key = self.api_key();
         provider.limits.max_response_bytes = self.max_response_bytes;
         provider.limits.max_sse_line_bytes = self.max_sse_line_bytes;
+        provider.extra_body = self.extra_body.clone().unwrap_or_default();
         let model = if ask_model {
             self.model_name()?
         } else {

@@ -195,3 +195,45 @@ fn an_unknown_api_is_a_usage_error() {
         "nothing created"
     );
 }
+
+/// `--extra-body` adds the API's own fields (here: Anthropic extended thinking) to every
+/// request without replacing Lazarus's; anything but a JSON object is a usage error.
+#[test]
+fn extra_body_reaches_every_request() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(ScriptedServer::start(script())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let extra = r#"{"thinking":{"type":"enabled","budget_tokens":1024},"stream":"no"}"#;
+    ok(
+        &lazarus(
+            Api::Anthropic,
+            dir.path(),
+            ws.path(),
+            &server.base_url(),
+            &["run", "--session", "s", "-p", "go", "--extra-body", extra],
+        ),
+        "run",
+    );
+    let reqs = rt.block_on(async { server.requests() });
+    assert_eq!(reqs.len(), 2);
+    for r in &reqs {
+        assert_eq!(
+            r["thinking"],
+            json!({"type": "enabled", "budget_tokens": 1024})
+        );
+        assert_eq!(r["stream"], json!(true), "Lazarus's own field is kept");
+    }
+    for bad in ["[1]", "{nope"] {
+        let o = Command::new(BIN)
+            .args(["run", "-p", "hi", "--extra-body", bad, "--session-dir"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("JSON object"),
+            "{bad}"
+        );
+    }
+}
