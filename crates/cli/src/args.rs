@@ -215,6 +215,16 @@ pub struct ModelArgs {
     /// (unconfined). Where the kernel cannot enforce it, shell calls are refused.
     #[arg(long, default_value = "workspace-write", value_parser = parse_sandbox_mode)]
     pub sandbox: SandboxMode,
+    /// The model's context window, in tokens: a request estimated above it (request bytes /
+    /// 4) is never sent, and the context is compacted at 80% of it unless --compact-at says
+    /// otherwise [default: no limit]
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(256..))]
+    pub context_window: Option<u64>,
+    /// Compact the context (the model summarises the earlier turns; the summary replaces them
+    /// in later requests, the ledger keeps everything) when the next request's estimate
+    /// passes this many tokens [default: 80% of --context-window; off without it]
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(128..))]
+    pub compact_at: Option<u64>,
     /// Let sandboxed shell commands use the network.
     #[arg(long)]
     pub sandbox_network: bool,
@@ -383,7 +393,17 @@ impl ModelArgs {
         } else {
             self.model.clone().unwrap_or_default()
         };
+        if let (Some(at), Some(w)) = (self.compact_at, self.context_window)
+            && at > w
+        {
+            return Err(crate::Usage(format!(
+                "--compact-at {at} is above --context-window {w}; give a smaller --compact-at"
+            ))
+            .into());
+        }
         let mut cfg = RunnerConfig::new(provider, model, workspace);
+        cfg.compaction.compact_at = self.compact_at;
+        cfg.compaction.context_window = self.context_window;
         cfg.system_prompt = self.system_prompt.clone();
         cfg.max_turns = self.max_turns;
         cfg.max_tokens = self.max_tokens;

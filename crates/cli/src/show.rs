@@ -231,6 +231,16 @@ impl Printer {
                 d["at_turn"],
                 d["parent_seq"]
             ),
+            "compaction" => writeln!(
+                out,
+                "{at} COMPACTION ({}): seqs {}..={} summarised, about {} -> {} tokens sent\n{}",
+                escape(&s("trigger")),
+                d["from_seq"],
+                d["through_seq"],
+                d["tokens_before"],
+                d["tokens_after"],
+                indent(&escape_text(&s("summary")), "                     ")
+            ),
             // a kind this view does not know (a newer build): shown as it is
             other => writeln!(out, "{at} {}: {}", escape(other), escape(&d.to_string())),
         }

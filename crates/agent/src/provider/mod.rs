@@ -394,6 +394,21 @@ impl OpenAiClient {
         &self.config
     }
 
+    /// The JSON body sent for `req` in this client's protocol.
+    pub fn body(&self, req: &ModelRequest) -> Value {
+        match self.config.api {
+            Api::Chat => request_body(req, &self.config.extra_body),
+            Api::Responses => responses::request_body(req, &self.config.extra_body),
+            Api::Anthropic => anthropic::request_body(req, &self.config.extra_body),
+        }
+    }
+
+    /// Estimated input tokens of `req`: the bytes of its body over 4, rounded up (the
+    /// usual rule of thumb for English text and JSON; no tokenizer is shipped).
+    pub fn estimate_tokens(&self, req: &ModelRequest) -> u64 {
+        estimate_tokens(&self.body(req))
+    }
+
     /// The endpoint URL (e.g. `{base_url}/chat/completions`; see [`Api::endpoint`]).
     pub fn url(&self) -> &str {
         &self.url
@@ -408,11 +423,7 @@ impl OpenAiClient {
         cancel: &CancellationToken,
         observer: &mut Observer<'_>,
     ) -> Result<Completion, CompletionFailure> {
-        let body = match self.config.api {
-            Api::Chat => request_body(req, &self.config.extra_body),
-            Api::Responses => responses::request_body(req, &self.config.extra_body),
-            Api::Anthropic => anthropic::request_body(req, &self.config.extra_body),
-        };
+        let body = self.body(req);
         let mut attempts: Vec<Attempt> = Vec::new();
         let mut waited = Duration::ZERO;
         let max = self.config.retry.max_attempts.max(1);
@@ -794,6 +805,11 @@ impl Assembler {
             Assembler::Anthropic(a) => a.finish(),
         }
     }
+}
+
+/// Estimated tokens of a request body: its JSON bytes over 4, rounded up.
+pub fn estimate_tokens(body: &Value) -> u64 {
+    (body.to_string().len() as u64).div_ceil(4)
 }
 
 fn root_cause(e: &dyn std::error::Error) -> String {
