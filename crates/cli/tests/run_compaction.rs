@@ -448,3 +448,80 @@ fn forks_before_at_and_after_a_compaction_and_sessions_compact() {
     );
     assert!(!o.status.success());
 }
+
+/// Across compactions on the Anthropic and Responses APIs, the signed thinking blocks /
+/// encrypted reasoning items of the turns kept verbatim still go back byte-identical, and no
+/// altered value is ever sent.
+#[test]
+fn provider_reasoning_of_kept_turns_survives_compaction() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for api in ["anthropic", "responses"] {
+        let mut steps = vec![summary_step()];
+        for i in 1..=12 {
+            steps.push(
+                Step::reply(
+                    ScriptedResponse::tool_call(
+                        format!("toolu_{i}"),
+                        "read_file",
+                        json!({"path": "notes.txt"}),
+                    )
+                    .with_reasoning(format!("Turn {i}: read it."))
+                    .with_text(format!("Reading it, time {i}.")),
+                )
+                .when(When::HasTools { yes: true }),
+            );
+        }
+        steps.push(Step::reply(ScriptedResponse::text("Done.")).repeat());
+        let server = rt
+            .block_on(ScriptedServer::start(Script::new(steps)))
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ws = workspace();
+        let window = (WINDOW + 600).to_string();
+        let st = lazarus(
+            dir.path(),
+            ws.path(),
+            &server.base_url(),
+            &["-p", "go", "--api", api, "--context-window", &window],
+        )
+        .env("ANTHROPIC_API_KEY", "k")
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+        assert_eq!(st.code(), Some(0), "{api}");
+        let recs = records(dir.path(), "s");
+        assert!(
+            recs.iter().any(|r| r.kind == "compaction"),
+            "{api}: compacted"
+        );
+        let reqs = rt.block_on(async { server.requests() });
+        let trips = rt.block_on(async { server.opaque_round_trips() });
+        assert!(
+            rt.block_on(async { server.unknown_opaque() }).is_empty(),
+            "{api}"
+        );
+        // every turn request after a compaction carries the reasoning of the turns it kept
+        let mut checked = 0;
+        for (n, r) in reqs.iter().enumerate() {
+            if r.get("tools").is_none() || !has_summary(r) {
+                continue;
+            }
+            let sent = match api {
+                "anthropic" => lazarus_testkit::anthropic::opaque_in_request(r),
+                _ => lazarus_testkit::responses::opaque_in_request(r),
+            };
+            assert!(
+                !sent.is_empty(),
+                "{api}: request {} kept no reasoning",
+                n + 1
+            );
+            for v in &sent {
+                let t = trips.iter().find(|t| &t.value == v).expect("issued");
+                assert!(t.echoed_in.contains(&(n + 1)), "{api}");
+            }
+            checked += 1;
+        }
+        assert!(checked > 0, "{api}: no request after a compaction");
+        verify_clean(dir.path(), "s");
+    }
+}
