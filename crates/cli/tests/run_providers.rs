@@ -237,3 +237,53 @@ fn extra_body_reaches_every_request() {
         );
     }
 }
+
+/// `api = "anthropic"` in the configuration file chooses the protocol (a flag still wins),
+/// and `config show` says where the setting came from.
+#[test]
+fn the_config_file_chooses_the_api() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([Step::reply(
+            ScriptedResponse::text("hi"),
+        )
+        .repeat()])))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(&cfg, "api = \"anthropic\"\nmodel = \"m\"\n").unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["run", "-p", "hi", "--base-url", &server.base_url()])
+            .args(extra)
+            .arg("--session-dir")
+            .arg(dir.path().join("s"))
+            .arg("--workspace")
+            .arg(dir.path())
+            .env("LAZARUS_CONFIG", &cfg)
+            .env_remove("LAZARUS_API")
+            .env("ANTHROPIC_API_KEY", "k")
+            .output()
+            .unwrap()
+    };
+    ok(&run(&[]), "run");
+    ok(&run(&["--api", "responses"]), "run --api responses");
+    assert_eq!(
+        rt.block_on(async { server.protocols() }),
+        [Protocol::Anthropic, Protocol::Responses]
+    );
+    let o = Command::new(BIN)
+        .args(["config", "show", "--json"])
+        .env("LAZARUS_CONFIG", &cfg)
+        .env_remove("LAZARUS_API")
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["settings"]["api"]["value"], "anthropic");
+    assert!(
+        v["settings"]["api"]["source"]
+            .as_str()
+            .unwrap()
+            .starts_with("file ")
+    );
+}
