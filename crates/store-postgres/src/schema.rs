@@ -183,6 +183,7 @@ pub(crate) struct Sql {
     pub inbox_deliver: String,
     pub inbox_waiting: String,
     pub inbox_consume: String,
+    pub with_mail: String,
     pub set_title: String,
     pub clear_title: String,
 }
@@ -328,6 +329,7 @@ impl Sql {
             inbox_consume: format!(
                 "DELETE FROM {s}.inbox WHERE session_id = $1 AND message_id = $2"
             ),
+            with_mail: format!("SELECT DISTINCT session_id FROM {s}.inbox"),
             set_title: format!(
                 "INSERT INTO {s}.titles (session_id, title)
                  SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM {s}.sessions WHERE id = $1)

@@ -373,6 +373,19 @@ impl Store for PgStore {
         })
     }
 
+    fn sessions_with_mail(&self) -> Result<Vec<SessionId>> {
+        self.run(move |ctx| async move {
+            let c = ctx.conn().await?;
+            let rows = c
+                .query(&ctx.sql.with_mail, &[])
+                .await
+                .map_err(ctx.db("list inboxes"))?;
+            rows.iter()
+                .map(|r| Ok(SessionId::parse(r.get::<_, &str>(0))?))
+                .collect()
+        })
+    }
+
     fn inbox(&self, id: &SessionId, limit: usize) -> Result<Vec<InboxMessage>> {
         let id = id.to_string();
         self.run(move |ctx| async move {
