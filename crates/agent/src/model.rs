@@ -28,6 +28,10 @@ pub enum Message {
         content: String,
     },
     Assistant {
+        /// Reasoning items the provider must get back verbatim; each is sent only on the
+        /// API that issued it, before the text and the calls.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        provider_items: Vec<ProviderItem>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         text: Option<String>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -60,8 +64,18 @@ impl Message {
         }
     }
 
-    /// The assistant message to append to the context for a model response: its text items
-    /// (joined) and its tool calls. Reasoning is not sent back.
+    /// An assistant message with text and calls only.
+    pub fn assistant(text: Option<String>, tool_calls: Vec<ToolCall>) -> Self {
+        Message::Assistant {
+            provider_items: Vec::new(),
+            text,
+            tool_calls,
+        }
+    }
+
+    /// The assistant message to append to the context for a model response: its provider
+    /// reasoning items (verbatim), its text items (joined) and its tool calls. Plain
+    /// reasoning text is not sent back.
     pub fn assistant_from(response: &ModelResponse) -> Self {
         let text: String = response
             .items
@@ -73,10 +87,29 @@ impl Message {
             .collect::<Vec<_>>()
             .join("");
         Message::Assistant {
+            provider_items: response
+                .items
+                .iter()
+                .filter_map(|i| match i {
+                    OutputItem::ProviderReasoning { api, item, .. } => Some(ProviderItem {
+                        api: api.clone(),
+                        item: item.clone(),
+                    }),
+                    _ => None,
+                })
+                .collect(),
             text: if text.is_empty() { None } else { Some(text) },
             tool_calls: response.tool_calls().cloned().collect(),
         }
     }
+}
+
+/// A provider's own output item, kept verbatim to be sent back on the API that issued it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderItem {
+    /// `responses` or `anthropic` (see [`crate::provider::Api`]).
+    pub api: String,
+    pub item: Value,
 }
 
 /// A tool as described to the model.
@@ -114,6 +147,14 @@ pub enum OutputItem {
     Reasoning {
         text: String,
     },
+    /// Reasoning that must go back verbatim on the API that issued it (a Responses
+    /// `reasoning` item with `encrypted_content`, an Anthropic `thinking` block with its
+    /// `signature` or a `redacted_thinking` block). `text` is the readable part.
+    ProviderReasoning {
+        api: String,
+        text: String,
+        item: Value,
+    },
 }
 
 /// Token usage as reported by the provider. Fields it adds (e.g. `prompt_tokens_details`)
@@ -126,6 +167,10 @@ pub struct Usage {
     pub completion_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_tokens: Option<u64>,
+    /// Of `prompt_tokens`, how many were read from the prompt cache. Filled by the client
+    /// from the provider's own field, which stays in `extra` as sent.
+    #[serde(default, skip)]
+    pub cached_tokens: Option<u64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -155,6 +200,15 @@ impl ModelResponse {
             OutputItem::ToolCall(c) => Some(c),
             _ => None,
         })
+    }
+
+    /// Whether the model was cut off at the token limit (chat `length`, Anthropic
+    /// `max_tokens`, Responses `max_output_tokens`).
+    pub fn is_truncated(&self) -> bool {
+        matches!(
+            self.stop_reason.as_str(),
+            "length" | "max_tokens" | "max_output_tokens"
+        )
     }
 
     /// All text items joined.
@@ -204,6 +258,7 @@ mod tests {
             Message::system("s"),
             Message::user("u"),
             Message::Assistant {
+                provider_items: vec![],
                 text: None,
                 tool_calls: vec![ToolCall {
                     call_id: "a".into(),
@@ -230,6 +285,7 @@ mod tests {
                 prompt_tokens: Some(1),
                 completion_tokens: Some(2),
                 total_tokens: Some(3),
+                cached_tokens: None,
                 extra: Map::from_iter([(
                     "prompt_tokens_details".to_string(),
                     json!({"cached_tokens": 0}),
@@ -245,6 +301,7 @@ mod tests {
         assert_eq!(
             Message::assistant_from(&r),
             Message::Assistant {
+                provider_items: vec![],
                 text: Some("x".into()),
                 tool_calls: vec![]
             }

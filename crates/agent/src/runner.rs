@@ -14,6 +14,10 @@
 //! is closed "in doubt" (its leftover process group terminated) and the model is told so; a
 //! call that never started simply runs. A `resume` receipt records all of it.
 
+mod compaction;
+
+pub use compaction::{CompactionPolicy, SUMMARY_PROMPT};
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -25,7 +29,7 @@ use lazarus_session::record::{
 use lazarus_session::{CallState, ContextEntry, Session, SessionError, SessionState, Status};
 use serde_json::Value;
 
-use crate::model::{Message, ModelRequest, ModelResponse, OutputItem, ToolCall};
+use crate::model::{Message, ModelResponse, OutputItem, ProviderItem, ToolCall};
 use crate::process::{self, ProcessGroupRef};
 use crate::provider::{
     CancellationToken, CompletionFailure, OpenAiClient, ProviderConfig, ProviderError, StreamEvent,
@@ -36,6 +40,10 @@ use crate::tools::{ToolContext, ToolHooks, ToolLimits, ToolOutput, ToolStatus, T
 
 /// A session shared between its runner and whoever feeds it inputs (the gateway).
 pub type SharedSession = Arc<Mutex<Session>>;
+
+/// What the summary of a compaction is introduced with, in the user message that carries it.
+pub const COMPACTED_PREFIX: &str =
+    "[The earlier conversation was compacted to save context. Its summary:]\n";
 
 /// The text a call closed "in doubt" returns to the model.
 pub const IN_DOUBT_NOTICE: &str = "This tool call was interrupted before its result was recorded (the process was stopped or the machine went down). Its effect is unknown: it may have run completely, partly, or not at all. Check the current state before retrying it.";
@@ -64,6 +72,8 @@ pub struct RunnerConfig {
     /// says why first (`sigint` — the user —, `sigterm`, `shutdown`), so a restart can tell a
     /// stop the user asked for from one the machine forced. Default `cancelled`.
     pub stop_reason: StopReason,
+    /// When to compact the context (off by default).
+    pub compaction: CompactionPolicy,
 }
 
 /// Why runs are being stopped; shared by a runner's configuration and whoever cancels it.
@@ -101,6 +111,10 @@ impl RunnerConfig {
             leftover_kill_grace_ms: 2_000,
             sandbox: crate::sandbox::default_probed(),
             stop_reason: StopReason::default(),
+            compaction: CompactionPolicy {
+                keep_turns: 2,
+                ..CompactionPolicy::default()
+            },
         }
     }
 }
@@ -285,6 +299,35 @@ impl Runner {
                     if turns_made >= self.cfg.max_turns {
                         return Ok(RunOutcome::MaxTurns);
                     }
+                    // Compaction comes before the turn starts (see `compaction`).
+                    if let Some(threshold) = self.cfg.compaction.threshold()
+                        && self.next_request_tokens(&st) > threshold
+                    {
+                        match self.compact(session, "auto", cancel, observer).await? {
+                            compaction::Compacted::Done => continue,
+                            compaction::Compacted::Nothing => {}
+                            compaction::Compacted::Failed(failure) => {
+                                if matches!(failure.error, ProviderError::Cancelled)
+                                    || cancel.is_cancelled()
+                                {
+                                    return self.stop(
+                                        session,
+                                        self.cfg.stop_reason.get(),
+                                        observer,
+                                    );
+                                }
+                                let message = format!("compacting the context: {}", failure.error);
+                                return Ok(RunOutcome::Failed {
+                                    message,
+                                    transient: failure.error.is_retryable(),
+                                });
+                            }
+                        }
+                    }
+                    let too_big = self.cfg.compaction.context_window.and_then(|w| {
+                        let n = self.next_request_tokens(&st);
+                        (n > w).then_some((n, w))
+                    });
                     let t = st.turn + 1;
                     append(
                         session,
@@ -295,6 +338,34 @@ impl Runner {
                         }),
                         observer,
                     )?;
+                    if let Some((n, w)) = too_big {
+                        // Never send a request over the window: the turn fails, recorded.
+                        let message = format!(
+                            "the request would be about {n} tokens, over --context-window {w}, even after compaction; start a new session or fork an earlier turn"
+                        );
+                        append(
+                            session,
+                            Record::Response(Response {
+                                turn: t,
+                                items: vec![],
+                                usage: None,
+                                stop_reason: None,
+                                failure: Some(Failure {
+                                    message: message.clone(),
+                                    transient: false,
+                                    status: None,
+                                }),
+                                model: None,
+                                provider_extra: None,
+                                attempts: vec![],
+                            }),
+                            observer,
+                        )?;
+                        return Ok(RunOutcome::Failed {
+                            message,
+                            transient: false,
+                        });
+                    }
                     t
                 }
             };
@@ -433,6 +504,26 @@ impl Runner {
         Ok(())
     }
 
+    /// Compacts the context of a session that owes no work now (`sessions compact`): true
+    /// when a `compaction` record was written, false when there was nothing to summarise.
+    pub async fn compact_now(
+        &self,
+        session: &SharedSession,
+        cancel: &CancellationToken,
+        observer: &mut Observer<'_>,
+    ) -> Result<bool, RunError> {
+        if lock(session).state().owes_work() {
+            return Err(RunError::Internal(
+                "the session owes work; run it first (it compacts by itself with --context-window or --compact-at)".into(),
+            ));
+        }
+        match self.compact(session, "manual", cancel, observer).await? {
+            compaction::Compacted::Done => Ok(true),
+            compaction::Compacted::Nothing => Ok(false),
+            compaction::Compacted::Failed(f) => Err(RunError::Provider(f.error)),
+        }
+    }
+
     /// Terminates a leftover process group if it is still ours and alive. True if it was.
     async fn terminate_leftover(&self, p: ProcessRef) -> bool {
         let group = ProcessGroupRef {
@@ -529,14 +620,7 @@ impl Runner {
         cancel: &CancellationToken,
         observer: &mut Observer<'_>,
     ) -> Result<Response, CompletionFailure> {
-        let req = ModelRequest {
-            model: self.cfg.model.clone(),
-            messages: self.messages(st),
-            tools: self.toolbox.specs(),
-            max_tokens: self.cfg.max_tokens,
-            temperature: self.cfg.temperature,
-            stream: self.cfg.stream,
-        };
+        let req = self.model_request(self.messages(st), true);
         let mut on_event = |ev: StreamEvent<'_>| match ev {
             StreamEvent::Text(t) => observer(RunEvent::Text(t)),
             StreamEvent::Reasoning(t) => observer(RunEvent::Reasoning(t)),
@@ -573,10 +657,25 @@ impl Runner {
             out.push(Message::system(s));
         }
         out.extend(self.cfg.examples.iter().cloned());
-        for entry in &st.context {
+        let (summary, live) = st.live_context();
+        if let Some(summary) = summary {
+            out.push(Message::user(format!("{COMPACTED_PREFIX}{summary}")));
+        }
+        for entry in live {
             match entry {
                 ContextEntry::User { text, .. } => out.push(Message::user(text.clone())),
                 ContextEntry::Assistant { items, .. } => {
+                    // Reasoning a provider issued goes back verbatim (to that API only).
+                    let provider_items = items
+                        .iter()
+                        .filter_map(|i| match i {
+                            Item::ProviderReasoning { api, item, .. } => Some(ProviderItem {
+                                api: api.clone(),
+                                item: item.clone(),
+                            }),
+                            _ => None,
+                        })
+                        .collect();
                     let text: String = items
                         .iter()
                         .filter_map(|i| match i {
@@ -600,6 +699,7 @@ impl Runner {
                         })
                         .collect();
                     out.push(Message::Assistant {
+                        provider_items,
                         text: (!text.is_empty()).then_some(text),
                         tool_calls,
                     });
@@ -630,7 +730,7 @@ pub fn sandbox_record(sandbox: &Sandbox) -> SandboxRecord {
 /// Base models repeat a call or get cut off mid-call: keep what is usable.
 fn clean_calls(response: &mut ModelResponse) {
     dedup_consecutive_tool_calls(&mut response.items);
-    if response.stop_reason == "length" {
+    if response.is_truncated() {
         drop_truncated_tool_calls(response);
     }
 }
@@ -661,6 +761,9 @@ fn to_record(
         .map(|(i, item)| match item {
             OutputItem::Text { text } => Item::Text { text },
             OutputItem::Reasoning { text } => Item::Reasoning { text },
+            OutputItem::ProviderReasoning { api, text, item } => {
+                Item::ProviderReasoning { api, text, item }
+            }
             OutputItem::ToolCall(c) => {
                 let mut id = c.call_id;
                 if id.is_empty() || st.call(&id).is_some() || !seen.insert(id.clone()) {
@@ -685,6 +788,7 @@ fn to_record(
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
             total_tokens: u.total_tokens,
+            cached_tokens: u.cached_tokens,
         }
     });
     Response {

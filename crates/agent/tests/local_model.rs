@@ -29,6 +29,7 @@ fn request(stream: bool) -> ModelRequest {
         messages: vec![
             Message::user("What is in the folder src?"),
             Message::Assistant {
+                provider_items: vec![],
                 text: None,
                 tool_calls: vec![ToolCall {
                     call_id: "example_1".into(),
@@ -38,6 +39,7 @@ fn request(stream: bool) -> ModelRequest {
             },
             Message::tool_result("example_1", "main.rs\nlib.rs"),
             Message::Assistant {
+                provider_items: vec![],
                 text: Some("The folder src contains main.rs and lib.rs.".into()),
                 tool_calls: vec![],
             },

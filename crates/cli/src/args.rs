@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use lazarus_agent::model::{Message, ToolCall};
-use lazarus_agent::provider::{ProviderConfig, ProviderLimits};
+use lazarus_agent::provider::{Api, ProviderConfig, ProviderLimits};
 use lazarus_agent::runner::RunnerConfig;
 use lazarus_agent::sandbox::{Sandbox, SandboxMode, SandboxPolicy};
 use lazarus_agent::tools::Toolbox;
@@ -142,6 +142,9 @@ fn open_local(dir: &std::path::Path) -> Result<LocalStore> {
 /// The model server asked when nothing else is configured (llama.cpp's default port).
 pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:8080/v1";
 
+/// The Anthropic API, for `--api anthropic` when nothing else is configured.
+pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+
 /// Model settings shared by `run` and `serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
@@ -149,12 +152,20 @@ pub struct ModelArgs {
     /// GET /models; with several, pick one with --model]
     #[arg(long, env = "LAZARUS_MODEL")]
     pub model: Option<String>,
-    /// Base URL of an OpenAI-compatible API (OpenAI, Ollama, vLLM, llama.cpp, LM Studio).
-    #[arg(long, env = "OPENAI_BASE_URL", default_value = DEFAULT_BASE_URL)]
-    pub base_url: String,
-    /// Name of the environment variable holding the API key.
-    #[arg(long, default_value = "OPENAI_API_KEY")]
-    pub api_key_env: String,
+    /// Wire protocol of the model server: `chat` (OpenAI-compatible chat completions:
+    /// OpenAI, Ollama, vLLM, llama.cpp, LM Studio), `responses` (the OpenAI Responses API)
+    /// or `anthropic` (the Anthropic Messages API).
+    #[arg(long, env = "LAZARUS_API", default_value = "chat", value_parser = parse_api)]
+    pub api: Api,
+    /// Base URL of the model API [default: env OPENAI_BASE_URL (chat, responses) or
+    /// ANTHROPIC_BASE_URL (anthropic), else the config file's base_url, else
+    /// http://127.0.0.1:8080/v1 (chat, responses) or https://api.anthropic.com (anthropic)]
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// Name of the environment variable holding the API key [default: OPENAI_API_KEY, or
+    /// ANTHROPIC_API_KEY with --api anthropic]
+    #[arg(long)]
+    pub api_key_env: Option<String>,
     /// System prompt for new sessions.
     #[arg(long)]
     pub system_prompt: Option<String>,
@@ -177,6 +188,11 @@ pub struct ModelArgs {
     /// Ask for whole responses instead of a stream.
     #[arg(long)]
     pub no_stream: bool,
+    /// Extra top-level fields for every model request, as a JSON object; never replaces a
+    /// field Lazarus sets. E.g. `{"thinking":{"type":"enabled","budget_tokens":4096}}`
+    /// (anthropic) or `{"reasoning":{"effort":"high","summary":"auto"}}` (responses).
+    #[arg(long, value_name = "JSON", value_parser = parse_json_object)]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     /// Put a one-shot tool-call example (a `list_dir` call) before the transcript; small base
     /// models need one to call tools at all.
     #[arg(long)]
@@ -199,6 +215,16 @@ pub struct ModelArgs {
     /// (unconfined). Where the kernel cannot enforce it, shell calls are refused.
     #[arg(long, default_value = "workspace-write", value_parser = parse_sandbox_mode)]
     pub sandbox: SandboxMode,
+    /// The model's context window, in tokens: a request estimated above it (request bytes /
+    /// 4) is never sent, and the context is compacted at 80% of it unless --compact-at says
+    /// otherwise [default: no limit]
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(256..))]
+    pub context_window: Option<u64>,
+    /// Compact the context (the model summarises the earlier turns; the summary replaces them
+    /// in later requests, the ledger keeps everything) when the next request's estimate
+    /// passes this many tokens [default: 80% of --context-window; off without it]
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(128..))]
+    pub compact_at: Option<u64>,
     /// Let sandboxed shell commands use the network.
     #[arg(long)]
     pub sandbox_network: bool,
@@ -206,6 +232,46 @@ pub struct ModelArgs {
 
 fn parse_sandbox_mode(s: &str) -> Result<SandboxMode, String> {
     s.parse()
+}
+
+fn parse_api(s: &str) -> Result<Api, String> {
+    s.parse()
+}
+
+fn parse_json_object(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str(s) {
+        Ok(serde_json::Value::Object(m)) => Ok(m),
+        Ok(_) => Err("give a JSON object, e.g. '{\"top_k\": 1}'".into()),
+        Err(e) => Err(format!(
+            "not JSON ({e}); give a JSON object, e.g. '{{\"top_k\": 1}}'"
+        )),
+    }
+}
+
+/// The base URL for `api`: the flag, else the API's environment variable, else the
+/// configuration file's `base_url`, else the API's default. (`env` is the environment
+/// lookup, a parameter so it can be tested without touching the process environment.)
+fn resolve_base_url(
+    api: Api,
+    flag: Option<&str>,
+    file: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> String {
+    let var = match api {
+        Api::Anthropic => "ANTHROPIC_BASE_URL",
+        Api::Chat | Api::Responses => "OPENAI_BASE_URL",
+    };
+    flag.filter(|f| !f.is_empty())
+        .map(str::to_string)
+        .or_else(|| env(var))
+        .or_else(|| file.map(str::to_string))
+        .unwrap_or_else(|| {
+            match api {
+                Api::Anthropic => DEFAULT_ANTHROPIC_BASE_URL,
+                Api::Chat | Api::Responses => DEFAULT_BASE_URL,
+            }
+            .to_string()
+        })
 }
 
 impl ModelArgs {
@@ -228,10 +294,25 @@ impl ModelArgs {
         Ok(t)
     }
 
+    /// The variable holding the API key.
+    fn api_key_var(&self) -> &str {
+        match (&self.api_key_env, self.api) {
+            (Some(v), _) => v,
+            (None, Api::Anthropic) => "ANTHROPIC_API_KEY",
+            (None, Api::Chat | Api::Responses) => "OPENAI_API_KEY",
+        }
+    }
+
     fn api_key(&self) -> Option<String> {
-        std::env::var(&self.api_key_env)
+        env_nonempty(self.api_key_var())
+    }
+
+    /// The model API's base URL (see `--base-url`).
+    pub fn base_url(&self) -> String {
+        let file = crate::config::load()
             .ok()
-            .filter(|k| !k.is_empty())
+            .and_then(|c| c.base_url.as_deref());
+        resolve_base_url(self.api, self.base_url.as_deref(), file, env_nonempty)
     }
 
     /// The model: `--model` (or `LAZARUS_MODEL`), else the only one the server lists. Never a
@@ -240,14 +321,25 @@ impl ModelArgs {
         if let Some(m) = self.model.as_ref().filter(|m| !m.is_empty()) {
             return Ok(m.clone());
         }
-        let url = format!("{}/models", self.base_url.trim_end_matches('/'));
+        let base = self.base_url();
+        let base = base.trim_end_matches('/');
+        let url = match self.api {
+            Api::Anthropic if !base.ends_with("/v1") => format!("{base}/v1/models"),
+            _ => format!("{base}/models"),
+        };
         let client = reqwest::blocking::Client::builder()
             .timeout(std::time::Duration::from_secs(10))
             .build()
             .context("building the HTTP client")?;
         let mut req = client.get(&url);
         if let Some(key) = self.api_key() {
-            req = req.bearer_auth(key);
+            req = match self.api {
+                Api::Anthropic => req.header("x-api-key", key).header(
+                    "anthropic-version",
+                    lazarus_agent::provider::anthropic::VERSION,
+                ),
+                Api::Chat | Api::Responses => req.bearer_auth(key),
+            };
         }
         let listed: Result<Vec<String>, String> = req
             .send()
@@ -290,16 +382,28 @@ impl ModelArgs {
     /// The runner's configuration. `ask_model`: without `--model`, ask the server for its
     /// only model (false for a gateway that never runs sessions: `serve --no-run`).
     pub fn runner_config(&self, workspace: PathBuf, ask_model: bool) -> Result<RunnerConfig> {
-        let mut provider = ProviderConfig::new(self.base_url.clone());
+        let mut provider = ProviderConfig::new(self.base_url());
+        provider.api = self.api;
         provider.api_key = self.api_key();
         provider.limits.max_response_bytes = self.max_response_bytes;
         provider.limits.max_sse_line_bytes = self.max_sse_line_bytes;
+        provider.extra_body = self.extra_body.clone().unwrap_or_default();
         let model = if ask_model {
             self.model_name()?
         } else {
             self.model.clone().unwrap_or_default()
         };
+        if let (Some(at), Some(w)) = (self.compact_at, self.context_window)
+            && at > w
+        {
+            return Err(crate::Usage(format!(
+                "--compact-at {at} is above --context-window {w}; give a smaller --compact-at"
+            ))
+            .into());
+        }
         let mut cfg = RunnerConfig::new(provider, model, workspace);
+        cfg.compaction.compact_at = self.compact_at;
+        cfg.compaction.context_window = self.context_window;
         cfg.system_prompt = self.system_prompt.clone();
         cfg.max_turns = self.max_turns;
         cfg.max_tokens = self.max_tokens;
@@ -341,6 +445,7 @@ fn tool_example() -> Vec<Message> {
     vec![
         Message::user("What files are in the notes folder?"),
         Message::Assistant {
+            provider_items: vec![],
             text: None,
             tool_calls: vec![ToolCall {
                 call_id: "example_1".into(),
@@ -350,6 +455,7 @@ fn tool_example() -> Vec<Message> {
         },
         Message::tool_result("example_1", "todo.md\nideas.md"),
         Message::Assistant {
+            provider_items: vec![],
             text: Some("The notes folder has todo.md and ideas.md.".into()),
             tool_calls: vec![],
         },
@@ -372,5 +478,56 @@ mod tests {
         let err = parse_secs("ten").unwrap_err();
         assert!(err.contains("30s"), "{err}");
         assert!(parse_secs("99999999999999").is_err());
+    }
+
+    #[test]
+    fn base_url_flag_then_the_apis_env_then_file_then_default() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let both = env(&[
+            ("OPENAI_BASE_URL", "http://o/v1"),
+            ("ANTHROPIC_BASE_URL", "http://a"),
+        ]);
+        assert_eq!(
+            resolve_base_url(Api::Chat, Some("http://f/v1"), None, both),
+            "http://f/v1"
+        );
+        assert_eq!(
+            resolve_base_url(Api::Chat, None, Some("http://c/v1"), both),
+            "http://o/v1"
+        );
+        assert_eq!(
+            resolve_base_url(Api::Responses, None, None, both),
+            "http://o/v1"
+        );
+        assert_eq!(
+            resolve_base_url(Api::Anthropic, None, None, both),
+            "http://a"
+        );
+        let none = env(&[]);
+        assert_eq!(
+            resolve_base_url(Api::Anthropic, None, Some("http://c"), none),
+            "http://c"
+        );
+        assert_eq!(
+            resolve_base_url(Api::Chat, None, None, none),
+            DEFAULT_BASE_URL
+        );
+        assert_eq!(
+            resolve_base_url(Api::Anthropic, None, None, none),
+            DEFAULT_ANTHROPIC_BASE_URL
+        );
+        // OPENAI_BASE_URL never leaks into an Anthropic client
+        let openai_only = env(&[("OPENAI_BASE_URL", "http://o/v1")]);
+        assert_eq!(
+            resolve_base_url(Api::Anthropic, None, None, openai_only),
+            DEFAULT_ANTHROPIC_BASE_URL
+        );
     }
 }

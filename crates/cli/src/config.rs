@@ -5,6 +5,7 @@
 //!
 //! ```toml
 //! model = "qwen2.5-coder"
+//! api = "chat"                         # or "responses", "anthropic"
 //! base_url = "http://127.0.0.1:8080/v1"
 //! tools = ["read_file", "list_dir"]
 //! sandbox = "workspace-write"
@@ -22,6 +23,8 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub model: Option<String>,
+    /// `chat`, `responses` or `anthropic` (see `--api`).
+    pub api: Option<String>,
     pub base_url: Option<String>,
     pub tools: Option<Vec<String>>,
     pub sandbox: Option<String>,
@@ -114,14 +117,28 @@ pub fn load() -> Result<&'static FileConfig> {
 /// The file's values become the defaults of the flags they stand for, so the command line
 /// and the environment (read by clap) still win over them.
 pub fn apply_defaults(mut cmd: clap::Command, cfg: &'static FileConfig) -> clap::Command {
+    // the model settings of `sessions compact` (it asks the model for a summary)
+    cmd = cmd.mut_subcommand("sessions", |s| {
+        s.mut_subcommand("compact", |mut c| {
+            if let Some(m) = &cfg.model {
+                c = c.mut_arg("model", |a| a.default_value(m.as_str()));
+            }
+            if let Some(a) = &cfg.api {
+                c = c.mut_arg("api", |arg| arg.default_value(a.as_str()));
+            }
+            c
+        })
+    });
     for sub in ["run", "resume", "serve"] {
         cmd = cmd.mut_subcommand(sub, |mut c| {
             if let Some(m) = &cfg.model {
                 c = c.mut_arg("model", |a| a.default_value(m.as_str()));
             }
-            if let Some(u) = &cfg.base_url {
-                c = c.mut_arg("base_url", |a| a.default_value(u.as_str()));
+            if let Some(a) = &cfg.api {
+                c = c.mut_arg("api", |arg| arg.default_value(a.as_str()));
             }
+            // base_url is not a flag default: the API's environment variable
+            // (OPENAI_BASE_URL or ANTHROPIC_BASE_URL) beats the file, see ModelArgs::base_url.
             if let Some(t) = &cfg.tools {
                 c = c.mut_arg("tools", |a| a.default_values(t.iter().map(String::as_str)));
             }

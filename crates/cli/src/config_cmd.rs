@@ -105,6 +105,12 @@ pub fn run(args: ConfigArgs) -> Result<i32> {
             let settings = vec![
                 setting("model", Some("LAZARUS_MODEL"), cfg.model.clone(), None),
                 setting(
+                    "api",
+                    Some("LAZARUS_API"),
+                    cfg.api.clone(),
+                    Some("chat".into()),
+                ),
+                setting(
                     "base_url",
                     Some("OPENAI_BASE_URL"),
                     cfg.base_url.clone(),

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod args;
 mod boot_resume;
+mod compact;
 mod config;
 mod config_cmd;
 mod db;

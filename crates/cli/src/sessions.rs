@@ -94,6 +94,9 @@ pub enum SessionsCommand {
         /// The session to repair.
         id: SessionId,
     },
+    /// Compact a session's context now: the model summarises all but its last turns, and
+    /// the summary replaces them in later requests (the ledger keeps everything).
+    Compact(Box<crate::compact::CompactArgs>),
     /// Create a new session from ID holding everything up to the end of turn N.
     Fork {
         /// The session to fork (it is not changed).
@@ -183,6 +186,7 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
     let json = args.json;
     let mut out = std::io::stdout().lock();
     match args.command {
+        SessionsCommand::Compact(a) => return crate::compact::run(store, *a, json),
         SessionsCommand::Create { id } => create(store, id, json, &mut out)?,
         SessionsCommand::Send {
             id,

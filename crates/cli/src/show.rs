@@ -231,6 +231,16 @@ impl Printer {
                 d["at_turn"],
                 d["parent_seq"]
             ),
+            "compaction" => writeln!(
+                out,
+                "{at} COMPACTION ({}): seqs {}..={} summarised, about {} -> {} tokens sent\n{}",
+                escape(&s("trigger")),
+                d["from_seq"],
+                d["through_seq"],
+                d["tokens_before"],
+                d["tokens_after"],
+                indent(&escape_text(&s("summary")), "                     ")
+            ),
             // a kind this view does not know (a newer build): shown as it is
             other => writeln!(out, "{at} {}: {}", escape(other), escape(&d.to_string())),
         }
@@ -257,7 +267,7 @@ impl Printer {
                     "{at} [turn {turn}] {}",
                     escape_text(item["text"].as_str().unwrap_or_default())
                 )?,
-                Some("reasoning") => writeln!(
+                Some("reasoning") | Some("provider_reasoning") => writeln!(
                     out,
                     "{at} [turn {turn}] (thinking) {}",
                     escape_text(&elide(item["text"].as_str().unwrap_or_default()))
@@ -279,7 +289,10 @@ impl Printer {
             if let (Some(p), Some(c)) =
                 (u["prompt_tokens"].as_u64(), u["completion_tokens"].as_u64())
             {
-                parts.push(format!("{p} prompt + {c} completion tokens"));
+                parts.push(match u["cached_tokens"].as_u64() {
+                    Some(k) => format!("{p} prompt ({k} cached) + {c} completion tokens"),
+                    None => format!("{p} prompt + {c} completion tokens"),
+                });
             }
             if let Some(m) = d["model"].as_str() {
                 parts.push(escape(m).to_string());

@@ -244,9 +244,10 @@ fn every_command_output_uses_the_documented_names() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt
         .block_on(lazarus_testkit::ScriptedServer::start(
-            lazarus_testkit::Script::in_order([
-                lazarus_testkit::ScriptedResponse::text("hi").into()
-            ]),
+            lazarus_testkit::Script::new([lazarus_testkit::Step::reply(
+                lazarus_testkit::ScriptedResponse::text("hi"),
+            )
+            .repeat()]),
         ))
         .unwrap();
     let url = server.base_url();
@@ -263,6 +264,36 @@ fn every_command_output_uses_the_documented_names() {
             ws.to_str().unwrap(),
             "-p",
             "say hi",
+        ],
+        true,
+    );
+    // a finished session compacted on demand (the scripted model writes the summary)
+    run(
+        dir,
+        &[
+            "run",
+            "--json",
+            "--session",
+            "c",
+            "--base-url",
+            &url,
+            "--workspace",
+            ws.to_str().unwrap(),
+            "-p",
+            "say hi",
+        ],
+    );
+    check(
+        "sessions compact --json",
+        &[
+            "sessions",
+            "compact",
+            "c",
+            "--json",
+            "--model",
+            "m",
+            "--base-url",
+            &url,
         ],
         true,
     );

@@ -9,12 +9,18 @@
 //! ledger verifies; and over all scenarios every resume path (in doubt, reused, re-run, not
 //! started) was taken at least once. `LAZARUS_RUN_CRASH_ROUNDS` repeats the kill points
 //! (default 1 round of 18 scenarios).
+//!
+//! The same scenarios run on each wire protocol (`--api chat`, `responses`, `anthropic`).
+//! Turns 1 and 2 come with reasoning; on Responses and Anthropic that is an encrypted
+//! reasoning item or a signed thinking block, and every one the ledger recorded must reach
+//! each later request byte-identical, across the kills.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use lazarus_agent::provider::Api;
 use lazarus_agent::runner::IN_DOUBT_NOTICE;
 use lazarus_session::SessionId;
 use lazarus_session::record::OutcomeStatus;
@@ -38,6 +44,7 @@ fn script() -> Script {
                 "shell",
                 json!({"command": "echo ran >> side.txt; sleep 1"}),
             )
+            .with_reasoning("A shell call does it.")
             .with_text("Running it.")
             .chunk_delay_ms(15),
         )
@@ -46,6 +53,7 @@ fn script() -> Script {
         Step::after_tool_result(
             "c1",
             ScriptedResponse::tool_call("c2", "read_file", json!({"path": "side.txt"}))
+                .with_reasoning("Now check the file.")
                 .chunk_delay_ms(15),
         )
         .repeat(),
@@ -55,8 +63,13 @@ fn script() -> Script {
 }
 
 fn lazarus(dir: &Path, ws: &Path, url: &str, extra: &[&str]) -> Command {
+    lazarus_on(Api::Chat, dir, ws, url, extra)
+}
+
+fn lazarus_on(api: Api, dir: &Path, ws: &Path, url: &str, extra: &[&str]) -> Command {
     let mut c = Command::new(BIN);
     c.args(["run", "--json", "--session", "s", "--max-tokens", "64"])
+        .args(["--api", api.as_str()])
         .arg("--session-dir")
         .arg(dir)
         .arg("--workspace")
@@ -64,6 +77,7 @@ fn lazarus(dir: &Path, ws: &Path, url: &str, extra: &[&str]) -> Command {
         .args(["--base-url", url])
         .args(extra)
         .env("OPENAI_API_KEY", "test")
+        .env("ANTHROPIC_API_KEY", "test")
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     c
@@ -104,11 +118,17 @@ fn input_records(store: &LocalStore) -> usize {
         .count()
 }
 
-/// Number of assistant messages in a request = the turn it asks for, minus one.
-fn turn_of(req: &Value) -> usize {
-    req["messages"]
+/// The turn a request asks for: each turn before it ended in one tool call, so it is the
+/// number of tool results plus one (read from the chat-shaped view of any protocol).
+fn turn_of(api: Api, req: &Value) -> usize {
+    let view = match api {
+        Api::Chat => req.clone(),
+        Api::Responses => lazarus_testkit::responses::normalize(req),
+        Api::Anthropic => lazarus_testkit::anthropic::normalize(req),
+    };
+    view["messages"]
         .as_array()
-        .map(|m| m.iter().filter(|m| m["role"] == "assistant").count() + 1)
+        .map(|m| m.iter().filter(|m| m["role"] == "tool").count() + 1)
         .unwrap_or(0)
 }
 
@@ -136,12 +156,17 @@ impl Paths {
     }
 }
 
-fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) -> (String, Paths) {
+fn run_scenario(rt: &tokio::runtime::Runtime, api: Api, sc: &Scenario) -> (String, Paths) {
+    let lazarus =
+        |dir: &Path, ws: &Path, url: &str, extra: &[&str]| lazarus_on(api, dir, ws, url, extra);
     let server = rt.block_on(ScriptedServer::start(script())).unwrap();
     let url = server.base_url();
     let dir = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let label = format!("kill after {} #{} +{}ms", sc.kind, sc.nth, sc.delay_ms);
+    let label = format!(
+        "--api {api}: kill after {} #{} +{}ms",
+        sc.kind, sc.nth, sc.delay_ms
+    );
     let first = lazarus(
         dir.path(),
         ws.path(),
@@ -192,7 +217,7 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) -> (String, Paths) 
     // kill may have been requested a second time.
     let requests = rt.block_on(async { server.requests() });
     for turn in 1..=3 {
-        let n = requests.iter().filter(|r| turn_of(r) == turn).count();
+        let n = requests.iter().filter(|r| turn_of(api, r) == turn).count();
         if Some(turn) == open_at_kill {
             assert!(
                 (1..=2).contains(&n),
@@ -209,7 +234,7 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) -> (String, Paths) 
             OutcomeStatus::InDoubt,
             "{label}"
         );
-        let turn2 = requests.iter().find(|r| turn_of(r) == 2).unwrap();
+        let turn2 = requests.iter().find(|r| turn_of(api, r) == 2).unwrap();
         assert!(
             turn2
                 .to_string()
@@ -221,6 +246,49 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) -> (String, Paths) 
             c1.outcome.as_ref().unwrap().status,
             OutcomeStatus::InDoubt,
             "{label}"
+        );
+    }
+    // Provider reasoning: every item the ledger recorded went back, byte-identical, in
+    // every later request (the last request, turn 3, carries them all), and nothing the
+    // server never issued (an altered signature) was ever sent.
+    if api != Api::Chat {
+        let recorded: Vec<String> = store
+            .records(&SessionId::literal("s"), 0, usize::MAX)
+            .unwrap()
+            .iter()
+            .filter(|r| r.kind == "response")
+            .flat_map(|r| r.data["items"].as_array().cloned().unwrap_or_default())
+            .filter(|i| i["type"] == "provider_reasoning")
+            .map(|i| {
+                assert_eq!(i["api"], api.as_str(), "{label}");
+                let opaque = if api == Api::Anthropic {
+                    "signature"
+                } else {
+                    "encrypted_content"
+                };
+                i["item"][opaque].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(
+            recorded.len(),
+            2,
+            "{label}: turns 1 and 2 recorded their reasoning"
+        );
+        let trips = rt.block_on(async { server.opaque_round_trips() });
+        let last = requests.len();
+        for value in &recorded {
+            let trip = trips
+                .iter()
+                .find(|t| &t.value == value)
+                .expect("issued by the server");
+            assert!(
+                trip.echoed_in.contains(&last),
+                "{label}: {value} not sent back in the last request: {trip:?}"
+            );
+        }
+        assert!(
+            rt.block_on(async { server.unknown_opaque() }).is_empty(),
+            "{label}: an opaque value came back altered"
         );
     }
     let receipt = st.last_receipt.as_ref().expect("a resume receipt");
@@ -250,6 +318,20 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) -> (String, Paths) 
 
 #[test]
 fn kill_minus_nine_anywhere_then_resume_finishes_without_repeats() {
+    kill_anywhere_then_resume(Api::Chat);
+}
+
+#[test]
+fn kill_minus_nine_anywhere_then_resume_on_the_responses_api() {
+    kill_anywhere_then_resume(Api::Responses);
+}
+
+#[test]
+fn kill_minus_nine_anywhere_then_resume_on_the_anthropic_api() {
+    kill_anywhere_then_resume(Api::Anthropic);
+}
+
+fn kill_anywhere_then_resume(api: Api) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -284,6 +366,7 @@ fn kill_minus_nine_anywhere_then_resume_finishes_without_repeats() {
             for delay_ms in [0, late] {
                 let (line, paths) = run_scenario(
                     &rt,
+                    api,
                     &Scenario {
                         kind,
                         nth,
@@ -309,6 +392,7 @@ fn kill_minus_nine_anywhere_then_resume_finishes_without_repeats() {
         };
         let (line, paths) = run_scenario(
             &rt,
+            api,
             &Scenario {
                 kind: point.0,
                 nth: point.1,

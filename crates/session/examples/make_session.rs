@@ -50,6 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 prompt_tokens: Some(1000 + k),
                 completion_tokens: Some(20),
                 total_tokens: Some(1020 + k),
+                cached_tokens: None,
             }),
             stop_reason: Some("tool_calls".into()),
             failure: None,

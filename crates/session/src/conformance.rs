@@ -836,5 +836,34 @@ pub fn owes_work_histories() -> Vec<(&'static str, Vec<Record>)> {
                 input("m2"),
             ],
         ),
+        (
+            "compacted before a turn (work owed), then again when idle",
+            vec![
+                input("m1"),
+                turn(1, None, vec![1]),
+                answer(1, vec![text(), call("c1")], None),
+                intent("c1", 1),
+                start("c1"),
+                outcome("c1", OutcomeStatus::Ok),
+                compaction("auto", 1, 6),
+                turn(2, Some(2), vec![]),
+                answer(2, vec![text()], None),
+                compaction("manual", 7, 9),
+            ],
+        ),
     ]
+}
+
+fn compaction(trigger: &str, from_seq: u64, through_seq: u64) -> Record {
+    Record::Compaction(crate::record::Compaction {
+        trigger: trigger.into(),
+        from_seq,
+        through_seq,
+        summary: "The user asked for c1; it ran.".into(),
+        tokens_before: 900,
+        tokens_after: 100,
+        model: None,
+        usage: None,
+        attempts: vec![],
+    })
 }

@@ -45,6 +45,7 @@ pub enum Record {
     Fork(ForkPoint),
     Resume(ResumeReceipt),
     Interrupted(Interrupted),
+    Compaction(Compaction),
     /// A header record; only valid as line 1, so seeing one here is an error the ledger names.
     #[doc(hidden)]
     Header,
@@ -62,6 +63,7 @@ pub const KINDS: &[&str] = &[
     "fork",
     "resume",
     "interrupted",
+    "compaction",
 ];
 
 impl Record {
@@ -78,6 +80,7 @@ impl Record {
             Record::Fork(_) => "fork",
             Record::Resume(_) => "resume",
             Record::Interrupted(_) => "interrupted",
+            Record::Compaction(_) => "compaction",
             Record::Header => "header",
         }
     }
@@ -95,6 +98,7 @@ impl Record {
             Record::Fork(d) => serde_json::to_vec(d),
             Record::Resume(d) => serde_json::to_vec(d),
             Record::Interrupted(d) => serde_json::to_vec(d),
+            Record::Compaction(d) => serde_json::to_vec(d),
             Record::Header => Ok(b"{}".to_vec()),
         }
     }
@@ -121,6 +125,7 @@ impl<'de> lazarus_ledger::Payload<'de> for Record {
             "fork" => Record::Fork(Deserialize::deserialize(d)?),
             "resume" => Record::Resume(Deserialize::deserialize(d)?),
             "interrupted" => Record::Interrupted(Deserialize::deserialize(d)?),
+            "compaction" => Record::Compaction(Deserialize::deserialize(d)?),
             "header" => {
                 IgnoredAny::deserialize(d)?;
                 Record::Header
@@ -185,6 +190,18 @@ pub enum Item {
     Reasoning {
         text: String,
     },
+    /// Reasoning the provider must get back exactly as it sent it, on the API that issued
+    /// it: an OpenAI Responses `reasoning` item (with its `encrypted_content`) or an
+    /// Anthropic `thinking` block (with its `signature`) or `redacted_thinking` block. `item`
+    /// is the provider's item verbatim and is what is sent back; `text` is its readable part
+    /// (summary or thinking text; empty when redacted), for people.
+    ProviderReasoning {
+        /// `responses` or `anthropic`: the wire protocol that issued the item. It is sent
+        /// back only on that protocol (another one would refuse it).
+        api: String,
+        text: String,
+        item: serde_json::Value,
+    },
 }
 
 /// Token counts reported by the provider.
@@ -197,6 +214,10 @@ pub struct Usage {
     pub completion_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_tokens: Option<u64>,
+    /// Of `prompt_tokens`, how many were read from the provider's prompt cache (chat and
+    /// Responses: `cached_tokens` of the details; Anthropic: `cache_read_input_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
 }
 
 /// Why a model request failed for good (after retries).
@@ -397,4 +418,34 @@ pub struct Interrupted {
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u64>,
+}
+
+/// The model context was compacted: from here on, requests send `summary` in place of the
+/// context entries recorded at seqs `from_seq..=through_seq`, followed by everything after
+/// `through_seq` verbatim (the kept tail). Nothing is removed from the ledger: compaction
+/// changes what is sent, never what is kept. Written between turns, after the summarising
+/// request answered; a crash before it leaves no trace (the compaction runs again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compaction {
+    /// `auto` (the next request would pass the threshold; written while work is owed,
+    /// right before the next `turn_start`) or `manual` (`lazarus sessions compact`, on a
+    /// session that owes no work).
+    pub trigger: String,
+    /// First seq summarised (1, or the previous compaction's `through_seq` + 1).
+    pub from_seq: u64,
+    /// Last seq summarised; the context after it is sent verbatim.
+    pub through_seq: u64,
+    /// The summary the model wrote (it also covers the previous compaction's summary).
+    pub summary: String,
+    /// Estimated tokens of the next request before and after (request bytes / 4).
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Failed attempts of the summarising request before the one that answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
 }

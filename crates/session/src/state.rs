@@ -62,6 +62,12 @@ pub enum ReplayError {
     MisplacedFork,
     #[error("header record outside line 1")]
     MisplacedHeader,
+    #[error("compaction of seqs {from_seq}..={through_seq} does not fit: {why}")]
+    BadCompaction {
+        from_seq: u64,
+        through_seq: u64,
+        why: &'static str,
+    },
 }
 
 /// A message of the model context rebuilt from the ledger.
@@ -175,6 +181,8 @@ pub struct SessionState {
     pub turn: u64,
     /// Seq of each turn's `turn_start`, index = turn - 1.
     pub turn_seqs: Vec<u64>,
+    /// Length of `context` when each turn started (its first entry), index = turn - 1.
+    pub turn_context_starts: Vec<usize>,
     /// A turn started whose response is not recorded.
     pub open_turn: Option<u64>,
     /// Tool calls in the order the model made them.
@@ -189,6 +197,22 @@ pub struct SessionState {
     pub pending_control: Option<Control>,
     /// Fork lineage recorded in this session (its `fork` record), if any.
     pub forked_at_turn: Option<u64>,
+    /// The latest compaction in force, if any: requests send its summary, then the context
+    /// entries after its `through_seq`.
+    pub compaction: Option<CompactionState>,
+}
+
+/// The compaction in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactionState {
+    /// Seq of the `compaction` record.
+    pub seq: u64,
+    pub through_seq: u64,
+    /// The last turn it summarises: the kept tail is the context of later turns.
+    pub through_turn: u64,
+    /// Index in `context` where the kept tail starts.
+    pub kept_from: usize,
+    pub summary: String,
 }
 
 impl SessionState {
@@ -202,6 +226,7 @@ impl SessionState {
             input_ids: HashMap::new(),
             turn: 0,
             turn_seqs: Vec::new(),
+            turn_context_starts: Vec::new(),
             open_turn: None,
             calls: Vec::new(),
             call_index: HashMap::new(),
@@ -210,6 +235,7 @@ impl SessionState {
             interrupted: None,
             pending_control: None,
             forked_at_turn: None,
+            compaction: None,
         }
     }
 
@@ -346,6 +372,40 @@ impl SessionState {
                 }
             }
             Record::Resume(_) | Record::Interrupted(_) => {}
+            Record::Compaction(c) => {
+                let bad = |why| {
+                    Err(ReplayError::BadCompaction {
+                        from_seq: c.from_seq,
+                        through_seq: c.through_seq,
+                        why,
+                    })
+                };
+                let expected_from = self.compaction.as_ref().map_or(1, |k| k.through_seq + 1);
+                if c.from_seq != expected_from {
+                    return bad("from_seq must follow the previous compaction (or be 1)");
+                }
+                if c.through_seq < c.from_seq || c.through_seq > self.last_seq {
+                    return bad("through_seq must be a recorded seq at or after from_seq");
+                }
+                if self.open_turn.is_some() || self.unresolved_calls().next().is_some() {
+                    return bad("a turn is open or a tool call has no outcome");
+                }
+                if self.compaction_cut(c.through_seq).is_none() {
+                    return bad(
+                        "through_seq must end a turn (the record before a turn_start, or the last record)",
+                    );
+                }
+                match c.trigger.as_str() {
+                    "auto" if !self.owes_work() => {
+                        return bad("an automatic compaction is written only while work is owed");
+                    }
+                    "manual" if self.owes_work() => {
+                        return bad("a manual compaction is written only when no work is owed");
+                    }
+                    "auto" | "manual" => {}
+                    _ => return bad("trigger must be auto or manual"),
+                }
+            }
             Record::Header => return Err(ReplayError::MisplacedHeader),
         }
         Ok(())
@@ -372,6 +432,7 @@ impl SessionState {
             Record::TurnStart(t) => {
                 self.turn = t.turn;
                 self.turn_seqs.push(seq);
+                self.turn_context_starts.push(self.context.len());
                 self.open_turn = Some(t.turn);
                 self.pending_control = None;
                 for s in &t.inputs {
@@ -445,7 +506,51 @@ impl SessionState {
                 self.last_receipt = Some(r);
             }
             Record::Interrupted(i) => self.interrupted = Some(i),
+            Record::Compaction(c) => {
+                let (through_turn, kept_from) = self
+                    .compaction_cut(c.through_seq)
+                    .unwrap_or((self.turn, self.context.len()));
+                self.compaction = Some(CompactionState {
+                    seq,
+                    through_seq: c.through_seq,
+                    through_turn,
+                    kept_from,
+                    summary: c.summary,
+                })
+            }
             Record::Header => {}
+        }
+    }
+
+    /// Where a compaction through `through_seq` cuts the context: (the last turn it
+    /// summarises, the index in `context` where the kept tail starts). `through_seq` must end
+    /// a turn: the record right before a `turn_start`, or the last record.
+    pub fn compaction_cut(&self, through_seq: u64) -> Option<(u64, usize)> {
+        if through_seq == self.last_seq {
+            return Some((self.turn, self.context.len()));
+        }
+        let next = self.turn_seqs.iter().position(|&s| s == through_seq + 1)?;
+        Some((next as u64, self.turn_context_starts[next]))
+    }
+
+    /// The seq a compaction that summarises turns up to `through_turn` ends at (the record
+    /// before turn `through_turn + 1` starts, or the last record).
+    pub fn turn_end_seq(&self, through_turn: u64) -> u64 {
+        match self.turn_seqs.get(through_turn as usize) {
+            Some(&next) => next - 1,
+            None => self.last_seq,
+        }
+    }
+
+    /// The context the model is sent: the summary of the compaction in force (if any) and
+    /// the entries after it.
+    pub fn live_context(&self) -> (Option<&str>, &[ContextEntry]) {
+        match &self.compaction {
+            Some(c) => (
+                Some(&c.summary),
+                &self.context[c.kept_from.min(self.context.len())..],
+            ),
+            None => (None, &self.context),
         }
     }
 
@@ -605,6 +710,8 @@ pub fn owes_work_from_tail(kind: &str, data: &serde_json::Value) -> bool {
         "response" => status_from_tail(kind, data) == Status::Interrupted,
         "input" | "control" | "turn_start" | "tool_intent" | "tool_start" | "tool_outcome"
         | "resume" | "interrupted" | "fork" => true,
+        // automatic ones are written only while work is owed, manual ones only when not
+        "compaction" => data["trigger"] != "manual",
         // A kind this build does not know: say "maybe" rather than leave work behind.
         _ => true,
     }
@@ -618,6 +725,7 @@ pub fn status_from_tail(kind: &str, data: &serde_json::Value) -> Status {
         "tool_start" => Status::InDoubt,
         "turn_start" | "tool_intent" | "tool_outcome" | "resume" => Status::Interrupted,
         "interrupted" => Status::Stopped,
+        "compaction" if data["trigger"] != "manual" => Status::Interrupted,
         "response" => {
             if data.get("failure").is_some_and(|f| !f.is_null()) {
                 Status::Failed

@@ -49,6 +49,7 @@ fn records() -> Vec<Record> {
                 prompt_tokens: Some(120),
                 completion_tokens: Some(18),
                 total_tokens: Some(138),
+                cached_tokens: None,
             }),
             stop_reason: Some("tool_calls".into()),
             failure: None,
@@ -116,14 +117,46 @@ fn records() -> Vec<Record> {
         }),
         Record::Response(Response {
             turn: 2,
-            items: vec![Item::Text {
-                text: "The count may not have run; I will check first.".into(),
-            }],
-            usage: None,
-            stop_reason: Some("stop".into()),
+            items: vec![
+                Item::ProviderReasoning {
+                    api: "anthropic".into(),
+                    text: "The call is in doubt; look before acting.".into(),
+                    item: json!({"type": "thinking",
+                        "thinking": "The call is in doubt; look before acting.",
+                        "signature": "EqQBCkYIBxgCKkBsaWtlIGEgcmVhbCBzaWduYXR1cmU="}),
+                },
+                Item::Text {
+                    text: "The count may not have run; I will check first.".into(),
+                },
+            ],
+            usage: Some(Usage {
+                prompt_tokens: Some(2150),
+                completion_tokens: Some(40),
+                total_tokens: Some(2190),
+                cached_tokens: Some(2048),
+            }),
+            stop_reason: Some("end_turn".into()),
             failure: None,
             model: None,
             provider_extra: None,
+            attempts: vec![],
+        }),
+        Record::Compaction(Compaction {
+            trigger: "manual".into(),
+            from_seq: 1,
+            through_seq: 12,
+            summary: "The user asked to count the files in src/; the count call was \
+                      interrupted (in doubt) and the assistant chose to check first."
+                .into(),
+            tokens_before: 2190,
+            tokens_after: 160,
+            model: Some("claude-haiku-4-5".into()),
+            usage: Some(Usage {
+                prompt_tokens: Some(2300),
+                completion_tokens: Some(38),
+                total_tokens: Some(2338),
+                cached_tokens: None,
+            }),
             attempts: vec![],
         }),
     ]
@@ -198,7 +231,8 @@ fn golden_session_replays_as_a_valid_session() {
     std::fs::write(dir.path().join("golden.jsonl"), render()).unwrap();
     let store = LocalStore::open(dir.path()).unwrap();
     let st = store.load(&SessionId::literal("golden")).unwrap();
-    assert_eq!(st.last_seq, 12);
+    assert_eq!(st.last_seq, 13);
+    assert_eq!(st.compaction.as_ref().map(|c| c.through_seq), Some(12));
     assert!(st.every_call_has_one_result());
     assert_eq!(st.status(), Status::Idle);
     assert_eq!(st.forked_at_turn, Some(0));

@@ -81,6 +81,7 @@ pub struct OpaqueRoundTrip {
 struct Inner {
     steps: Vec<(Step, bool)>,
     requests: Vec<Value>,
+    headers: Vec<Vec<(String, String)>>,
     protocols: Vec<Protocol>,
     unmatched: usize,
     other: Vec<String>,
@@ -134,6 +135,7 @@ impl ScriptedServer {
             inner: Mutex::new(Inner {
                 steps: script.steps.into_iter().map(|s| (s, false)).collect(),
                 requests: Vec::new(),
+                headers: Vec::new(),
                 protocols: Vec::new(),
                 unmatched: 0,
                 other: Vec::new(),
@@ -188,6 +190,13 @@ impl ScriptedServer {
     /// Every request body received so far, in order.
     pub fn requests(&self) -> Vec<Value> {
         self.shared.lock().requests.clone()
+    }
+
+    /// The headers of each request (lower-case names, values as text), in the order of
+    /// [`ScriptedServer::requests`]: e.g. to check `x-api-key` and `anthropic-version`, or
+    /// `authorization`.
+    pub fn request_headers(&self) -> Vec<Vec<(String, String)>> {
+        self.shared.lock().headers.clone()
     }
 
     /// The protocol of each request, in the order of [`ScriptedServer::requests`].
@@ -297,16 +306,28 @@ fn error_response(
     resp
 }
 
-async fn handle_chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    handle(shared, Protocol::Chat, body).await
+async fn handle_chat(
+    State(shared): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    handle(shared, Protocol::Chat, headers, body).await
 }
 
-async fn handle_anthropic(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    handle(shared, Protocol::Anthropic, body).await
+async fn handle_anthropic(
+    State(shared): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    handle(shared, Protocol::Anthropic, headers, body).await
 }
 
-async fn handle_responses(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    handle(shared, Protocol::Responses, body).await
+async fn handle_responses(
+    State(shared): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    handle(shared, Protocol::Responses, headers, body).await
 }
 
 /// `POST /v1/messages/count_tokens`: a rough count (4 bytes a token); not a scripted step.
@@ -335,7 +356,12 @@ async fn not_scripted(State(shared): State<Arc<Shared>>, method: Method, uri: Ur
 
 /// One request to a protocol endpoint: parse it, record it and pick its step, wait the
 /// step's delay, then answer as the step says.
-async fn handle(shared: Arc<Shared>, protocol: Protocol, body: Bytes) -> Response {
+async fn handle(
+    shared: Arc<Shared>,
+    protocol: Protocol,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
@@ -348,7 +374,16 @@ async fn handle(shared: Arc<Shared>, protocol: Protocol, body: Bytes) -> Respons
             );
         }
     };
-    let (number, step) = shared.lock().record(protocol, &request);
+    let headers = headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let (number, step) = shared.lock().record(protocol, &request, headers);
     let Some(step) = step else {
         tracing::warn!(number, "no scripted step matches the request");
         return error_response(
@@ -398,7 +433,12 @@ fn numbered_call_ids(mut reply: Reply, number: usize) -> Reply {
 impl Inner {
     /// Records a request (its number, protocol, the opaque values it echoes, the log line)
     /// and picks the first unused step that matches it.
-    fn record(&mut self, protocol: Protocol, request: &Value) -> (usize, Option<Step>) {
+    fn record(
+        &mut self,
+        protocol: Protocol,
+        request: &Value,
+        headers: Vec<(String, String)>,
+    ) -> (usize, Option<Step>) {
         let view = match protocol {
             Protocol::Chat => None,
             Protocol::Anthropic => Some(anthropic::normalize(request)),
@@ -410,6 +450,7 @@ impl Inner {
             Protocol::Responses => responses::opaque_in_request(request),
         };
         self.requests.push(request.clone());
+        self.headers.push(headers);
         self.protocols.push(protocol);
         let number = self.requests.len();
         for v in echoed {

@@ -1,14 +1,20 @@
-//! OpenAI-compatible chat-completions client.
+//! The model client: one HTTP client for three wire protocols ([`Api`]) — OpenAI-compatible
+//! chat completions (`POST {base_url}/chat/completions`), the OpenAI Responses API
+//! (`POST {base_url}/responses`, [`responses`]) and the Anthropic Messages API
+//! (`POST {base_url}/v1/messages`, [`anthropic`]) — with reqwest + rustls.
 //!
-//! `POST {base_url}/chat/completions` with reqwest + rustls. Streams with SSE when the request
-//! asks for it (assembling `delta.content`, `delta.reasoning_content` and `delta.tool_calls`
-//! by index) and falls back to the plain JSON body when a server answers a stream request
-//! without SSE. Bounded retries with exponential backoff and jitter on 429 (honouring
+//! Streams with SSE when the request asks for it (chat: assembling `delta.content`,
+//! `delta.reasoning_content` and `delta.tool_calls` by index; the others: their typed
+//! events) and falls back to the plain JSON body when a server answers a stream request
+//! without SSE. Reasoning the provider needs back (Responses `encrypted_content`, Anthropic
+//! thinking `signature`) is kept verbatim as [`crate::model::OutputItem::ProviderReasoning`]. Bounded retries with exponential backoff and jitter on 429 (honouring
 //! `Retry-After`), 5xx and connection failures; every attempt is reported. Explicit limits on
 //! response size, SSE line length, connect/request time and stream idle time. Cancellation
 //! through a [`CancellationToken`].
 
+pub mod anthropic;
 mod parse;
+pub mod responses;
 mod sse;
 mod textcalls;
 
@@ -100,12 +106,72 @@ impl RetryPolicy {
     }
 }
 
+/// The wire protocol spoken to the model server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    /// OpenAI-compatible chat completions (OpenAI, llama.cpp, vLLM, Ollama, LM Studio, …).
+    #[default]
+    Chat,
+    /// The OpenAI Responses API.
+    Responses,
+    /// The Anthropic Messages API.
+    Anthropic,
+}
+
+impl Api {
+    pub const ALL: [Api; 3] = [Api::Chat, Api::Responses, Api::Anthropic];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Responses => "responses",
+            Api::Anthropic => "anthropic",
+        }
+    }
+
+    /// The endpoint for a base URL. OpenAI's base URLs end in `/v1`
+    /// (`https://api.openai.com/v1`); Anthropic's usually do not
+    /// (`https://api.anthropic.com`, as `ANTHROPIC_BASE_URL` is set), so `/v1` is added
+    /// unless it is there.
+    pub fn endpoint(self, base: &str) -> String {
+        let base = base.trim_end_matches('/');
+        match self {
+            Api::Chat => format!("{base}/chat/completions"),
+            Api::Responses => format!("{base}/responses"),
+            Api::Anthropic if base.ends_with("/v1") => format!("{base}/messages"),
+            Api::Anthropic => format!("{base}/v1/messages"),
+        }
+    }
+}
+
+impl std::fmt::Display for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Api {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Api::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| format!("unknown API {s:?}; choose chat, responses or anthropic"))
+    }
+}
+
 /// Configuration of [`OpenAiClient`]. `Debug` and `Serialize` never show the API key.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProviderConfig {
-    /// e.g. `http://127.0.0.1:8080/v1` or `https://api.openai.com/v1`.
+    /// The wire protocol.
+    #[serde(default)]
+    pub api: Api,
+    /// e.g. `http://127.0.0.1:8080/v1`, `https://api.openai.com/v1` or
+    /// `https://api.anthropic.com`.
     pub base_url: String,
-    /// Sent as `Authorization: Bearer …` when set.
+    /// Sent as `Authorization: Bearer …` (Anthropic: `x-api-key`) when set.
     #[serde(skip_serializing)]
     pub api_key: Option<String>,
     pub limits: ProviderLimits,
@@ -120,6 +186,7 @@ pub struct ProviderConfig {
 impl std::fmt::Debug for ProviderConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProviderConfig")
+            .field("api", &self.api)
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("limits", &self.limits)
@@ -133,6 +200,7 @@ impl std::fmt::Debug for ProviderConfig {
 impl ProviderConfig {
     pub fn new(base_url: impl Into<String>) -> Self {
         ProviderConfig {
+            api: Api::Chat,
             base_url: base_url.into(),
             api_key: None,
             limits: ProviderLimits::default(),
@@ -184,6 +252,10 @@ pub enum ProviderError {
     InvalidResponse { detail: String },
     #[error("the model server reported an error: {message}")]
     StreamError { message: String },
+    /// An error the API reported inside a response (an Anthropic `error` event, a Responses
+    /// `response.failed`), with the API's own type or code.
+    #[error("the model API reported {kind}: {message}")]
+    ApiError { kind: String, message: String },
     #[error("the model request was cancelled")]
     Cancelled,
 }
@@ -198,6 +270,15 @@ impl ProviderError {
             | ProviderError::Transport { .. }
             | ProviderError::IncompleteStream { .. } => true,
             ProviderError::Http { status, .. } => *status == 429 || *status >= 500,
+            ProviderError::ApiError { kind, .. } => matches!(
+                kind.as_str(),
+                "overloaded_error"
+                    | "api_error"
+                    | "rate_limit_error"
+                    | "timeout_error"
+                    | "server_error"
+                    | "rate_limit_exceeded"
+            ),
             _ => false,
         }
     }
@@ -295,7 +376,7 @@ impl OpenAiClient {
                 detail: format!("base URL {base:?} must start with http:// or https://"),
             });
         }
-        let url = format!("{base}/chat/completions");
+        let url = config.api.endpoint(base);
         reqwest::Url::parse(&url).map_err(|e| ProviderError::InvalidConfig {
             detail: format!("base URL {base:?} is not a valid URL: {e}"),
         })?;
@@ -313,7 +394,22 @@ impl OpenAiClient {
         &self.config
     }
 
-    /// The endpoint URL (`{base_url}/chat/completions`).
+    /// The JSON body sent for `req` in this client's protocol.
+    pub fn body(&self, req: &ModelRequest) -> Value {
+        match self.config.api {
+            Api::Chat => request_body(req, &self.config.extra_body),
+            Api::Responses => responses::request_body(req, &self.config.extra_body),
+            Api::Anthropic => anthropic::request_body(req, &self.config.extra_body),
+        }
+    }
+
+    /// Estimated input tokens of `req`: the bytes of its body over 4, rounded up (the
+    /// usual rule of thumb for English text and JSON; no tokenizer is shipped).
+    pub fn estimate_tokens(&self, req: &ModelRequest) -> u64 {
+        estimate_tokens(&self.body(req))
+    }
+
+    /// The endpoint URL (e.g. `{base_url}/chat/completions`; see [`Api::endpoint`]).
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -327,7 +423,7 @@ impl OpenAiClient {
         cancel: &CancellationToken,
         observer: &mut Observer<'_>,
     ) -> Result<Completion, CompletionFailure> {
-        let body = request_body(req, &self.config.extra_body);
+        let body = self.body(req);
         let mut attempts: Vec<Attempt> = Vec::new();
         let mut waited = Duration::ZERO;
         let max = self.config.retry.max_attempts.max(1);
@@ -422,8 +518,15 @@ impl OpenAiClient {
         observer: &mut Observer<'_>,
     ) -> Result<(ModelResponse, u16, bool), AttemptError> {
         let mut rb = self.http.post(&self.url).json(body);
-        if let Some(key) = &self.config.api_key {
-            rb = rb.bearer_auth(key);
+        match (self.config.api, &self.config.api_key) {
+            (Api::Anthropic, key) => {
+                rb = rb.header("anthropic-version", anthropic::VERSION);
+                if let Some(key) = key {
+                    rb = rb.header("x-api-key", key);
+                }
+            }
+            (_, Some(key)) => rb = rb.bearer_auth(key),
+            (_, None) => {}
         }
         if stream {
             rb = rb.header(reqwest::header::ACCEPT, "text/event-stream");
@@ -473,7 +576,12 @@ impl OpenAiClient {
                 );
             }
             let bytes = self.read_body(resp, cancel).await.map_err(with_status)?;
-            let r = parse_completion(&bytes).map_err(with_status)?;
+            let r = match self.config.api {
+                Api::Chat => parse_completion(&bytes),
+                Api::Responses => responses::parse_response(&bytes),
+                Api::Anthropic => anthropic::parse_message(&bytes),
+            }
+            .map_err(with_status)?;
             for item in &r.items {
                 if let crate::model::OutputItem::Text { text } = item {
                     observer(StreamEvent::Text(text));
@@ -582,10 +690,10 @@ impl OpenAiClient {
     ) -> Result<ModelResponse, ProviderError> {
         let limit = self.config.limits.max_response_bytes;
         let mut parser = SseParser::new(self.config.limits.max_sse_line_bytes);
-        let mut asm = StreamAssembler::new();
+        let mut asm = Assembler::new(self.config.api);
         let mut total = 0usize;
         let mut stream = resp.bytes_stream();
-        let mut handle = |asm: &mut StreamAssembler, data: &str| -> Result<(), ProviderError> {
+        let mut handle = |asm: &mut Assembler, data: &str| -> Result<(), ProviderError> {
             for d in asm.push_event(data)? {
                 match &d {
                     Delta::Text(t) => observer(StreamEvent::Text(t)),
@@ -603,9 +711,7 @@ impl OpenAiClient {
                 Ok(Some(c)) => c,
                 Ok(None) => break,
                 // A broken connection after the final chunk is not a failure.
-                Err(ProviderError::Transport { .. })
-                    if asm.is_done() || asm.has_finish_reason() && asm.chunks() > 0 =>
-                {
+                Err(ProviderError::Transport { .. }) if asm.is_complete() => {
                     break;
                 }
                 Err(e) => return Err(e),
@@ -624,16 +730,86 @@ impl OpenAiClient {
         if let Some(data) = parser.finish() {
             handle(&mut asm, &data)?;
         }
-        if !asm.is_done() && !asm.has_finish_reason() {
+        if !asm.is_complete() {
             return Err(ProviderError::IncompleteStream {
                 detail: format!(
-                    "{} chunk(s) received, no finish_reason and no [DONE]",
-                    asm.chunks()
+                    "{} event(s) received, {}",
+                    asm.events(),
+                    match self.config.api {
+                        Api::Chat => "no finish_reason and no [DONE]",
+                        Api::Responses => "no response.completed",
+                        Api::Anthropic => "no stop_reason and no message_stop",
+                    }
                 ),
             });
         }
-        Ok(asm.finish())
+        asm.finish()
     }
+}
+
+/// The stream assembler of each protocol (one per attempt; sizes do not matter).
+#[allow(clippy::large_enum_variant)]
+enum Assembler {
+    Chat(StreamAssembler),
+    Responses(responses::ResponsesAssembler),
+    Anthropic(anthropic::AnthropicAssembler),
+}
+
+impl Assembler {
+    fn new(api: Api) -> Self {
+        match api {
+            Api::Chat => Assembler::Chat(StreamAssembler::new()),
+            Api::Responses => Assembler::Responses(responses::ResponsesAssembler::new()),
+            Api::Anthropic => Assembler::Anthropic(anthropic::AnthropicAssembler::new()),
+        }
+    }
+
+    fn push_event(&mut self, data: &str) -> Result<Vec<Delta>, ProviderError> {
+        match self {
+            Assembler::Chat(a) => a.push_event(data),
+            Assembler::Responses(a) => a.push_event(data),
+            Assembler::Anthropic(a) => a.push_event(data),
+        }
+    }
+
+    /// The protocol's last event arrived: stop reading.
+    fn is_done(&self) -> bool {
+        match self {
+            Assembler::Chat(a) => a.is_done(),
+            Assembler::Responses(a) => a.is_done(),
+            Assembler::Anthropic(a) => a.is_done(),
+        }
+    }
+
+    /// The response is whole (a connection broken after this point is not a failure).
+    fn is_complete(&self) -> bool {
+        match self {
+            Assembler::Chat(a) => a.is_done() || a.has_finish_reason() && a.chunks() > 0,
+            Assembler::Responses(a) => a.is_complete(),
+            Assembler::Anthropic(a) => a.is_complete(),
+        }
+    }
+
+    fn events(&self) -> u64 {
+        match self {
+            Assembler::Chat(a) => a.chunks(),
+            Assembler::Responses(a) => a.events(),
+            Assembler::Anthropic(a) => a.events(),
+        }
+    }
+
+    fn finish(self) -> Result<ModelResponse, ProviderError> {
+        match self {
+            Assembler::Chat(a) => Ok(a.finish()),
+            Assembler::Responses(a) => a.finish(),
+            Assembler::Anthropic(a) => a.finish(),
+        }
+    }
+}
+
+/// Estimated tokens of a request body: its JSON bytes over 4, rounded up.
+pub fn estimate_tokens(body: &Value) -> u64 {
+    (body.to_string().len() as u64).div_ceil(4)
 }
 
 fn root_cause(e: &dyn std::error::Error) -> String {

@@ -44,7 +44,10 @@ fn message_json(m: &Message) -> Value {
     match m {
         Message::System { content } => json!({"role": "system", "content": content}),
         Message::User { content } => json!({"role": "user", "content": content}),
-        Message::Assistant { text, tool_calls } => {
+        // Chat completions has no place for provider reasoning items: they are not sent.
+        Message::Assistant {
+            text, tool_calls, ..
+        } => {
             let mut o = Map::new();
             o.insert("role".into(), json!("assistant"));
             o.insert("content".into(), json!(text));
@@ -67,9 +70,16 @@ fn message_json(m: &Message) -> Value {
 }
 
 pub(crate) fn usage_from(u: Value) -> Result<Usage, ProviderError> {
-    serde_json::from_value(u).map_err(|e| ProviderError::InvalidResponse {
-        detail: format!("`usage` has an unexpected shape: {e}"),
-    })
+    let mut usage: Usage =
+        serde_json::from_value(u).map_err(|e| ProviderError::InvalidResponse {
+            detail: format!("`usage` has an unexpected shape: {e}"),
+        })?;
+    usage.cached_tokens = usage
+        .extra
+        .get("prompt_tokens_details")
+        .and_then(|d| d.get("cached_tokens"))
+        .and_then(Value::as_u64);
+    Ok(usage)
 }
 
 /// Moves the keys of `known` out of `obj`, returning them; `obj` keeps the unknown ones.

@@ -152,6 +152,7 @@ fn request_body_has_openai_shape() {
             Message::system("s"),
             Message::user("u"),
             Message::Assistant {
+                provider_items: vec![],
                 text: None,
                 tool_calls: vec![ToolCall {
                     call_id: "c".into(),
@@ -262,5 +263,233 @@ proptest! {
     #[test]
     fn parse_completion_never_panics(s in "[ -~]{0,200}") {
         let _ = parse_completion(s.as_bytes());
+    }
+}
+
+/// Feeds an SSE body to a protocol's assembler in pieces of `piece` bytes.
+fn assemble_api(api: Api, body: &str, piece: usize) -> Result<ModelResponse, ProviderError> {
+    let mut p = SseParser::new(1 << 20);
+    let mut a = Assembler::new(api);
+    for chunk in body.as_bytes().chunks(piece.max(1)) {
+        for ev in p.feed(chunk)? {
+            a.push_event(&ev)?;
+        }
+    }
+    if let Some(ev) = p.finish() {
+        a.push_event(&ev)?;
+    }
+    assert!(a.is_complete(), "stream complete");
+    a.finish()
+}
+
+/// An Anthropic stream as the API sends it with extended thinking and a redacted block:
+/// the blocks come back verbatim, the tool input exactly as streamed, usage with cache reads.
+const ANTHROPIC_STREAM: &str = concat!(
+    "event: message_start\n",
+    "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":12,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":100,\"output_tokens\":1}}}\n\n",
+    "event: content_block_start\n",
+    "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n",
+    "event: ping\ndata: {\"type\":\"ping\"}\n\n",
+    "event: content_block_delta\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Let me \\u00e9 think\"}}\n\n",
+    "event: content_block_delta\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"EqQB+/==\"}}\n\n",
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+    "event: content_block_start\n",
+    "data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"RED+ACTED=\"}}\n\n",
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+    "event: content_block_start\n",
+    "data: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_01\",\"name\":\"shell\",\"input\":{}}}\n\n",
+    "event: content_block_delta\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"comm\"}}\n\n",
+    "event: content_block_delta\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"and\\\": \\\"ls\\\"}\"}}\n\n",
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n",
+    "event: message_delta\n",
+    "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":30}}\n\n",
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+);
+
+#[test]
+fn anthropic_stream_keeps_thinking_and_redacted_blocks_verbatim_in_any_chunking() {
+    let whole = assemble_api(Api::Anthropic, ANTHROPIC_STREAM, usize::MAX).unwrap();
+    assert_eq!(
+        whole.items[0],
+        OutputItem::ProviderReasoning {
+            api: "anthropic".into(),
+            text: "Let me é think".into(),
+            item: json!({"type": "thinking", "thinking": "Let me é think", "signature": "EqQB+/=="}),
+        }
+    );
+    assert_eq!(
+        whole.items[1],
+        OutputItem::ProviderReasoning {
+            api: "anthropic".into(),
+            text: String::new(),
+            item: json!({"type": "redacted_thinking", "data": "RED+ACTED="}),
+        }
+    );
+    let call = whole.tool_calls().next().unwrap();
+    assert_eq!(call.call_id, "toolu_01");
+    assert_eq!(call.arguments, "{\"command\": \"ls\"}", "as streamed");
+    assert_eq!(whole.stop_reason, "tool_use");
+    let u = whole.usage.as_ref().unwrap();
+    assert_eq!(
+        (u.prompt_tokens, u.completion_tokens, u.cached_tokens),
+        (Some(112), Some(30), Some(100))
+    );
+    assert_eq!(whole.provider_extra["id"], json!("msg_1"));
+    for piece in [1, 3, 7, 64] {
+        assert_eq!(
+            assemble_api(Api::Anthropic, ANTHROPIC_STREAM, piece).unwrap(),
+            whole
+        );
+    }
+    // the block goes back first, as it came
+    let req = ModelRequest {
+        model: "m".into(),
+        messages: vec![Message::user("u"), Message::assistant_from(&whole)],
+        tools: vec![],
+        max_tokens: None,
+        temperature: None,
+        stream: true,
+    };
+    let body = anthropic::request_body(&req, &Map::new());
+    assert_eq!(
+        body["messages"][1]["content"][0],
+        json!({"type": "thinking", "thinking": "Let me é think", "signature": "EqQB+/=="})
+    );
+    assert_eq!(
+        body["messages"][1]["content"][1],
+        json!({"type": "redacted_thinking", "data": "RED+ACTED="})
+    );
+    assert_eq!(body["max_tokens"], json!(anthropic::DEFAULT_MAX_TOKENS));
+}
+
+#[test]
+fn anthropic_error_event_is_an_api_error_and_transient_when_overloaded() {
+    let s = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"content\":[],\"usage\":{}}}\n\n",
+        "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+    );
+    let mut a = Assembler::new(Api::Anthropic);
+    let mut p = SseParser::new(1 << 20);
+    let err = p
+        .feed(s.as_bytes())
+        .unwrap()
+        .iter()
+        .find_map(|e| a.push_event(e).err())
+        .unwrap();
+    assert!(matches!(&err, ProviderError::ApiError { kind, .. } if kind == "overloaded_error"));
+    assert!(err.is_retryable());
+    let bad = ProviderError::ApiError {
+        kind: "invalid_request_error".into(),
+        message: "x".into(),
+    };
+    assert!(!bad.is_retryable());
+}
+
+#[test]
+fn responses_incomplete_and_failed_streams() {
+    let incomplete = concat!(
+        "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"output\":[]}}\n\n",
+        "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"fc_1\",\"type\":\"function_call\",\"call_id\":\"call_1\",\"name\":\"shell\",\"arguments\":\"\"}}\n\n",
+        "event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"output_index\":0,\"delta\":\"{\\\"comm\"}\n\n",
+        "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"id\":\"resp_1\",\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"max_output_tokens\"},\"output\":[]}}\n\n",
+    );
+    let r = assemble_api(Api::Responses, incomplete, 5).unwrap();
+    assert_eq!(r.stop_reason, "max_output_tokens");
+    assert!(r.is_truncated());
+    assert_eq!(
+        r.tool_calls().next().unwrap().arguments,
+        "{\"comm",
+        "as far as it came"
+    );
+    let failed = "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}}}\n\n";
+    let mut a = Assembler::new(Api::Responses);
+    let mut p = SseParser::new(1 << 20);
+    let err = p
+        .feed(failed.as_bytes())
+        .unwrap()
+        .iter()
+        .find_map(|e| a.push_event(e).err())
+        .unwrap();
+    assert!(err.to_string().contains("boom"), "{err}");
+    assert!(err.is_retryable());
+    // a stream cut before response.completed is incomplete, not a response
+    let cut = &incomplete[..incomplete.find("event: response.incomplete").unwrap()];
+    let mut a = Assembler::new(Api::Responses);
+    let mut p = SseParser::new(1 << 20);
+    for e in p.feed(cut.as_bytes()).unwrap() {
+        a.push_event(&e).unwrap();
+    }
+    assert!(!a.is_complete());
+}
+
+#[test]
+fn endpoints_per_api() {
+    assert_eq!(
+        Api::Chat.endpoint("http://h/v1/"),
+        "http://h/v1/chat/completions"
+    );
+    assert_eq!(
+        Api::Responses.endpoint("https://api.openai.com/v1"),
+        "https://api.openai.com/v1/responses"
+    );
+    assert_eq!(
+        Api::Anthropic.endpoint("https://api.anthropic.com"),
+        "https://api.anthropic.com/v1/messages"
+    );
+    assert_eq!(
+        Api::Anthropic.endpoint("http://h:1/v1"),
+        "http://h:1/v1/messages"
+    );
+    assert_eq!("anthropic".parse::<Api>(), Ok(Api::Anthropic));
+    assert!(
+        "gemini"
+            .parse::<Api>()
+            .unwrap_err()
+            .contains("chat, responses or anthropic")
+    );
+}
+
+proptest! {
+    /// Untrusted bytes: a real stream of each protocol with one byte changed, cut anywhere
+    /// and fed in any chunking, never panics the assemblers (errors are fine).
+    #[test]
+    fn api_assemblers_never_panic_on_damaged_streams(
+        pos in 0usize..4000, byte in any::<u8>(), cut in 0usize..4000, piece in 1usize..50, which in 0usize..2,
+    ) {
+        let (api, body) = if which == 0 {
+            (Api::Anthropic, ANTHROPIC_STREAM.to_string())
+        } else {
+            let r = concat!(
+                "data: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"reasoning\",\"id\":\"rs\",\"summary\":[]}}\n\n",
+                "data: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"type\":\"reasoning\",\"id\":\"rs\",\"summary\":[{\"type\":\"summary_text\",\"text\":\"t\"}],\"encrypted_content\":\"E\"}}\n\n",
+                "data: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"output\":[],\"usage\":{\"input_tokens\":1}}}\n\n",
+            );
+            (Api::Responses, r.to_string())
+        };
+        let mut bytes = body.into_bytes();
+        if !bytes.is_empty() {
+            let p = pos % bytes.len();
+            bytes[p] = byte;
+            bytes.truncate(cut % (bytes.len() + 1));
+        }
+        let mut p = SseParser::new(1 << 20);
+        let mut a = Assembler::new(api);
+        'feed: for chunk in bytes.chunks(piece) {
+            match p.feed(chunk) {
+                Ok(evs) => {
+                    for e in evs {
+                        if a.push_event(&e).is_err() {
+                            break 'feed;
+                        }
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = a.finish();
     }
 }

@@ -193,7 +193,7 @@ pub fn dedup_consecutive_tool_calls(items: &mut Vec<OutputItem>) -> usize {
 /// whose arguments are not valid JSON (the model was stopped mid-call). Returns them.
 pub fn drop_truncated_tool_calls(response: &mut ModelResponse) -> Vec<ToolCall> {
     let mut dropped = Vec::new();
-    if response.stop_reason != "length" {
+    if !response.is_truncated() {
         return dropped;
     }
     while let Some(OutputItem::ToolCall(c)) = response.items.last() {

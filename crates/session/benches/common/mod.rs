@@ -258,6 +258,7 @@ pub fn ensure_ledger(mb: u64) -> (PathBuf, String) {
                     prompt_tokens: Some(rng.range(500, 60000) as u64),
                     completion_tokens: Some(rng.range(10, 2000) as u64),
                     total_tokens: Some(rng.range(600, 62000) as u64),
+                    cached_tokens: None,
                 }),
                 stop_reason: Some(if final_round { "stop" } else { "tool_calls" }.into()),
                 failure: None,
