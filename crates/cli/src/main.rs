@@ -15,6 +15,7 @@ mod run;
 mod serve;
 mod sessions;
 mod term;
+mod ui;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -64,6 +65,8 @@ enum Command {
     BootResume(Box<boot_resume::BootResumeArgs>),
     /// Show the configuration: each setting, its value and where it comes from.
     Config(config_cmd::ConfigArgs),
+    /// The web view of a store, read-only (sessions, timelines, receipts, fork trees).
+    Ui(Box<ui::UiArgs>),
     /// Print a shell completion script: `lazarus completions bash > ~/.local/share/bash-completion/completions/lazarus`.
     Completions {
         /// The shell.
@@ -105,6 +108,7 @@ fn main() {
         }
         Command::Man { subcommand } => man(subcommand.as_deref()),
         Command::Config(args) => config_cmd::run(args),
+        Command::Ui(args) => ui::run(*args),
     };
     match result {
         Ok(code) => std::process::exit(code),
