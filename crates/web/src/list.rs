@@ -370,7 +370,7 @@ fn row(s: &SessionSummary, now: &Timestamp) -> Markup {
 }
 
 /// The last two components of a path (the whole path is on hover).
-fn short_path(p: &str) -> String {
+pub(crate) fn short_path(p: &str) -> String {
     let parts: Vec<&str> = p.trim_end_matches('/').rsplit('/').take(2).collect();
     if parts.len() < 2 || p.matches('/').count() <= 2 {
         return p.to_string();

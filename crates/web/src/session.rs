@@ -352,7 +352,7 @@ fn head(ctx: &Ctx, l: &Loaded) -> Markup {
             }
             dl.facts {
                 div { dt { "id" } dd { code { (s.id) } } }
-                div { dt { "workspace" } dd { @match &s.workspace { Some(w) => code title=(w) { (w) }, None => span.muted { "—" } } } }
+                div { dt { "workspace" } dd { @match &s.workspace { Some(w) => code title=(w) { (crate::list::short_path(w)) }, None => span.muted { "—" } } } }
                 div { dt { "model" } dd { @match &model { Some(m) => code { (m) }, None => span.muted { "not recorded" } } } }
                 div { dt { "created" } dd { (fmt::time(&s.created_at, &ctx.now)) } }
                 div { dt { "last activity" } dd { (fmt::time(&s.updated_at, &ctx.now)) } }
