@@ -408,6 +408,13 @@ async fn scenarios(
     )
     .await;
     assert!(doubt.as_str().unwrap().contains("In doubt"), "{doubt}");
+    // the run ended without a new record after the page loaded: the head follows anyway
+    wait_js(
+        c,
+        "document.querySelector('#session-head .status.st-idle')",
+        "the head saying idle",
+    )
+    .await;
     shot(c, "session-receipt-in-doubt").await;
 
     // 4. a message sent from the page (double click) is recorded once and appears live once
@@ -571,7 +578,10 @@ async fn scenarios(
     )
     .await;
     let tree = js(c, "document.getElementById('tree').innerText").await;
-    assert!(tree.as_str().unwrap().contains("at turn 1"), "{tree}");
+    assert!(
+        tree.as_str().unwrap().contains("forked at turn 1"),
+        "{tree}"
+    );
     shot(c, "fork-tree").await;
 
     // 7. a tool result with <script>alert(1)</script> renders as text and runs nothing

@@ -112,7 +112,12 @@ pub fn load(web: &Web, id: &SessionId) -> Result<Loaded, SessionError> {
     let read_error = read_records(store, id, |r| builder.push(r));
     let timeline = builder.finish();
     let live = web.gateway().and_then(|g| g.live_status(id));
-    let running = live == Some(Status::Running) || summary.status == Status::Running;
+    // open in this gateway: its live state (the gateway holds the writer lock of an idle
+    // session too, which the store's summary would take for a run); else the store's word
+    let running = match live {
+        Some(st) => st == Status::Running,
+        None => summary.status == Status::Running,
+    };
     let status = if running {
         Status::Running
     } else if read_error.is_some() {
@@ -580,7 +585,7 @@ fn turn(ctx: &Ctx, e: &Entry, t: &Turn) -> Markup {
         @if t.complete {
             @if let Some(children) = ctx.forks_at.get(&t.turn) {
                 p.forked-here {
-                    "⑂ forked after this turn: "
+                    "↳ forked after this turn: "
                     @for c in children { a href={ "/sessions/" (c) } { (c) } " " }
                 }
             }

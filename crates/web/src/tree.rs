@@ -150,7 +150,7 @@ fn node(n: &Node, current: &SessionId, now: &Timestamp) -> Markup {
     html! {
         li.node data-id=(s.id) {
             div class=@if &s.id == current { "node-box current" } @else { "node-box" } {
-                @if let Some(t) = n.at_turn { span.fork-turn { "⑂ at turn " (t) } " " }
+                @if let Some(t) = n.at_turn { span.fork-turn { "↳ forked at turn " (t) } " " }
                 a href={ "/sessions/" (s.id) } {
                     @match &s.title { Some(t) => { (t) }, None => { code { (s.id) } } }
                 }

@@ -180,6 +180,12 @@
         });
     }
 
+    // a run can end without a new record: while the head says running, look again now and then
+    var poll = setInterval(function () {
+      if (ctl.signal.aborted) { clearInterval(poll); return; }
+      if (document.querySelector('#session-head .status.st-running')) { refresh(); }
+    }, 2000);
+
     function handle(ev) {
       if (ev.id !== undefined && /^\d+$/.test(ev.id)) { last = Math.max(last, Number(ev.id)); }
       if (ev.event === 'record') { refresh(); }
