@@ -184,6 +184,21 @@ fn append(
     Ok(stored.seq)
 }
 
+/// Records what waits in the session's inbox (messages delivered by `sessions send`, another
+/// gateway, boot-resume while this process holds the session), each once.
+fn drain_inbox(session: &SharedSession, observer: &mut Observer<'_>) -> Result<(), RunError> {
+    let drained = lock(session).drain_inbox()?;
+    for d in drained.into_iter().filter(|d| !d.duplicate) {
+        observer(RunEvent::Record {
+            seq: d.seq,
+            ts: d.ts.as_deref().unwrap_or_default(),
+            kind: d.kind,
+            data: d.data,
+        });
+    }
+    Ok(())
+}
+
 /// What resume must do with one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Plan {
@@ -234,6 +249,8 @@ impl Runner {
             if cancel.is_cancelled() {
                 return self.stop(session, self.cfg.stop_reason.get(), observer);
             }
+            // Steering: a message delivered while we run joins the next turn.
+            drain_inbox(session, observer)?;
             let st = lock(session).state().clone();
             // Calls of the last response that have not run yet.
             if st.unresolved_calls().next().is_some() {

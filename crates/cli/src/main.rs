@@ -14,6 +14,7 @@ mod paths;
 mod run;
 mod serve;
 mod sessions;
+mod show;
 mod term;
 mod ui;
 

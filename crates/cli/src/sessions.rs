@@ -9,12 +9,12 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use lazarus_ledger::{Problem, verify_file};
 use lazarus_session::{
-    ContextEntry, CreateOptions, LocalStore, SessionId, SessionSummary, Status, Store,
+    CreateOptions, InboxMessage, LocalStore, SessionError, SessionId, SessionSummary, Status, Store,
 };
 use serde_json::json;
 
 use crate::args::StoreArgs;
-use crate::term::{escape, escape_text};
+use crate::term::escape;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -51,6 +51,8 @@ pub enum SessionsCommand {
     ///
     /// The same message id is recorded once: sending the same text again without
     /// --message-id is a duplicate (its id is derived from the text) and writes nothing.
+    /// When another process holds the session (a `lazarus run`, a gateway), the message is
+    /// put in the session's inbox instead, durably, and that process records and answers it.
     Send {
         /// The session to send to.
         id: SessionId,
@@ -60,9 +62,21 @@ pub enum SessionsCommand {
         /// The message text.
         text: String,
     },
+    /// Give a session the title listings show (instead of its first input); works while it runs.
+    Rename {
+        /// The session to rename.
+        id: SessionId,
+        /// The new title (its first line, at most 80 characters, is kept).
+        #[arg(required_unless_present = "clear")]
+        title: Option<String>,
+        /// Go back to the first input as the title.
+        #[arg(long, conflicts_with = "title")]
+        clear: bool,
+    },
     /// List sessions, newest activity first (status from each session's last record).
     List(ListArgs),
-    /// Show a session's transcript.
+    /// Show a session's records as a transcript: times, inputs with their ids, tool calls
+    /// with their states, resume receipts, and what is damaged (exit 1) if a line is.
     Show {
         /// The session to show.
         id: SessionId,
@@ -180,7 +194,17 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
             list(store, &filters, json, &mut out)?;
             out.flush()?;
         }
-        SessionsCommand::Show { id } => show(store, &id, json, &mut out)?,
+        SessionsCommand::Rename { id, title, clear } => {
+            let title = if clear { None } else { title.as_deref() };
+            store.rename(&id, title)?;
+            let now = store.summary(&id)?.title.unwrap_or_default();
+            if json {
+                writeln!(out, "{}", json!({"id": id, "title": now}))?;
+            } else {
+                writeln!(out, "{id}: {}", escape(&now))?;
+            }
+        }
+        SessionsCommand::Show { id } => crate::show::show(store, &id, json, &mut out)?,
         SessionsCommand::Verify { id, all } => {
             if args.store.is_postgres()? {
                 return verify_by_replay(store, id, all, json, &mut out);
@@ -260,7 +284,37 @@ fn send(
     let explicit = message_id.is_some();
     let message_id =
         message_id.unwrap_or_else(|| lazarus_session::record::derived_input_id(&id, "user", text));
-    let mut s = store.open(&id)?;
+    let mut s = match store.open(&id) {
+        Ok(s) => s,
+        // Another process (a `lazarus run`, a gateway) is the writer: hand the message to
+        // it through the session's inbox; it records and answers it.
+        Err(SessionError::Locked { holder, .. }) => {
+            let msg = InboxMessage::input(&message_id, "user", text);
+            let d = store.deliver(&id, &msg)?;
+            let by = lazarus_ledger::holder::describe(&holder);
+            if json {
+                writeln!(
+                    out,
+                    "{}",
+                    json!({"id": id, "message_id": message_id, "queued": true, "duplicate": d.duplicate, "holder": by})
+                )?;
+            } else if d.duplicate {
+                writeln!(
+                    out,
+                    "message {} is waiting in the inbox of {id} already; nothing added",
+                    escape(&message_id)
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "queued in the inbox of {id} (message {}): {by} holds the session and will record and answer it",
+                    escape(&message_id)
+                )?;
+            }
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
     let ack = s.append_input(&message_id, "user", text)?;
     if json {
         writeln!(
@@ -616,80 +670,6 @@ fn print_table(out: &mut impl Write, list: &[SessionSummary]) -> Result<()> {
     if list.is_empty() {
         writeln!(out, "(no sessions)")?;
     }
-    Ok(())
-}
-
-fn show(store: &dyn Store, id: &SessionId, json: bool, out: &mut impl Write) -> Result<()> {
-    if json {
-        let mut after = 0;
-        loop {
-            let batch = store.records(id, after, 1000)?;
-            let Some(last) = batch.last() else { break };
-            after = last.seq;
-            for r in &batch {
-                writeln!(out, "{}", serde_json::to_string(r)?)?;
-            }
-        }
-        return Ok(());
-    }
-    let st = store.load(id)?;
-    writeln!(
-        out,
-        "session {} (created {})",
-        st.id(),
-        st.header.created_at
-    )?;
-    if let Some(p) = &st.header.parent {
-        writeln!(out, "forked from {} at seq {}", p.id, p.seq)?;
-    }
-    if let Some(sb) = st.header.meta.as_ref().and_then(|m| m.get("sandbox")) {
-        writeln!(out, "shell sandbox at creation: {sb}")?;
-    }
-    for entry in &st.context {
-        match entry {
-            ContextEntry::User { text, .. } => writeln!(out, "\n> {}", escape_text(text))?,
-            ContextEntry::Assistant { items, turn, .. } => {
-                for item in items {
-                    match item {
-                        lazarus_session::record::Item::Text { text } => {
-                            writeln!(out, "\n[turn {turn}] {}", escape_text(text))?
-                        }
-                        lazarus_session::record::Item::Reasoning { text } => {
-                            writeln!(out, "\n[turn {turn}] (thinking) {}", escape_text(text))?
-                        }
-                        lazarus_session::record::Item::ToolCall {
-                            name, arguments, ..
-                        } => writeln!(
-                            out,
-                            "[turn {turn}] -> {} {}",
-                            escape(name),
-                            escape(arguments)
-                        )?,
-                    }
-                }
-            }
-            ContextEntry::ToolResult { call, .. } => {
-                let call_id = &st.calls[*call].call_id;
-                let text = st.tool_result_text(call_id);
-                let short: String = text.chars().take(400).collect();
-                let more = if text.chars().count() > 400 {
-                    " …"
-                } else {
-                    ""
-                };
-                writeln!(
-                    out,
-                    "   <- {}: {}{more}",
-                    escape(call_id),
-                    escape_text(&short)
-                )?
-            }
-        }
-    }
-    for p in &st.pending_inputs {
-        writeln!(out, "\n> {} (pending)", escape_text(&p.text))?;
-    }
-    writeln!(out, "\nstatus: {}", st.status())?;
     Ok(())
 }
 

@@ -125,7 +125,7 @@ fn create_send_dedup_verify_torn_tail_corruption_repair_and_usage() {
     let o = expect(dir, &["show", "s"], 0);
     let out = stdout(&o);
     assert!(out.contains("session s"), "{out}");
-    assert!(out.contains("> hello (pending)"), "{out}");
+    assert!(out.contains("> hello  ["), "{out}");
     assert!(out.contains("status: pending"), "{out}");
     let o = expect(dir, &["show", "s", "--json"], 0);
     let recs: Vec<serde_json::Value> = stdout(&o)
@@ -417,7 +417,7 @@ fn sigkilled_sends_never_lose_an_acknowledged_input_and_redelivery_is_exactly_on
 }
 
 #[test]
-fn a_live_writer_in_another_process_is_named_and_send_is_refused() {
+fn a_live_writer_in_another_process_is_named_and_send_goes_to_its_inbox() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     expect(dir, &["create", "--id", "w"], 0);
@@ -427,13 +427,23 @@ fn a_live_writer_in_another_process_is_named_and_send_is_refused() {
         .unwrap();
     let size = std::fs::metadata(file_of(dir, "w")).unwrap().len();
 
-    let o = expect(dir, &["send", "w", "--message-id", "m", "blocked"], 1);
-    let err = stderr(&o);
+    // The holder is named, the message waits durably in the inbox, the log is untouched.
+    let o = expect(dir, &["send", "w", "--message-id", "m", "queued"], 0);
+    let said = stdout(&o);
     assert!(
-        err.contains(&format!("in use by pid {}", std::process::id())),
-        "{err}"
+        said.contains(&format!("pid {}", std::process::id())) && said.contains("inbox"),
+        "{said}"
     );
     assert_eq!(std::fs::metadata(file_of(dir, "w")).unwrap().len(), size);
+    assert_eq!(store.inbox(&SessionId::literal("w"), 10).unwrap().len(), 1);
+    // show lists it as waiting; list says running, as show does
+    let o = expect(dir, &["show", "w"], 0);
+    assert!(
+        stdout(&o).contains("1 message(s) waiting in the inbox"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("session w  running"), "{}", stdout(&o));
     expect(dir, &["repair", "w"], 1);
     // Readers need no lock.
     expect(dir, &["verify", "w"], 0);
@@ -441,9 +451,13 @@ fn a_live_writer_in_another_process_is_named_and_send_is_refused() {
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(v["status"], "running", "{v}");
 
+    // The holder drains it: recorded once.
+    let drained = held.drain_inbox().unwrap();
+    assert_eq!(drained.len(), 1);
+    assert_eq!(drained[0].seq, 2);
     drop(held);
-    let o = expect(dir, &["send", "w", "--message-id", "m", "now free"], 0);
-    assert_eq!(stdout(&o), "2\n");
+    let o = expect(dir, &["send", "w", "--message-id", "m", "again"], 0);
+    assert!(stdout(&o).contains("duplicate"), "{}", stdout(&o));
 }
 
 /// Two different texts never share a derived message id: these two collided when ids were a

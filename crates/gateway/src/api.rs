@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::Stream;
-use lazarus_session::{CallState, SessionId, SessionState, Status, StoredRecord};
+use lazarus_session::{CallState, InboxMessage, SessionId, SessionState, Status, StoredRecord};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -516,7 +516,21 @@ async fn post_message(
     if st.hub.is_draining() {
         return Err(ApiError::unavailable("the gateway is shutting down"));
     }
-    let actor = st.hub.session(&id).await?;
+    let actor = match st.hub.session(&id).await {
+        Ok(a) => a,
+        // Another writer (a gateway, a `lazarus run`) holds the session: its inbox takes the
+        // message, durably, and that writer records and answers it.
+        Err(e) if e.code == "locked" => {
+            let msg = InboxMessage::input(&message_id, "user", &b.text);
+            let duplicate = st.hub.deliver(&id, msg).await?;
+            return Ok((
+                StatusCode::ACCEPTED,
+                Json(json!({"queued": true, "duplicate": duplicate, "message_id": message_id})),
+            )
+                .into_response());
+        }
+        Err(e) => return Err(e),
+    };
     st.hub.admit(&actor)?;
     let (seq, duplicate) = st
         .hub

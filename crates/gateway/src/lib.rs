@@ -19,6 +19,7 @@ pub mod fds;
 #[doc(hidden)]
 pub mod harness;
 pub mod hub;
+pub mod inbox;
 pub mod metrics;
 pub mod notify;
 pub mod recovery;
@@ -166,11 +167,13 @@ async fn serve(cfg: Config, run_rt: tokio::runtime::Handle) -> Result<()> {
         );
         hub.spawn_takeover(every, stop.clone())
     });
+    let inbox = hub.spawn_inbox_watch(stop.clone());
     notify::ready();
     stop.cancelled().await;
     if let Some(t) = takeover {
         t.abort();
     }
+    inbox.abort();
     eprintln!(
         "stopping: no new requests; running tool calls may finish within {} s",
         cfg.drain_timeout.as_secs()

@@ -6,6 +6,7 @@
 use serde_json::json;
 
 use crate::SessionId;
+use crate::inbox::InboxMessage;
 use crate::record::{
     Item, OutcomeStatus, Record, Response, ToolIntent, ToolOutcome, ToolStart, TurnStart,
 };
@@ -34,6 +35,22 @@ pub fn checks() -> Vec<Check> {
         ("listing_and_records_after", listing_and_records_after),
         ("provider_fields_round_trip", provider_fields_round_trip),
         ("export_import_is_lossless", export_import_is_lossless),
+        (
+            "inbox_delivers_once_while_a_writer_holds_the_session",
+            inbox_delivers_once_while_a_writer_holds_the_session,
+        ),
+        (
+            "inbox_message_recorded_before_a_crash_is_only_consumed",
+            inbox_message_recorded_before_a_crash_is_only_consumed,
+        ),
+        (
+            "inbox_waiting_makes_an_idle_session_pending",
+            inbox_waiting_makes_an_idle_session_pending,
+        ),
+        (
+            "rename_sets_and_clears_the_title",
+            rename_sets_and_clears_the_title,
+        ),
     ]
 }
 
@@ -122,6 +139,153 @@ fn inputs_are_recorded_once(f: Factory) {
     assert!(d.duplicate, "input and control ids share one space");
     assert_eq!(s.state().pending_inputs.len(), 1);
     assert_eq!(store.load(&SessionId::literal("s1")).unwrap().last_seq, 1);
+}
+
+fn inbox_delivers_once_while_a_writer_holds_the_session(f: Factory) {
+    let name = "inbox_delivers_once_while_a_writer_holds_the_session";
+    let store = f();
+    let id = SessionId::literal("s1");
+    let mut s = create(&*store, "s1");
+    let m1 = InboxMessage::input("m1", "user", "first");
+    let m2 = InboxMessage::input("m2", "api", "second");
+    assert!(
+        !store.deliver(&id, &m1).unwrap().duplicate,
+        "{name}: m1 new"
+    );
+    assert!(
+        store.deliver(&id, &m1).unwrap().duplicate,
+        "{name}: m1 again"
+    );
+    assert!(
+        !store.deliver(&id, &m2).unwrap().duplicate,
+        "{name}: m2 new"
+    );
+    let missing = store.deliver(&SessionId::literal("nope"), &m1).unwrap_err();
+    assert!(
+        matches!(missing, SessionError::NotFound { .. }),
+        "{name}: delivery to a missing session: {missing}"
+    );
+    let waiting: Vec<_> = store
+        .inbox(&id, 10)
+        .unwrap()
+        .iter()
+        .map(|m| m.message_id().to_string())
+        .collect();
+    assert_eq!(waiting, ["m1", "m2"], "{name}: oldest first");
+    // nothing is in the log until the writer drains
+    assert_eq!(s.state().last_seq, 0, "{name}: delivery writes no record");
+    let drained = s.drain_inbox().unwrap();
+    assert_eq!(drained.len(), 2, "{name}: both drained");
+    assert!(drained.iter().all(|d| !d.duplicate), "{name}: {drained:?}");
+    assert_eq!((drained[0].seq, drained[1].seq), (1, 2), "{name}: in order");
+    assert!(store.inbox(&id, 10).unwrap().is_empty(), "{name}: consumed");
+    assert_eq!(s.state().pending_inputs.len(), 2, "{name}: both owed");
+    // a redelivery after the drain: placed, then only consumed
+    store.deliver(&id, &m1).unwrap();
+    let again = s.drain_inbox().unwrap();
+    assert!(
+        again.len() == 1 && again[0].duplicate && again[0].seq == 1,
+        "{name}: redelivered id: {again:?}"
+    );
+    assert_eq!(s.state().last_seq, 2, "{name}: nothing written twice");
+    assert!(store.inbox(&id, 10).unwrap().is_empty(), "{name}: consumed");
+    assert!(s.drain_inbox().unwrap().is_empty(), "{name}: empty drain");
+    drop(s);
+    let st = store.load(&id).unwrap();
+    assert_eq!(st.last_seq, 2, "{name}: replayed");
+    assert_eq!(st.pending_inputs[1].text, "second", "{name}: text kept");
+}
+
+fn inbox_message_recorded_before_a_crash_is_only_consumed(f: Factory) {
+    let name = "inbox_message_recorded_before_a_crash_is_only_consumed";
+    let store = f();
+    let id = SessionId::literal("s1");
+    let mut s = create(&*store, "s1");
+    store
+        .deliver(&id, &InboxMessage::input("m1", "user", "hi"))
+        .unwrap();
+    // the drain's append happened, the process died before consuming the message
+    s.append_input("m1", "user", "hi").unwrap();
+    drop(s);
+    assert_eq!(
+        store.inbox(&id, 10).unwrap().len(),
+        1,
+        "{name}: still waiting"
+    );
+    let mut s = store.open(&id).unwrap();
+    let d = s.drain_inbox().unwrap();
+    assert!(d.len() == 1 && d[0].duplicate, "{name}: {d:?}");
+    assert_eq!(s.state().last_seq, 1, "{name}: recorded once");
+    assert!(store.inbox(&id, 10).unwrap().is_empty(), "{name}: consumed");
+}
+
+fn inbox_waiting_makes_an_idle_session_pending(f: Factory) {
+    let name = "inbox_waiting_makes_an_idle_session_pending";
+    let store = f();
+    let id = SessionId::literal("s1");
+    drop(create(&*store, "s1"));
+    assert_eq!(store.summary(&id).unwrap().status, Status::New, "{name}");
+    store
+        .deliver(&id, &InboxMessage::control("r1", "resume", Some("boot")))
+        .unwrap();
+    assert_eq!(
+        store.summary(&id).unwrap().status,
+        Status::Pending,
+        "{name}: a waiting message is owed work"
+    );
+    let mut s = store.open(&id).unwrap();
+    s.drain_inbox().unwrap();
+    assert!(
+        s.state().pending_control.is_some(),
+        "{name}: control drained"
+    );
+    drop(s);
+    assert_ne!(store.summary(&id).unwrap().status, Status::New, "{name}");
+}
+
+fn rename_sets_and_clears_the_title(f: Factory) {
+    let name = "rename_sets_and_clears_the_title";
+    let store = f();
+    let id = SessionId::literal("s1");
+    let mut s = create(&*store, "s1");
+    s.append_input("m1", "user", "fix the flaky test\nin ci")
+        .unwrap();
+    let title = |store: &dyn Store| store.summary(&id).unwrap().title;
+    assert_eq!(
+        title(&*store).as_deref(),
+        Some("fix the flaky test"),
+        "{name}"
+    );
+    // a writer holds it: renaming needs none
+    store.rename(&id, Some("  CI: flaky  \nignored")).unwrap();
+    assert_eq!(title(&*store).as_deref(), Some("CI: flaky"), "{name}: set");
+    let listed = store.list().unwrap();
+    assert_eq!(
+        listed[0].title.as_deref(),
+        Some("CI: flaky"),
+        "{name}: list"
+    );
+    store.rename(&id, Some("again")).unwrap();
+    assert_eq!(title(&*store).as_deref(), Some("again"), "{name}: replaced");
+    assert!(
+        store.rename(&id, Some(" \n ")).is_err(),
+        "{name}: empty refused"
+    );
+    assert_eq!(title(&*store).as_deref(), Some("again"), "{name}: kept");
+    store.rename(&id, None).unwrap();
+    assert_eq!(
+        title(&*store).as_deref(),
+        Some("fix the flaky test"),
+        "{name}: cleared"
+    );
+    let missing = store
+        .rename(&SessionId::literal("nope"), Some("x"))
+        .unwrap_err();
+    assert!(
+        matches!(missing, SessionError::NotFound { .. }),
+        "{name}: {missing}"
+    );
+    assert_eq!(s.state().last_seq, 1, "{name}: the log is not written");
 }
 
 fn one_writer_at_a_time(f: Factory) {

@@ -47,8 +47,10 @@
 
 pub mod error;
 pub mod id;
+pub mod inbox;
 pub mod local;
 pub mod record;
+mod spool;
 pub mod state;
 pub mod store;
 
@@ -56,10 +58,11 @@ pub mod store;
 pub mod conformance;
 
 pub use id::SessionId;
+pub use inbox::{Delivery, Drained, InboxMessage};
 pub use local::LocalStore;
 pub use record::{FORMAT, Record};
 pub use state::{Call, CallState, ContextEntry, LastResponse, ReplayError, SessionState, Status};
 pub use store::{
     CreateOptions, InputAck, OpenReport, Result, Session, SessionError, SessionSummary,
-    SharedStore, Store, Stored, StoredRecord, TITLE_CHARS_MAX, title_of,
+    SharedStore, Store, Stored, StoredRecord, TITLE_CHARS_MAX, checked_title, title_of,
 };

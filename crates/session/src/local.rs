@@ -9,6 +9,7 @@ use lazarus_ledger::{
 };
 
 use crate::id::SessionId;
+use crate::inbox::{Delivery, InboxMessage};
 use crate::record::{FORMAT, ForkPoint, Record};
 use crate::state::{ReplayError, SessionState, Status, status_from_tail};
 use crate::store::{
@@ -102,10 +103,33 @@ impl LocalStore {
                 }
             }
         }
+        match std::fs::remove_file(self.title_path(id)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io("remove", &self.title_path(id), e));
+            }
+            _ => {}
+        }
+        crate::spool::remove_all(&self.dir, id)
+            .map_err(|e| io("remove", &crate::spool::inbox_path(&self.dir, id), e))?;
         std::fs::remove_file(&lock_path).map_err(|e| io("remove", &lock_path, e))?;
         drop(lock);
         lazarus_ledger::fs::sync_dir(&self.dir).map_err(|e| io("fsync", &self.dir, e))?;
         Ok(())
+    }
+
+    /// Path of the title a person gave session `id` (`sessions rename`).
+    fn title_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.title"))
+    }
+
+    /// The title a person gave session `id`, if any (a file that cannot be read is ignored:
+    /// the listing falls back to the first input).
+    fn read_title(&self, id: &str) -> Option<String> {
+        let f = lazarus_ledger::fs::open_regular(&self.title_path(id), false, false).ok()?;
+        let mut text = String::new();
+        f.take(4096).read_to_string(&mut text).ok()?;
+        let t = crate::store::title_of(&text);
+        (!t.is_empty()).then_some(t)
     }
 
     /// The session-level error for a ledger error about session `id`.
@@ -155,10 +179,18 @@ impl LocalStore {
         let lock = lazarus_ledger::lock_path(&self.dir, &header.id);
         if lazarus_ledger::lock::held_by(&lock).is_some() {
             status = Status::Running;
+        } else if matches!(status, Status::New | Status::Idle)
+            && crate::spool::may_have_waiting(&self.dir, &header.id)
+        {
+            // a message waits in its inbox: work is owed
+            status = Status::Pending;
         }
-        let title = first
-            .filter(|(kind, _)| kind == "input")
-            .and_then(|(_, data)| data["text"].as_str().map(crate::store::title_of));
+        let title = match self.read_title(&header.id) {
+            Some(t) => Some(t),
+            None => first
+                .filter(|(kind, _)| kind == "input")
+                .and_then(|(_, data)| data["text"].as_str().map(crate::store::title_of)),
+        };
         let workspace = header
             .meta
             .as_ref()
@@ -205,6 +237,19 @@ fn create_dir_private(dir: &Path) -> Result<()> {
 
 struct LocalSink {
     writer: Writer,
+    dir: PathBuf,
+    id: SessionId,
+    line_max: usize,
+}
+
+impl LocalSink {
+    fn spool_error(&self, op: &'static str, source: std::io::Error) -> SessionError {
+        SessionError::Ledger(LedgerError::Io {
+            op,
+            path: crate::spool::inbox_path(&self.dir, &self.id),
+            source,
+        })
+    }
 }
 
 impl RecordSink for LocalSink {
@@ -218,6 +263,28 @@ impl RecordSink for LocalSink {
     fn location(&self) -> String {
         self.writer.path().display().to_string()
     }
+    fn inbox_waiting(&self, limit: usize) -> Result<Vec<InboxMessage>> {
+        crate::spool::waiting(&self.dir, &self.id, limit, self.line_max)
+            .map_err(|e| self.spool_error("read the inbox", e))
+    }
+    fn inbox_consume(&self, message_id: &str) -> Result<()> {
+        crate::spool::consume(&self.dir, &self.id, message_id)
+            .map_err(|e| self.spool_error("consume an inbox message", e))
+    }
+    fn inbox_tidy(&self) -> Result<()> {
+        crate::spool::tidy(&self.dir, &self.id).map_err(|e| self.spool_error("tidy the inbox", e))
+    }
+}
+
+impl LocalStore {
+    fn sink(&self, writer: Writer, id: &SessionId) -> Box<dyn RecordSink> {
+        Box::new(LocalSink {
+            writer,
+            dir: self.dir.clone(),
+            id: id.clone(),
+            line_max: self.opts.line_bytes_max,
+        })
+    }
 }
 
 impl Store for LocalStore {
@@ -228,7 +295,7 @@ impl Store for LocalStore {
         let writer = Writer::create(&self.dir, header.clone(), b"", self.opts.clone())
             .map_err(|e| self.map_ledger(&id, e))?;
         Ok(Session::new(
-            Box::new(LocalSink { writer }),
+            self.sink(writer, &id),
             SessionState::new(header),
             OpenReport::default(),
         ))
@@ -273,7 +340,7 @@ impl Store for LocalStore {
                 .map(|n| n.to_string_lossy().into_owned()),
             records_replayed: recovery.records,
         };
-        Ok(Session::new(Box::new(LocalSink { writer }), state, report))
+        Ok(Session::new(self.sink(writer, id), state, report))
     }
 
     fn load(&self, id: &SessionId) -> Result<SessionState> {
@@ -486,5 +553,69 @@ impl Store for LocalStore {
 
     fn location(&self) -> String {
         self.dir.display().to_string()
+    }
+
+    fn deliver(&self, id: &SessionId, msg: &InboxMessage) -> Result<Delivery> {
+        let path = self.path_of(id);
+        let io = |op: &'static str, path: PathBuf, source| {
+            SessionError::Ledger(LedgerError::Io { op, path, source })
+        };
+        match std::fs::symlink_metadata(&path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(self.not_found(id)),
+            Err(e) => return Err(io("stat", path, e)),
+        }
+        let placed = crate::spool::deliver(&self.dir, id, msg).map_err(|e| {
+            io(
+                "deliver a message to",
+                crate::spool::inbox_path(&self.dir, id),
+                e,
+            )
+        })?;
+        Ok(Delivery {
+            message_id: msg.message_id().to_string(),
+            duplicate: !placed,
+        })
+    }
+
+    fn rename(&self, id: &SessionId, title: Option<&str>) -> Result<()> {
+        let path = self.path_of(id);
+        let io = |op: &'static str, path: PathBuf, source| {
+            SessionError::Ledger(LedgerError::Io { op, path, source })
+        };
+        match std::fs::symlink_metadata(&path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(self.not_found(id)),
+            Err(e) => return Err(io("stat", path, e)),
+        }
+        let target = self.title_path(id);
+        match title {
+            Some(t) => {
+                let t = crate::store::checked_title(t)?;
+                let opts = lazarus_ledger::durable_replace::ReplaceOptions {
+                    refuse_hard_links: true,
+                    refuse_symlinks: true,
+                    ..Default::default()
+                };
+                lazarus_ledger::durable_replace::replace_file(&target, t.as_bytes(), &opts)
+                    .map_err(|e| io("write the title", target, e))
+            }
+            None => match std::fs::remove_file(&target) {
+                Ok(()) => lazarus_ledger::fs::sync_dir(&self.dir)
+                    .map_err(|e| io("fsync", self.dir.clone(), e)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(io("remove the title", target, e)),
+            },
+        }
+    }
+
+    fn inbox(&self, id: &SessionId, limit: usize) -> Result<Vec<InboxMessage>> {
+        crate::spool::waiting(&self.dir, id, limit, self.opts.line_bytes_max).map_err(|e| {
+            SessionError::Ledger(LedgerError::Io {
+                op: "read the inbox",
+                path: crate::spool::inbox_path(&self.dir, id),
+                source: e,
+            })
+        })
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::id::SessionId;
+use crate::inbox::{Delivery, Drained, InboxMessage};
 use crate::record::{Control, Input, Record};
 use crate::state::{SessionState, Status};
 
@@ -18,12 +19,23 @@ pub struct Stored {
     pub ts: String,
 }
 
-/// The backend side of a live session: appends one encoded record durably.
+/// The backend side of a live session: appends one encoded record durably, and reads and
+/// consumes the session's inbox (see [`crate::inbox`]).
 pub trait RecordSink: Send + Sync {
     /// Appends `kind`/`data_json` as the next record; returns once durable.
     fn append(&self, kind: &str, data_json: &[u8]) -> Result<Stored>;
     /// Human-readable location (path or URL) for messages.
     fn location(&self) -> String;
+    /// Up to `limit` messages waiting in the session's inbox, oldest first.
+    fn inbox_waiting(&self, limit: usize) -> Result<Vec<InboxMessage>>;
+    /// Consumes waiting message `message_id`, which the log already holds (gone already is
+    /// fine).
+    fn inbox_consume(&self, message_id: &str) -> Result<()>;
+    /// Called when a drain found the inbox empty (the local store removes its empty spool
+    /// directory here).
+    fn inbox_tidy(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// What opening a session for writing found and did.
@@ -130,6 +142,35 @@ impl Session {
                 reason: reason.map(str::to_string),
             }),
         )
+    }
+
+    /// Drains the session's inbox: every waiting message, oldest first, becomes the input (or
+    /// control) record it carries through the exactly-once rule of [`Session::append_input`]
+    /// (a message whose id the log holds already is only consumed), then leaves the inbox.
+    /// The append is the commit point: a crash after it leaves a message the next drain only
+    /// consumes; a crash before it leaves the message waiting. Returns what was taken, in
+    /// order; messages delivered while it runs are taken too.
+    pub fn drain_inbox(&mut self) -> Result<Vec<Drained>> {
+        let mut out = Vec::new();
+        loop {
+            let waiting = self.sink.inbox_waiting(crate::inbox::DRAIN_BATCH)?;
+            if waiting.is_empty() {
+                self.sink.inbox_tidy()?;
+                return Ok(out);
+            }
+            for msg in waiting {
+                let ack = self.append_once(msg.message_id(), msg.record().clone())?;
+                self.sink.inbox_consume(msg.message_id())?;
+                out.push(Drained {
+                    message_id: msg.message_id().to_string(),
+                    kind: msg.kind(),
+                    data: msg.record().data_value(),
+                    seq: ack.seq,
+                    duplicate: ack.duplicate,
+                    ts: ack.ts,
+                });
+            }
+        }
     }
 
     fn append_once(&mut self, input_id: &str, rec: Record) -> Result<InputAck> {
@@ -273,6 +314,30 @@ pub trait Store: Send + Sync {
     fn import(&self, jsonl: &[u8]) -> Result<SessionSummary>;
     /// Human-readable location of the store.
     fn location(&self) -> String;
+    /// Delivers `msg` to the inbox of session `id`, durably, without its writer (see
+    /// [`crate::inbox`]): any process may call this at any time, and the session's writer
+    /// records the message when it drains the inbox ([`Session::drain_inbox`]). A message id
+    /// that is waiting already is a [`Delivery::duplicate`]; nothing is added. `NotFound` for
+    /// a session that does not exist.
+    fn deliver(&self, id: &SessionId, msg: &InboxMessage) -> Result<Delivery>;
+    /// Up to `limit` messages waiting in the inbox of `id`, oldest first (no lock taken).
+    fn inbox(&self, id: &SessionId, limit: usize) -> Result<Vec<InboxMessage>>;
+    /// Sets the title listings show for `id` (`None`: back to the first input's). A title is
+    /// a label kept beside the session, not part of its log: it needs no writer (a running
+    /// session can be renamed), an export does not carry it, a fork starts without it.
+    /// `title` is shortened as [`title_of`] does; an empty one is refused.
+    fn rename(&self, id: &SessionId, title: Option<&str>) -> Result<()>;
+}
+
+/// Checks and shortens a title given by a person: [`title_of`], refused when empty.
+pub fn checked_title(title: &str) -> Result<String> {
+    let t = title_of(title);
+    if t.is_empty() {
+        return Err(SessionError::Backend(
+            "a title needs at least one visible character".into(),
+        ));
+    }
+    Ok(t)
 }
 
 /// A shared store handle.

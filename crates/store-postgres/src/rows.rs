@@ -72,7 +72,8 @@ pub(crate) async fn replay_on(
     }
 }
 
-/// A listing row: `id, created_at, parent_id, meta, running, seq, kind, end_offset, line`
+/// A listing row: `id, created_at, parent_id, meta, running, seq, kind, end_offset, line,
+/// first line, inbox not empty, title given by a person`
 /// (`line` NULL when too long to send with the listing: it is read on its own).
 pub(crate) async fn summary_from_row(
     ctx: &Ctx,
@@ -99,14 +100,17 @@ pub(crate) async fn summary_from_row(
         check_line(&location, seq as u64, start, &line)?
     };
     let running: bool = r.get(4);
-    let status = if running {
-        Status::Running
-    } else {
-        status_from_tail(env.kind, &env.data)
+    let status = match status_from_tail(env.kind, &env.data) {
+        _ if running => Status::Running,
+        // a message waits in its inbox: work is owed
+        Status::New | Status::Idle if r.get::<_, bool>(10) => Status::Pending,
+        s => s,
     };
-    let title = r.get::<_, Option<Vec<u8>>>(9).and_then(|l| {
-        let e = lazarus_ledger::frame::decode_line::<serde_json::Value>(&l).ok()?;
-        e.data["text"].as_str().map(lazarus_session::title_of)
+    let title = r.get::<_, Option<String>>(11).or_else(|| {
+        r.get::<_, Option<Vec<u8>>>(9).and_then(|l| {
+            let e = lazarus_ledger::frame::decode_line::<serde_json::Value>(&l).ok()?;
+            e.data["text"].as_str().map(lazarus_session::title_of)
+        })
     });
     let meta: Option<serde_json::Value> = r.get(3);
     let workspace = meta
@@ -128,4 +132,30 @@ pub(crate) async fn summary_from_row(
         error: None,
         meta,
     })
+}
+
+/// Up to `limit` messages waiting in the inbox of session `id`, oldest first. A row that does
+/// not decode is an error naming it (the inbox is written only through `deliver`).
+pub(crate) async fn inbox_waiting(
+    ctx: &Ctx,
+    c: &Client,
+    id: &str,
+    limit: usize,
+) -> std::result::Result<Vec<lazarus_session::InboxMessage>, PgError> {
+    let rows = c
+        .query(&ctx.sql.inbox_waiting, &[&id, &(limit as i64)])
+        .await
+        .map_err(ctx.db("read the inbox"))?;
+    rows.iter()
+        .map(|r| {
+            let kind: String = r.get(0);
+            let data: Vec<u8> = r.get(1);
+            lazarus_session::InboxMessage::from_parts(&kind, &data).map_err(|why| {
+                PgError::Session(lazarus_session::SessionError::Backend(format!(
+                    "{}: an inbox row does not decode ({why}); delete it from the inbox table",
+                    ctx.session_location(id)
+                )))
+            })
+        })
+        .collect()
 }

@@ -5,10 +5,13 @@ use tokio_postgres::Client;
 use crate::error::PgError;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Migrations in order: (version, SQL with `{schema}` for the quoted schema name).
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../migrations/0001_init.sql")),
+    (2, include_str!("../migrations/0002_inbox.sql")),
+];
 
 /// Checks a schema name: 1–63 bytes of `[a-z0-9_]`, starting with a letter or `_`.
 pub fn validate_schema_name(name: &str) -> Result<(), PgError> {
@@ -173,6 +176,11 @@ pub(crate) struct Sql {
     pub line_at: String,
     pub copy_prefix: String,
     pub parent_of: String,
+    pub inbox_deliver: String,
+    pub inbox_waiting: String,
+    pub inbox_consume: String,
+    pub set_title: String,
+    pub clear_title: String,
 }
 
 /// Advisory locks held in this database, as the bigint keys they were taken with.
@@ -235,8 +243,12 @@ impl Sql {
                 WHERE r.session_id = s.id AND r.seq = 1 AND r.kind = 'input'
                   AND octet_length(r.line) <= {TAIL_LINE_MAX}) f ON true"
         );
-        let cols = "s.id, s.created_at, s.parent_id, s.header->'meta', (h.k IS NOT NULL), \
-                    t.seq, t.kind, t.end_offset, t.line, f.line";
+        let cols = format!(
+            "s.id, s.created_at, s.parent_id, s.header->'meta', (h.k IS NOT NULL), \
+                    t.seq, t.kind, t.end_offset, t.line, f.line, \
+                    EXISTS (SELECT 1 FROM {s}.inbox i WHERE i.session_id = s.id), \
+                    (SELECT ti.title FROM {s}.titles ti WHERE ti.session_id = s.id)"
+        );
         Sql {
             // The whole append: one INSERT, one round trip, on the writer's locked
             // connection. A taken seq fails the primary key.
@@ -301,6 +313,26 @@ impl Sql {
                  FROM c"
             ),
             parent_of: format!("SELECT parent_id FROM {s}.sessions WHERE id = $1"),
+            // Only for a session that exists; no row back: the id is waiting already (or the
+            // session is gone, which the caller tells apart).
+            inbox_deliver: format!(
+                "INSERT INTO {s}.inbox (session_id, message_id, kind, data)
+                 SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM {s}.sessions WHERE id = $1)
+                 ON CONFLICT (session_id, message_id) DO NOTHING RETURNING position"
+            ),
+            inbox_waiting: format!(
+                "SELECT kind, data FROM {s}.inbox WHERE session_id = $1
+                 ORDER BY position LIMIT $2::bigint"
+            ),
+            inbox_consume: format!(
+                "DELETE FROM {s}.inbox WHERE session_id = $1 AND message_id = $2"
+            ),
+            set_title: format!(
+                "INSERT INTO {s}.titles (session_id, title)
+                 SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM {s}.sessions WHERE id = $1)
+                 ON CONFLICT (session_id) DO UPDATE SET title = excluded.title, set_at = now()"
+            ),
+            clear_title: format!("DELETE FROM {s}.titles WHERE session_id = $1"),
         }
     }
 }

@@ -4,8 +4,8 @@ use lazarus_ledger::frame;
 use lazarus_ledger::{Header, LedgerError, Parent, Problem};
 use lazarus_session::record::ForkPoint;
 use lazarus_session::{
-    CreateOptions, FORMAT, OpenReport, Record, Result, Session, SessionError, SessionId,
-    SessionState, SessionSummary, Store, StoredRecord,
+    CreateOptions, Delivery, FORMAT, InboxMessage, OpenReport, Record, Result, Session,
+    SessionError, SessionId, SessionState, SessionSummary, Store, StoredRecord,
 };
 use tokio_postgres::IsolationLevel;
 
@@ -315,5 +315,73 @@ impl Store for PgStore {
 
     fn location(&self) -> String {
         self.shared.ctx.location.clone()
+    }
+
+    fn deliver(&self, id: &SessionId, msg: &InboxMessage) -> Result<Delivery> {
+        let (id, message_id, kind, data) = (
+            id.to_string(),
+            msg.message_id().to_string(),
+            msg.kind(),
+            msg.data_json(),
+        );
+        self.run(move |ctx| async move {
+            let c = ctx.conn().await?;
+            let placed = c
+                .query_opt(&ctx.sql.inbox_deliver, &[&id, &message_id, &kind, &data])
+                .await
+                .map_err(ctx.db("deliver to the inbox"))?
+                .is_some();
+            if !placed {
+                let exists: bool = c
+                    .query_one(&ctx.sql.exists, &[&id])
+                    .await
+                    .map_err(ctx.db("look up the session"))?
+                    .get(0);
+                if !exists {
+                    return Err(ctx.not_found(&id));
+                }
+            }
+            Ok(Delivery {
+                message_id,
+                duplicate: !placed,
+            })
+        })
+    }
+
+    fn rename(&self, id: &SessionId, title: Option<&str>) -> Result<()> {
+        let title = title.map(lazarus_session::checked_title).transpose()?;
+        let id = id.to_string();
+        self.run(move |ctx| async move {
+            let c = ctx.conn().await?;
+            let n = match &title {
+                Some(t) => c
+                    .execute(&ctx.sql.set_title, &[&id, t])
+                    .await
+                    .map_err(ctx.db("set the title"))?,
+                None => {
+                    c.execute(&ctx.sql.clear_title, &[&id])
+                        .await
+                        .map_err(ctx.db("clear the title"))?;
+                    1
+                }
+            };
+            let exists: bool = c
+                .query_one(&ctx.sql.exists, &[&id])
+                .await
+                .map_err(ctx.db("look up the session"))?
+                .get(0);
+            if n == 0 || !exists {
+                return Err(ctx.not_found(&id));
+            }
+            Ok(())
+        })
+    }
+
+    fn inbox(&self, id: &SessionId, limit: usize) -> Result<Vec<InboxMessage>> {
+        let id = id.to_string();
+        self.run(move |ctx| async move {
+            let c = ctx.conn().await?;
+            crate::rows::inbox_waiting(&ctx, &c, &id, limit).await
+        })
     }
 }

@@ -416,6 +416,44 @@ impl RecordSink for PgWriter {
     fn location(&self) -> String {
         self.location.clone()
     }
+
+    fn inbox_waiting(&self, limit: usize) -> Result<Vec<lazarus_session::InboxMessage>> {
+        let guard = self.lock();
+        let live = self.live(&guard)?;
+        let ctx = &self.ctx;
+        let id = &self.id;
+        self.rt
+            .run_here(async { crate::rows::inbox_waiting(ctx, &live.client, id, limit).await })
+            .map_err(Into::into)
+    }
+
+    fn inbox_consume(&self, message_id: &str) -> Result<()> {
+        let guard = self.lock();
+        let live = self.live(&guard)?;
+        let ctx = &self.ctx;
+        let id = &self.id;
+        self.rt
+            .run_here(async {
+                live.client
+                    .execute(&ctx.sql.inbox_consume, &[id, &message_id])
+                    .await
+                    .map_err(ctx.db("consume an inbox message"))
+            })
+            .map(|_| ())
+            .map_err(Into::into)
+    }
+}
+
+impl PgWriter {
+    /// The live connection, or why this writer may not use it.
+    fn live<'a>(&self, inner: &'a Inner) -> Result<&'a Live> {
+        if let Some(cause) = &inner.lost {
+            return Err(self.lost_error(cause.clone()));
+        }
+        inner.live.as_ref().ok_or_else(|| {
+            SessionError::Backend(format!("session {:?}: the writer is closed", self.id))
+        })
+    }
 }
 
 impl Drop for PgWriter {
