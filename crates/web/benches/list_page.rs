@@ -33,7 +33,7 @@ fn sessions(n: usize) -> PathBuf {
             .create(CreateOptions {
                 id: Some(format!("bench-{i:05}").parse().unwrap()),
                 meta: Some(
-                    serde_json::json!({"workspace": format!("/srv/work/project-{}", i % 50)}),
+                    serde_json::json!({"workspace": format!("/srv/projects/p-{}", i % 50)}),
                 ),
             })
             .expect("create");

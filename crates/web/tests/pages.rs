@@ -28,7 +28,7 @@ fn killed_and_resumed(store: &LocalStore, id: &str) {
     let mut s = store
         .create(CreateOptions {
             id: Some(id.parse().unwrap()),
-            meta: Some(json!({"workspace": "/srv/work/demo"})),
+            meta: Some(json!({"workspace": "/srv/projects/demo"})),
         })
         .unwrap();
     s.append_input("m1", "user", &format!("run it {XSS}"))
