@@ -20,6 +20,7 @@
 # Its data directory lives in a fresh temporary directory; the state file
 # ($LAZARUS_PG_STATE, default ${TMPDIR:-/tmp}/lazarus-pg-test.state) remembers it for `stop`.
 # Running as root, initdb and pg_ctl run as the `postgres` user (created if missing).
+# LAZARUS_PG_MAX_CONNECTIONS sets max_connections of a new server (default 300).
 # PostgreSQL binaries: $PG_BIN, else /usr/lib/postgresql/<newest>/bin, else PATH; when none
 # is found and we are root, the Debian package `postgresql` is installed.
 set -euo pipefail
@@ -165,7 +166,7 @@ ssl_cert_file = '$tmp/tls/server.crt'
 ssl_key_file = '$tmp/tls/server.key'
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$tmp'
-max_connections = 300
+max_connections = ${LAZARUS_PG_MAX_CONNECTIONS:-300}
 fsync = on
 synchronous_commit = on
 full_page_writes = on

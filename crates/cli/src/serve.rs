@@ -53,6 +53,11 @@ pub struct ServeArgs {
     /// Sessions open (writer lock held) at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_open_sessions: usize,
+    /// A session idle (not running, nobody using it) this long is closed: its writer, lock
+    /// or lease, descriptors and memory are released; the next message reopens it (`60s`;
+    /// `0` keeps sessions open).
+    #[arg(long, default_value = "60s", value_parser = parse_secs)]
+    pub idle_close: Duration,
     /// Concurrent live tails (SSE).
     #[arg(long, default_value_t = 1024)]
     pub max_streams: usize,
@@ -148,6 +153,7 @@ pub fn run(args: ServeArgs) -> Result<i32> {
                 .unwrap_or_else(lazarus_gateway::fds::default_max_connections),
             header_timeout: args.header_timeout,
             idle_timeout: args.idle_timeout,
+            idle_close: (!args.idle_close.is_zero()).then_some(args.idle_close),
             ..Default::default()
         },
         runner,

@@ -316,6 +316,11 @@ fn send(
         Err(e) => return Err(e.into()),
     };
     let ack = s.append_input(&message_id, "user", text)?;
+    drop(s);
+    if !ack.duplicate {
+        // a gateway serving this directory learns that the session owes work
+        store.ring(&id)?;
+    }
     if json {
         writeln!(
             out,

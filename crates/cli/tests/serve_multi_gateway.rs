@@ -1,7 +1,7 @@
 //! Two gateways on one PostgreSQL store. Gateway A owns ten sessions, each mid-run (inside a
 //! slow shell tool that appends one line to the session's own side file, the model answering
-//! in slow chunks); A is SIGKILLed. Gateway B notices on its takeover tick (the writer locks
-//! died with A's connections) and finishes every session: exactly one input each, at most one
+//! in slow chunks); A is SIGKILLed. Gateway B notices on its takeover tick (A's leases ran out:
+//! nobody renews them) and finishes every session: exactly one input each, at most one
 //! shell side effect each, a `gateway-takeover` receipt each, and the store verifies (no
 //! record duplicated, seqs contiguous). A message sent through B while A holds a session is
 //! accepted into that session's inbox (202) and recorded exactly once, by whichever gateway
@@ -106,7 +106,8 @@ fn sigkill_one_gateway_the_other_takes_over_every_session_once() {
     let t_test = Instant::now();
     let schema = format!("t_{:016x}", rand::random::<u64>());
     let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}schema={schema}");
+    // A killed gateway's leases run out after lease_ttl_ms: short here, so B takes over soon.
+    let url = format!("{base}{sep}schema={schema}&lease_ttl_ms=1000");
     // creates the schema before the gateways start
     let store = PgStore::connect(&url).expect("connect to LAZARUS_TEST_PG");
 

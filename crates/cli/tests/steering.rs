@@ -140,5 +140,11 @@ fn a_message_to_a_session_nobody_holds_is_recorded_directly() {
     let out = send(dir.path(), "hello", "m1");
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
-    assert!(!dir.path().join("s.inbox").exists());
+    // the doorbell for a gateway serving the directory: an empty inbox
+    let bell = dir.path().join("s.inbox");
+    assert!(bell.is_dir() && std::fs::read_dir(&bell).unwrap().next().is_none());
+    // the next writer drains nothing and takes the doorbell down
+    let mut s = store.open(&SessionId::literal("s")).unwrap();
+    assert!(s.drain_inbox().unwrap().is_empty());
+    assert!(!bell.exists());
 }

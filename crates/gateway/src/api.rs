@@ -585,7 +585,25 @@ async fn post_event(
     if st.hub.is_draining() {
         return Err(ApiError::unavailable("the gateway is shutting down"));
     }
-    let actor = st.hub.session(&id).await?;
+    let actor = match st.hub.session(&id).await {
+        Ok(a) => a,
+        // Another writer holds the session: the resume event waits in its inbox, once per
+        // idempotency key, and that writer acts on it (its receipt says trigger `event`).
+        Err(e) if e.code == "locked" => {
+            let key = b
+                .idempotency_key
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+            let msg = InboxMessage::control(&key, "resume", b.reason.as_deref());
+            let duplicate = st.hub.deliver(&id, msg).await?;
+            return Ok((
+                StatusCode::ACCEPTED,
+                Json(json!({"result": "queued", "duplicate": duplicate, "idempotency_key": key})),
+            )
+                .into_response());
+        }
+        Err(e) => return Err(e),
+    };
     let _g = actor.event_lock.lock().await;
     let (dup_seq, status, owed) = Hub::with_state(&actor, |s| {
         (

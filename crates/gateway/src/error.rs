@@ -112,6 +112,13 @@ impl From<SessionError> for ApiError {
             SessionError::Locked { .. } => ApiError::new(StatusCode::CONFLICT, "locked", msg),
             SessionError::Conflict { .. } => ApiError::new(StatusCode::CONFLICT, "conflict", msg),
             SessionError::Ledger(l) => l.into(),
+            SessionError::Unavailable { .. } => {
+                tracing::warn!(error = %msg, "the store is unavailable; answering 503");
+                ApiError {
+                    retry_after: Some(2),
+                    ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", msg)
+                }
+            }
             _ => ApiError::internal(msg),
         }
     }

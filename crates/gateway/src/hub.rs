@@ -72,6 +72,9 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// A connection with no byte moving either way for this long is closed.
     pub idle_timeout: Duration,
+    /// An open session idle this long (not running, used by no request) is closed, which
+    /// releases its writer, lock or lease, descriptors and memory; `None`: never.
+    pub idle_close: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -87,6 +90,7 @@ impl Default for Limits {
             max_connections: crate::fds::default_max_connections(),
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            idle_close: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -204,6 +208,7 @@ impl Hub {
             .workspaces()
             .for_existing_session(s.state().header.meta.as_ref(), &id);
         Arc::new(OpenSession {
+            last_active: Mutex::new(Instant::now()),
             tx: self.channel(&id),
             id,
             session: Arc::new(Mutex::new(s)),
@@ -281,6 +286,7 @@ impl Hub {
     async fn append_once(&self, actor: &Arc<OpenSession>, rec: Record) -> ApiResult<(u64, bool)> {
         let a = actor.clone();
         let t0 = Instant::now();
+        actor.touch();
         let r = tokio::task::spawn_blocking(move || -> ApiResult<(u64, bool)> {
             let mut s = lock(&a.session);
             let ack = match &rec {

@@ -1,7 +1,8 @@
-//! Messages that reach a session through its inbox rather than through this gateway's own
-//! API: delivered by `lazarus sessions send`, boot-resume, or another gateway while this one
-//! holds the session (see the session crate's `inbox`). The runner drains the inbox at every
-//! step of a run; this pass starts a run for an idle session here whose inbox has mail.
+//! Housekeeping of open sessions, every [`INBOX_POLL`]: messages that reach a session
+//! through its inbox rather than this gateway's own API (delivered by `lazarus sessions
+//! send`, boot-resume, or another gateway; see the session crate's `inbox`) get a run —
+//! the runner drains the inbox at every step — and sessions idle for `--idle-close` are
+//! closed, so memory, descriptors and database leases follow the *active* sessions.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,48 +30,65 @@ impl Hub {
         .map_err(|e| ApiError::internal(e.to_string()))?
     }
 
-    /// One pass: every session open here and idle whose inbox has a message is driven
-    /// (trigger `inbox`). Returns how many were started.
+    /// One pass: every session with mail is driven (trigger `inbox`): one open here and idle
+    /// at once (a running one drains its inbox itself), one open nowhere after opening it
+    /// here; one another writer holds is left to that writer. Returns how many were started.
     pub async fn inbox_tick(self: &Arc<Self>) -> usize {
         if self.is_draining() || self.cfg.no_run {
             return 0;
         }
-        let idle: Vec<_> = self
-            .registry
-            .all()
-            .into_iter()
-            .filter(|a| !a.is_running())
-            .collect();
-        if idle.is_empty() {
-            return 0;
-        }
         let hub = self.clone();
-        let ids: Vec<SessionId> = idle.iter().map(|a| a.id.clone()).collect();
-        let with_mail = tokio::task::spawn_blocking(move || {
-            ids.into_iter()
-                .filter(|id| match hub.store.inbox(id, 1) {
-                    Ok(m) => !m.is_empty(),
-                    Err(e) => {
-                        tracing::warn!(session = %id, error = %e, "cannot read the inbox");
-                        false
-                    }
-                })
-                .collect::<Vec<_>>()
-        })
-        .await
-        .unwrap_or_default();
+        let with_mail =
+            match tokio::task::spawn_blocking(move || hub.store.sessions_with_mail()).await {
+                Ok(Ok(ids)) => ids,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "cannot look for inbox mail; trying again");
+                    return 0;
+                }
+                Err(_) => return 0,
+            };
         let mut started = 0;
         for id in with_mail {
-            if let Some(actor) = self.registry.get(id.as_str())
-                && self.schedule(&actor, "inbox")
-            {
+            if self.is_draining() {
+                break;
+            }
+            let actor = match self.registry.get(id.as_str()) {
+                Some(a) if a.is_running() => continue,
+                Some(a) => a,
+                None => match self.session(&id).await {
+                    Ok(a) => a,
+                    // held by another writer (it drains its own inbox), or gone
+                    Err(e) if e.code == "locked" || e.code == "not_found" => continue,
+                    Err(e) => {
+                        tracing::warn!(session = %id, error = %e.message, "cannot open a session with mail");
+                        continue;
+                    }
+                },
+            };
+            if self.schedule(&actor, "inbox") {
                 started += 1;
             }
         }
         started
     }
 
-    /// Runs [`Hub::inbox_tick`] every [`INBOX_POLL`] until `stop` (or the drain).
+    /// Closes the sessions idle for `--idle-close`: their writers (locks, leases), descriptors
+    /// and memory are released, off the async workers. Returns how many were closed.
+    pub async fn close_idle(self: &Arc<Self>) -> usize {
+        let Some(idle) = self.cfg.limits.idle_close else {
+            return 0;
+        };
+        let closed = self.registry.take_idle(idle);
+        let n = closed.len();
+        if n > 0 {
+            let _ = tokio::task::spawn_blocking(move || drop(closed)).await;
+            tracing::debug!(closed = n, "closed idle sessions");
+        }
+        n
+    }
+
+    /// Runs [`Hub::inbox_tick`] and [`Hub::close_idle`] every [`INBOX_POLL`] until `stop`
+    /// (or the drain).
     pub fn spawn_inbox_watch(
         self: &Arc<Self>,
         stop: tokio_util::sync::CancellationToken,
@@ -88,6 +106,7 @@ impl Hub {
                     return;
                 }
                 hub.inbox_tick().await;
+                hub.close_idle().await;
             }
         })
     }

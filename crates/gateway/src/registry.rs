@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use lazarus_agent::provider::CancellationToken;
 use lazarus_agent::runner::SharedSession;
@@ -32,11 +33,18 @@ pub struct OpenSession {
     pub(crate) run: Mutex<RunFlags>,
     /// Serialises resume-event decisions.
     pub event_lock: tokio::sync::Mutex<()>,
+    /// When it was last used (an input, the end of a run): idle sessions are closed.
+    pub(crate) last_active: Mutex<Instant>,
 }
 
 impl OpenSession {
     pub fn is_running(&self) -> bool {
         lock(&self.run).running
+    }
+
+    /// Marks the session used now.
+    pub(crate) fn touch(&self) {
+        *lock(&self.last_active) = Instant::now();
     }
 }
 
@@ -107,6 +115,37 @@ impl Registry {
             open.id.clone(),
             Arc::new(OnceCell::new_with(Some(open.clone()))),
         );
+    }
+
+    /// Takes out of the registry every session idle for `idle` or longer: not running, not
+    /// used by anyone but the registry (a request holding it keeps it open). Returns them,
+    /// for the caller to drop (which releases their writers) off the async workers. Their
+    /// live channels go too when nobody listens.
+    pub(crate) fn take_idle(&self, idle: Duration) -> Vec<Arc<OpenSession>> {
+        let mut out = Vec::new();
+        let mut m = lock(&self.open);
+        m.retain(|_, slot| {
+            let Some(a) = slot.get() else { return true };
+            // 2: the slot's own Arc, and the one `slot` in this closure borrows through
+            // the map (none other: no request, run or stream holds it)
+            let unused = Arc::strong_count(a) == 1 && Arc::strong_count(slot) == 1;
+            if unused && !a.is_running() && lock(&a.last_active).elapsed() >= idle {
+                out.push(a.clone());
+                false
+            } else {
+                true
+            }
+        });
+        drop(m);
+        if !out.is_empty() {
+            let mut ch = lock(&self.channels);
+            for a in &out {
+                if ch.get(&a.id).is_some_and(|t| t.receiver_count() == 0) {
+                    ch.remove(&a.id);
+                }
+            }
+        }
+        out
     }
 
     /// The live channel of a session (made on first use).

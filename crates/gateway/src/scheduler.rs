@@ -131,6 +131,7 @@ impl Hub {
             f.running = false;
             f.again = false;
             f.cancel = None;
+            actor.touch();
             break;
         }
         self.running.fetch_sub(1, Ordering::SeqCst);

@@ -172,6 +172,11 @@ fn inbox_delivers_once_while_a_writer_holds_the_session(f: Factory) {
         .map(|m| m.message_id().to_string())
         .collect();
     assert_eq!(waiting, ["m1", "m2"], "{name}: oldest first");
+    assert_eq!(
+        store.sessions_with_mail().unwrap(),
+        vec![id.clone()],
+        "{name}: the session with mail"
+    );
     // nothing is in the log until the writer drains
     assert_eq!(s.state().last_seq, 0, "{name}: delivery writes no record");
     let drained = s.drain_inbox().unwrap();
@@ -190,6 +195,10 @@ fn inbox_delivers_once_while_a_writer_holds_the_session(f: Factory) {
     assert_eq!(s.state().last_seq, 2, "{name}: nothing written twice");
     assert!(store.inbox(&id, 10).unwrap().is_empty(), "{name}: consumed");
     assert!(s.drain_inbox().unwrap().is_empty(), "{name}: empty drain");
+    assert!(
+        store.sessions_with_mail().unwrap().is_empty(),
+        "{name}: no mail after the drain"
+    );
     drop(s);
     let st = store.load(&id).unwrap();
     assert_eq!(st.last_seq, 2, "{name}: replayed");

@@ -47,6 +47,11 @@ pub enum SessionError {
         turn: u64,
         reason: String,
     },
+    /// The store cannot be reached or has no connection to spare (database down, restarting,
+    /// out of connections): nothing was written; retry in a moment (a gateway answers 503
+    /// with `Retry-After`).
+    #[error("{location}: unavailable ({cause}); nothing was written, retry in a moment")]
+    Unavailable { location: String, cause: String },
     #[error("{0}")]
     Backend(String),
     #[error("cannot encode record: {0}")]

@@ -609,6 +609,26 @@ impl Store for LocalStore {
         }
     }
 
+    fn ring(&self, id: &SessionId) -> Result<()> {
+        crate::spool::ring(&self.dir, id).map_err(|e| {
+            SessionError::Ledger(LedgerError::Io {
+                op: "make the inbox of",
+                path: crate::spool::inbox_path(&self.dir, id),
+                source: e,
+            })
+        })
+    }
+
+    fn sessions_with_mail(&self) -> Result<Vec<SessionId>> {
+        crate::spool::sessions_with_spool(&self.dir).map_err(|e| {
+            SessionError::Ledger(LedgerError::Io {
+                op: "read the session directory",
+                path: self.dir.clone(),
+                source: e,
+            })
+        })
+    }
+
     fn inbox(&self, id: &SessionId, limit: usize) -> Result<Vec<InboxMessage>> {
         crate::spool::waiting(&self.dir, id, limit, self.opts.line_bytes_max).map_err(|e| {
             SessionError::Ledger(LedgerError::Io {

@@ -106,6 +106,11 @@ fn make_spool(dir: &Path, id: &str) -> io::Result<PathBuf> {
 
 use std::os::unix::fs::DirBuilderExt;
 
+/// Makes the (empty) spool directory of `id` durably: a doorbell for a gateway's mail scan.
+pub(crate) fn ring(dir: &Path, id: &str) -> io::Result<()> {
+    make_spool(dir, id).map(|_| ())
+}
+
 /// Delivers `msg` to the spool of session `id` in `dir`: true when placed, false when a
 /// message with its id is waiting already. Durable when it returns.
 pub(crate) fn deliver(dir: &Path, id: &str, msg: &InboxMessage) -> io::Result<bool> {
@@ -153,6 +158,24 @@ pub(crate) fn deliver(dir: &Path, id: &str, msg: &InboxMessage) -> io::Result<bo
 /// Whether the spool of `id` exists (one `stat`: messages may be waiting).
 pub(crate) fn may_have_waiting(dir: &Path, id: &str) -> bool {
     inbox_path(dir, id).is_dir()
+}
+
+/// Sessions in `dir` that have a spool directory (messages may be waiting): one read of
+/// the directory.
+pub(crate) fn sessions_with_spool(dir: &Path) -> io::Result<Vec<crate::SessionId>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if let Some(id) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_suffix(INBOX_SUFFIX))
+            .and_then(|n| crate::SessionId::parse(n).ok())
+        {
+            out.push(id);
+        }
+    }
+    Ok(out)
 }
 
 /// Decodes one spool file; the error says what is wrong with it.

@@ -322,6 +322,17 @@ pub trait Store: Send + Sync {
     fn deliver(&self, id: &SessionId, msg: &InboxMessage) -> Result<Delivery>;
     /// Up to `limit` messages waiting in the inbox of `id`, oldest first (no lock taken).
     fn inbox(&self, id: &SessionId, limit: usize) -> Result<Vec<InboxMessage>>;
+    /// Tells whoever serves this store (a gateway) that session `id` owes work it was not told
+    /// of — an input recorded by another process while nobody held the session — so it runs
+    /// it. The local store leaves an empty spool directory (found by [`Store::sessions_with_mail`],
+    /// removed by the next drain); a shared store's gateways find such sessions by their
+    /// takeover pass, so it does nothing.
+    fn ring(&self, _id: &SessionId) -> Result<()> {
+        Ok(())
+    }
+    /// Sessions whose inbox may hold a message (cheap: one directory read, one index scan;
+    /// a session listed may turn out to have none).
+    fn sessions_with_mail(&self) -> Result<Vec<SessionId>>;
     /// Sets the title listings show for `id` (`None`: back to the first input's). A title is
     /// a label kept beside the session, not part of its log: it needs no writer (a running
     /// session can be renamed), an export does not carry it, a fork starts without it.

@@ -1,4 +1,17 @@
--- Lazarus PostgreSQL store, schema version 2: the inbox, and titles given by people. `{schema}` is the quoted schema name.
+-- Lazarus PostgreSQL store, schema version 2: leases, the inbox, and titles given by people. `{schema}` is the quoted schema name.
+
+-- One writer per session: the holder of its lease. A writer appends only while the row holds
+-- its token and epoch (checked in the append statement itself); a lease not renewed before
+-- `expires_at` may be taken by another writer, which raises `epoch`. No connection is held.
+CREATE TABLE {schema}.leases (
+    session_id text PRIMARY KEY,
+    token      text NOT NULL,
+    epoch      bigint NOT NULL,
+    holder     text NOT NULL,
+    taken_at   timestamptz NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX leases_token_idx ON {schema}.leases (token);
 
 -- Messages delivered to a session without its writer (see the session crate's `inbox`):
 -- one row per (session, message id), so a redelivered id is never a second message. The

@@ -10,9 +10,6 @@ use crate::schema::Sql;
 /// What futures need: cloneable, without the runtime (so a future never drops the runtime).
 pub(crate) struct Ctx {
     pub pool: deadpool_postgres::Pool,
-    pub pg: tokio_postgres::Config,
-    /// The TLS connector every connection uses (pool and writers alike).
-    pub tls: tokio_postgres_rustls::MakeRustlsConnect,
     pub sql: Sql,
     pub schema: String,
     /// Store location for messages (no password).
@@ -20,16 +17,6 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// Text whose `hashtextextended` is the advisory lock key of session `id`. The schema is
-    /// part of it, so the same id in two schemas of one database are two locks.
-    pub(crate) fn lock_key(&self, id: &str) -> String {
-        format!("{}{id}", self.lock_prefix())
-    }
-
-    pub(crate) fn lock_prefix(&self) -> String {
-        format!("lazarus:{}:", self.schema)
-    }
-
     pub(crate) fn session_location(&self, id: &str) -> String {
         format!("{}/{id}", self.location)
     }
@@ -52,7 +39,20 @@ impl Ctx {
         move |e| PgError::db(&self.location, op, &e)
     }
 
+    /// A pooled connection. One whose server side is gone (killed, restarted) is dropped
+    /// from the pool and another taken, so a dead connection fails no request it can avoid.
     pub(crate) async fn conn(&self) -> std::result::Result<deadpool_postgres::Object, PgError> {
+        for _ in 0..4 {
+            let c = self
+                .pool
+                .get()
+                .await
+                .map_err(|e| PgError::pool(&self.location, &e))?;
+            if !c.is_closed() {
+                return Ok(c);
+            }
+            drop(deadpool_postgres::Object::take(c));
+        }
         self.pool
             .get()
             .await

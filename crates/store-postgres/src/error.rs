@@ -6,11 +6,11 @@ use lazarus_session::SessionError;
 /// [`PgError::Session`] as itself, the rest as [`SessionError::Backend`] with the message.
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {
-    /// The writer's connection (which holds the session's lock) failed: the lock is gone with
-    /// it, so this writer may never write again. The failed append may or may not have
-    /// committed; every acknowledged one has.
+    /// The writer can no longer write: its lease was taken by another writer, or an append
+    /// failed in a way that leaves its view of the log uncertain. The failed append may or
+    /// may not have committed; every acknowledged one has.
     #[error(
-        "session {id:?} in {location}: the writer lost its database connection ({cause}); its single-writer lock died with it, so this writer can no longer write: reopen the session (acknowledged records are safe)"
+        "session {id:?} in {location}: this writer can no longer write ({cause}); reopen the session (acknowledged records are safe)"
     )]
     WriterLost {
         id: String,
@@ -41,6 +41,12 @@ pub enum PgError {
         /// The SQLSTATE, when the server answered with an error.
         code: Option<String>,
     },
+    /// No connection could be had: the server is down or restarting, or has no connection
+    /// to spare. Nothing was sent.
+    #[error(
+        "PostgreSQL at {location}: no connection ({cause}); nothing was written, retry in a moment"
+    )]
+    Unavailable { location: String, cause: String },
     #[error("{0}")]
     Config(String),
     #[error(transparent)]
@@ -49,6 +55,12 @@ pub enum PgError {
 
 impl PgError {
     pub(crate) fn db(location: &str, op: &'static str, e: &tokio_postgres::Error) -> PgError {
+        if is_connection_failure(e) {
+            return PgError::Unavailable {
+                location: location.to_string(),
+                cause: format!("{op}: {}", describe(e)),
+            };
+        }
         PgError::Db {
             location: location.to_string(),
             op,
@@ -62,11 +74,9 @@ impl PgError {
             deadpool_postgres::PoolError::Backend(e) => describe(e),
             other => other.to_string(),
         };
-        PgError::Db {
+        PgError::Unavailable {
             location: location.to_string(),
-            op: "get a connection",
-            message,
-            code: None,
+            cause: message,
         }
     }
 
@@ -79,9 +89,24 @@ impl From<PgError> for SessionError {
     fn from(e: PgError) -> SessionError {
         match e {
             PgError::Session(e) => e,
+            PgError::Unavailable { location, cause } => {
+                SessionError::Unavailable { location, cause }
+            }
             other => SessionError::Backend(other.to_string()),
         }
     }
+}
+
+/// The connection broke or the server will not serve now (shutting down, starting, killed
+/// our backend: SQLSTATE classes 08 and 57P): the request may succeed on another connection
+/// in a moment. Never used for an append whose outcome is unknown.
+pub(crate) fn is_connection_failure(e: &tokio_postgres::Error) -> bool {
+    e.is_closed()
+        || e.code().is_some_and(|c| {
+            let c = c.code();
+            c.starts_with("08") || c.starts_with("57P")
+        })
+        || (e.as_db_error().is_none() && e.to_string().contains("connect"))
 }
 
 /// A readable one-line description of a driver error, with the server's message and code.

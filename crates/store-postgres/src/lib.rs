@@ -6,13 +6,16 @@
 //! * Records are rows keyed by `(session_id, seq)`; each keeps the exact line (CRC included)
 //!   a local ledger file would hold, so [`PgStore::export`] gives back byte for byte the JSONL
 //!   of a local session, and [`PgStore::import_lines`] takes one in.
-//! * An append is one INSERT of the record with the seq it expects, on the writer's locked
-//!   connection: a taken seq fails the primary key ([`SessionError::Conflict`]) and
-//!   never overwrites; the writer never skips a seq. Listings read each session's newest
-//!   record through the primary key (one index probe per session, no scan).
-//! * One writer per session: a writer holds the session's advisory lock on its own
-//!   connection for its whole life, and appends on that connection only (the fence). The
-//!   lock dies with the connection; a second writer gets "in use by pid … on host … since …".
+//! * An append is one INSERT of the record with the seq it expects, on a pooled connection:
+//!   a taken seq fails the primary key ([`SessionError::Conflict`]) and never overwrites; the
+//!   writer never skips a seq. Listings read each session's newest record through the
+//!   primary key (one index probe per session, no scan).
+//! * One writer per session: a writer holds the session's **lease** (a row with a token, an
+//!   epoch and an expiry, renewed by the store's heartbeat) and every append is fenced by it
+//!   in the same statement. A writer pins no connection: the pool bounds the connections of
+//!   a process however many sessions it has open. A lease not renewed runs out and may be
+//!   taken by another writer (the epoch goes up; the old writer's appends insert nothing); a
+//!   second writer meanwhile gets "in use by pid … on host … since …".
 //!
 //! The trait is synchronous; each store runs a small tokio runtime of its own and may be
 //! called from any thread, including from inside another runtime (`spawn_blocking` or even
@@ -44,10 +47,12 @@ use options::{describe_location, split_schema_param};
 use rows::replay_on;
 use rt::Rt;
 use schema::Sql;
-use writer::Locked;
+use writer::Lease;
 
 pub(crate) struct Shared {
     pub ctx: Arc<Ctx>,
+    /// The leases of this store's writers, renewed together.
+    pub leases: Arc<writer::Leases>,
     // Declared last: dropped after the pool's last user.
     pub rt: Rt,
 }
@@ -67,13 +72,22 @@ impl std::fmt::Debug for PgStore {
 }
 
 impl PgStore {
-    /// Connects to `url` (`postgres://user@host:port/db`, optionally with `?schema=NAME`),
-    /// applying migrations, with default options.
+    /// Connects to `url` (`postgres://user@host:port/db`, optionally with `?schema=NAME` and
+    /// `lease_ttl_ms=N`), applying migrations, with default options.
     pub fn connect(url: &str) -> Result<PgStore> {
         let (url, schema) = split_schema_param(url);
+        let (url, ttl) = options::split_param(&url, "lease_ttl_ms");
         let mut opts = PgOptions::default();
         if let Some(s) = schema {
             opts.schema = s;
+        }
+        if let Some(ms) = ttl {
+            let ms: u64 = ms.parse().ok().filter(|&ms| ms >= 100).ok_or_else(|| {
+                PgError::Config(format!(
+                    "invalid lease_ttl_ms={ms:?} in the PostgreSQL URL: a whole number of milliseconds, at least 100"
+                ))
+            })?;
+            opts.lease_ttl = std::time::Duration::from_millis(ms);
         }
         Self::connect_with(&url, opts)
     }
@@ -107,20 +121,34 @@ impl PgStore {
         );
         let pool = deadpool_postgres::Pool::builder(mgr)
             .max_size(opts.pool_size.max(1))
+            .post_create(deadpool_postgres::Hook::async_fn(|client, _| {
+                Box::pin(async move {
+                    client
+                        .simple_query(schema::CONNECTION_SETUP)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| {
+                            deadpool_postgres::HookError::message(format!(
+                                "cannot set up the connection: {}",
+                                error::describe(&e)
+                            ))
+                        })
+                })
+            }))
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .create_timeout(Some(opts.connect_timeout))
             .build()
             .map_err(|e| PgError::Config(format!("cannot build the connection pool: {e}")))?;
         let ctx = Arc::new(Ctx {
             pool,
-            pg,
-            tls: connector,
             sql: Sql::new(&opts.schema),
             schema: opts.schema.clone(),
             location,
         });
+        let leases = writer::Leases::new(opts.lease_ttl);
+        rt.spawn(writer::heartbeat(ctx.clone(), Arc::downgrade(&leases)));
         let store = PgStore {
-            shared: Arc::new(Shared { ctx, rt }),
+            shared: Arc::new(Shared { ctx, leases, rt }),
         };
         let apply = opts.migrate;
         store.run(move |ctx| async move {
@@ -170,31 +198,48 @@ impl PgStore {
     /// wraps in a [`Session`]), with the replayed state.
     pub fn open_writer(&self, id: &SessionId) -> Result<(PgWriter, SessionState, OpenReport)> {
         let ctx = self.shared.ctx.clone();
-        let mut locked = match Locked::take(ctx.clone(), id)? {
+        let lease = match Lease::take(&self.shared, id)? {
             Ok(l) => l,
             Err(busy) if !busy.exists => return Err(ctx.not_found(id).into()),
             Err(busy) => {
                 return Err(writer::locked_error(id, &ctx.location, busy.holder.as_ref()).into());
             }
         };
-        let Locked { rt, conn, .. } = &mut locked;
-        let conn = conn.as_ref().expect("connection present");
-        let (state, size) = rt.run_here(replay_on(&ctx, &conn.client, id))?;
+        // Replayed after the lease is ours: every append of an earlier writer is visible.
+        let sid = id.to_string();
+        let (state, size) = self.run(move |ctx| async move {
+            let c = ctx.conn().await?;
+            replay_on(&ctx, &c, &sid).await
+        })?;
         let report = OpenReport {
             truncated_bytes: 0,
             truncated_saved_to: None,
             records_replayed: state.last_seq,
         };
-        let w = locked.into_writer(state.last_seq + 1, size)?;
+        let w = lease.into_writer(state.last_seq + 1, size);
         Ok((w, state, report))
     }
 
-    /// Who holds the writer lock of session `id` now, if anyone.
+    /// Who holds the lease of session `id` now, if anyone.
     pub fn lock_holder(&self, id: &SessionId) -> Result<Option<LockHolder>> {
         let id = id.to_string();
         self.run(move |ctx| async move {
             let c = ctx.conn().await?;
-            writer::lock_holder(&c, &ctx, &ctx.lock_key(&id)).await
+            writer::lock_holder(&c, &ctx, &id).await
+        })
+    }
+
+    /// A setting of a pooled connection (for tests and diagnostics).
+    #[doc(hidden)]
+    pub fn connection_setting(&self, name: &str) -> Result<String> {
+        let name = name.to_string();
+        self.run(move |ctx| async move {
+            let c = ctx.conn().await?;
+            let r = c
+                .query_one("SELECT current_setting($1)", &[&name])
+                .await
+                .map_err(ctx.db("read a setting"))?;
+            Ok(r.get(0))
         })
     }
 

@@ -10,9 +10,14 @@ pub const DEFAULT_SCHEMA: &str = "lazarus";
 pub struct PgOptions {
     /// PostgreSQL schema holding the tables (created if missing). Default `lazarus`.
     pub schema: String,
-    /// Pooled connections for readers, create-free work, fork and import. Writers use one
-    /// dedicated connection each, on top of these. Default 16.
+    /// Pooled connections: everything (readers, writers, fork, import) shares them, so this
+    /// bounds the server connections of the process however many sessions are open.
+    /// Default 16.
     pub pool_size: usize,
+    /// How long a writer's lease lasts unless renewed (the heartbeat renews it five times per
+    /// lifetime). A writer that dies holding one leaves its session to others after at most
+    /// this long. URL parameter `lease_ttl_ms=`. Default 5 s.
+    pub lease_ttl: Duration,
     /// Worker threads of the store's own tokio runtime. Default 2.
     pub runtime_workers: usize,
     /// Apply missing migrations on connect (default). When false, a schema older than this
@@ -27,6 +32,7 @@ impl Default for PgOptions {
         PgOptions {
             schema: DEFAULT_SCHEMA.to_string(),
             pool_size: 16,
+            lease_ttl: Duration::from_secs(5),
             runtime_workers: 2,
             migrate: true,
             connect_timeout: Duration::from_secs(10),
@@ -36,6 +42,12 @@ impl Default for PgOptions {
 
 /// Splits a `schema=NAME` query parameter (ours, not libpq's) off a `postgres://` URL.
 pub(crate) fn split_schema_param(url: &str) -> (String, Option<String>) {
+    split_param(url, "schema")
+}
+
+/// Splits query parameter `name` (one of ours, not libpq's) off a `postgres://` URL.
+pub(crate) fn split_param(url: &str, name: &str) -> (String, Option<String>) {
+    let prefix = format!("{name}=");
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return (url.to_string(), None);
     }
@@ -45,7 +57,7 @@ pub(crate) fn split_schema_param(url: &str) -> (String, Option<String>) {
     let mut schema = None;
     let rest: Vec<&str> = query
         .split('&')
-        .filter(|kv| match kv.strip_prefix("schema=") {
+        .filter(|kv| match kv.strip_prefix(prefix.as_str()) {
             Some(v) => {
                 schema = Some(v.to_string());
                 false

@@ -13,37 +13,6 @@ use crate::error::PgError;
 pub(crate) struct Rt(Option<tokio::runtime::Runtime>);
 
 impl Rt {
-    /// A current-thread runtime, driven only by the thread that runs a future on it: a
-    /// writer's own connection lives here, so an append wakes no other thread.
-    pub(crate) fn current_thread() -> Result<Rt, PgError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| PgError::Config(format!("cannot start a writer runtime: {e}")))?;
-        Ok(Rt(Some(rt)))
-    }
-
-    /// Runs `fut` on this runtime from the calling thread; from inside another runtime
-    /// (where `block_on` may not nest), on a short-lived scoped thread instead.
-    pub(crate) fn run_here<T, F>(&self, fut: F) -> Result<T, PgError>
-    where
-        F: Future<Output = Result<T, PgError>> + Send,
-        T: Send,
-    {
-        if tokio::runtime::Handle::try_current().is_err() {
-            return self.rt().block_on(fut);
-        }
-        std::thread::scope(|s| {
-            s.spawn(|| self.rt().block_on(fut))
-                .join()
-                .unwrap_or_else(|_| {
-                    Err(PgError::Config(
-                        "a PostgreSQL writer request panicked".into(),
-                    ))
-                })
-        })
-    }
-
     pub(crate) fn new(workers: usize) -> Result<Rt, PgError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers.max(1))
@@ -54,13 +23,16 @@ impl Rt {
         Ok(Rt(Some(rt)))
     }
 
-    /// A placeholder left behind when a runtime moves elsewhere (never run on).
-    pub(crate) fn empty() -> Rt {
-        Rt(None)
-    }
-
     fn rt(&self) -> &tokio::runtime::Runtime {
         self.0.as_ref().expect("runtime present until drop")
+    }
+
+    /// Starts `fut` in the background on this runtime (stopped with it).
+    pub(crate) fn spawn<F>(&self, fut: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.rt().spawn(fut);
     }
 
     /// Runs `fut` to completion on this runtime, from any thread.

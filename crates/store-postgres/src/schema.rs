@@ -164,6 +164,10 @@ pub(crate) async fn migrate(
 #[derive(Debug)]
 pub(crate) struct Sql {
     pub append: String,
+    pub take_lease: String,
+    pub renew_leases: String,
+    pub release_lease: String,
+    pub lease_holder: String,
     pub insert_session: String,
     pub insert_record: String,
     pub insert_records: String,
@@ -179,51 +183,26 @@ pub(crate) struct Sql {
     pub inbox_deliver: String,
     pub inbox_waiting: String,
     pub inbox_consume: String,
+    pub with_mail: String,
     pub set_title: String,
     pub clear_title: String,
 }
 
-/// Advisory locks held in this database, as the bigint keys they were taken with.
-const HELD_LOCKS: &str = "SELECT DISTINCT (l.classid::bigint << 32) | l.objid::bigint AS k
-    FROM pg_locks l
-    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())";
-
-/// Who holds the advisory lock with key text `$1` (application name, backend pid, since).
-pub(crate) const LOCK_HOLDER: &str = "SELECT a.application_name, a.pid,
-        to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
-        coalesce(host(a.client_addr), 'local')
-    FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-      AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended($1, 0)
-    LIMIT 1";
-
-/// Takes a session's lock on a writer connection, and in the same round trip sets the
-/// connection up for it:
+/// Run on every new pooled connection (in one round trip):
 /// * `synchronous_commit` never `off`: an acknowledged append is flushed;
-/// * `idle_session_timeout` 0: an idle writer keeps its lock;
-/// * server-side TCP keepalives (10 s idle, 5 s interval, 3 probes) and a 30 s
-///   `tcp_user_timeout`: if the writer's host vanishes (power loss, partition) the server
-///   drops the connection, and with it the lock, within about 30 s instead of the OS
-///   default of two hours. Stricter settings already in force are kept.
-pub(crate) const TRY_LOCK: &str = "SELECT pg_try_advisory_lock(hashtextextended($1, 0)),
-        pg_backend_pid(),
-        (SELECT count(set_config(name, want.v, false))
-         FROM (VALUES ('synchronous_commit', 'on'), ('idle_session_timeout', '0'),
-                      ('tcp_keepalives_idle', '10'), ('tcp_keepalives_interval', '5'),
-                      ('tcp_keepalives_count', '3'), ('tcp_user_timeout', '30000'))
-              AS want(name, v)
+/// * `idle_session_timeout` 0: the server does not close idle pooled connections under us.
+///
+/// Stricter settings already in force are kept.
+pub(crate) const CONNECTION_SETUP: &str = "SELECT count(set_config(name, want.v, false))
+         FROM (VALUES ('synchronous_commit', 'on'), ('idle_session_timeout', '0')) AS want(name, v)
          JOIN pg_settings USING (name)
          WHERE CASE name
             WHEN 'synchronous_commit' THEN setting = 'off'
-            WHEN 'idle_session_timeout' THEN setting <> '0'
-            ELSE setting::bigint = 0 OR setting::bigint > want.v::bigint END)";
+            ELSE setting <> '0' END";
 
 /// Inside a transaction: commit it durably even if the session default is `off`.
 pub(crate) const DURABLE_TX: &str = "SELECT set_config('synchronous_commit', 'on', true)
     WHERE current_setting('synchronous_commit') = 'off'";
-pub(crate) const UNLOCK: &str = "SELECT pg_advisory_unlock(hashtextextended($1, 0))";
 
 impl Sql {
     pub(crate) fn new(schema: &str) -> Sql {
@@ -244,17 +223,44 @@ impl Sql {
                   AND octet_length(r.line) <= {TAIL_LINE_MAX}) f ON true"
         );
         let cols = format!(
-            "s.id, s.created_at, s.parent_id, s.header->'meta', (h.k IS NOT NULL), \
+            "s.id, s.created_at, s.parent_id, s.header->'meta', \
+                    EXISTS (SELECT 1 FROM {s}.leases le WHERE le.session_id = s.id AND le.expires_at > now()), \
                     t.seq, t.kind, t.end_offset, t.line, f.line, \
                     EXISTS (SELECT 1 FROM {s}.inbox i WHERE i.session_id = s.id), \
                     (SELECT ti.title FROM {s}.titles ti WHERE ti.session_id = s.id)"
         );
         Sql {
-            // The whole append: one INSERT, one round trip, on the writer's locked
-            // connection. A taken seq fails the primary key.
+            // The whole append: one INSERT, one round trip, fenced by the writer's lease in
+            // the same statement (no row inserted when the lease is not this writer's: $6
+            // token, $7 epoch). The row lock makes a take wait for an append in flight, and
+            // an append after a take see the new epoch. A taken seq fails the primary key.
             append: format!(
                 "INSERT INTO {s}.records (session_id, seq, kind, line, end_offset)
-                 VALUES ($1, $2, $3, $4, $5)"
+                 SELECT $1, $2::bigint, $3, $4, $5::bigint FROM {s}.leases l
+                 WHERE l.session_id = $1 AND l.token = $6 AND l.epoch = $7::bigint
+                 FOR SHARE OF l"
+            ),
+            // A free lease, or one run out, is taken: a new token, the epoch one up.
+            take_lease: format!(
+                "INSERT INTO {s}.leases AS l (session_id, token, epoch, holder, taken_at, expires_at)
+                 VALUES ($1, $2, 1, $3, now(), now() + $4::bigint * interval '1 millisecond')
+                 ON CONFLICT (session_id) DO UPDATE
+                   SET token = excluded.token, epoch = l.epoch + 1, holder = excluded.holder,
+                       taken_at = now(), expires_at = excluded.expires_at
+                   WHERE l.expires_at <= now()
+                 RETURNING epoch"
+            ),
+            renew_leases: format!(
+                "UPDATE {s}.leases SET expires_at = now() + $2::bigint * interval '1 millisecond'
+                 WHERE token = ANY($1) RETURNING token"
+            ),
+            release_lease: format!("DELETE FROM {s}.leases WHERE token = $1"),
+            lease_holder: format!(
+                "SELECT holder,
+                        to_char(taken_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
+                        to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
+                        epoch
+                 FROM {s}.leases WHERE session_id = $1 AND expires_at > now()"
             ),
             insert_session: format!(
                 "INSERT INTO {s}.sessions (id, header, created_at, parent_id, parent_seq)
@@ -279,17 +285,13 @@ impl Sql {
             ),
             exists: format!("SELECT EXISTS (SELECT 1 FROM {s}.sessions WHERE id = $1)"),
             summary: format!(
-                "WITH held AS ({HELD_LOCKS})
-                 SELECT {cols} FROM {s}.sessions s
-                 LEFT JOIN held h ON h.k = hashtextextended($1 || s.id, 0)
+                "SELECT {cols} FROM {s}.sessions s
                  {tail}
                  {first}
-                 WHERE s.id = $2"
+                 WHERE s.id = $1"
             ),
             list: format!(
-                "WITH held AS ({HELD_LOCKS})
-                 SELECT {cols} FROM {s}.sessions s
-                 LEFT JOIN held h ON h.k = hashtextextended($1 || s.id, 0)
+                "SELECT {cols} FROM {s}.sessions s
                  {tail}
                  {first}
                  ORDER BY s.created_at, s.id"
@@ -327,6 +329,7 @@ impl Sql {
             inbox_consume: format!(
                 "DELETE FROM {s}.inbox WHERE session_id = $1 AND message_id = $2"
             ),
+            with_mail: format!("SELECT DISTINCT session_id FROM {s}.inbox"),
             set_title: format!(
                 "INSERT INTO {s}.titles (session_id, title)
                  SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM {s}.sessions WHERE id = $1)

@@ -14,7 +14,7 @@ use crate::error::PgError;
 use crate::lines::{check_line, corrupt};
 use crate::rows::{insert_session, replay_on, summary_from_row};
 use crate::schema::{self};
-use crate::writer::{self, Locked};
+use crate::writer::{self, Lease};
 
 impl Store for PgStore {
     fn create(&self, opts: CreateOptions) -> Result<Session> {
@@ -27,7 +27,7 @@ impl Store for PgStore {
         line.pop();
         let size = line.len() as u64 + 1;
         let ctx = self.shared.ctx.clone();
-        let mut locked = match Locked::take(ctx.clone(), &id)? {
+        let lease = match Lease::take(&self.shared, &id)? {
             Ok(l) => l,
             Err(busy) if busy.exists => return Err(ctx.already_exists(&id).into()),
             Err(busy) => {
@@ -35,26 +35,22 @@ impl Store for PgStore {
                 return Err(writer::locked_error(&id, &ctx.location, busy.holder.as_ref()).into());
             }
         };
-        let Locked { rt, conn, .. } = &mut locked;
-        let conn = conn.as_mut().expect("connection present");
-        rt.run_here(async {
-            let tx = conn
-                .client
-                .transaction()
-                .await
-                .map_err(ctx.db("begin create"))?;
-            if !insert_session(&ctx, &tx, &header).await? {
-                return Err(ctx.already_exists(&header.id));
+        let h = header.clone();
+        self.run(move |ctx| async move {
+            let mut c = ctx.conn().await?;
+            let tx = c.transaction().await.map_err(ctx.db("begin create"))?;
+            if !insert_session(&ctx, &tx, &h).await? {
+                return Err(ctx.already_exists(&h.id));
             }
             tx.execute(
                 &ctx.sql.insert_record,
-                &[&header.id, &0i64, &"header", &line, &(size as i64)],
+                &[&h.id, &0i64, &"header", &line, &(size as i64)],
             )
             .await
             .map_err(ctx.db("insert the header"))?;
             tx.commit().await.map_err(ctx.db("commit create"))
         })?;
-        let w = locked.into_writer(1, size)?;
+        let w = lease.into_writer(1, size);
         Ok(Session::new(
             Box::new(w),
             SessionState::new(header),
@@ -147,7 +143,7 @@ impl Store for PgStore {
         self.run(move |ctx| async move {
             let c = ctx.conn().await?;
             let row = c
-                .query_opt(&ctx.sql.summary, &[&ctx.lock_prefix(), &id])
+                .query_opt(&ctx.sql.summary, &[&id])
                 .await
                 .map_err(ctx.db("read the session"))?;
             match row {
@@ -161,7 +157,7 @@ impl Store for PgStore {
         self.run(move |ctx| async move {
             let c = ctx.conn().await?;
             let rows = c
-                .query(&ctx.sql.list, &[&ctx.lock_prefix()])
+                .query(&ctx.sql.list, &[])
                 .await
                 .map_err(ctx.db("list sessions"))?;
             let mut out = Vec::with_capacity(rows.len());
@@ -374,6 +370,19 @@ impl Store for PgStore {
                 return Err(ctx.not_found(&id));
             }
             Ok(())
+        })
+    }
+
+    fn sessions_with_mail(&self) -> Result<Vec<SessionId>> {
+        self.run(move |ctx| async move {
+            let c = ctx.conn().await?;
+            let rows = c
+                .query(&ctx.sql.with_mail, &[])
+                .await
+                .map_err(ctx.db("list inboxes"))?;
+            rows.iter()
+                .map(|r| Ok(SessionId::parse(r.get::<_, &str>(0))?))
+                .collect()
         })
     }
 

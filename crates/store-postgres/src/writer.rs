@@ -1,9 +1,13 @@
-//! The single writer of one session: a dedicated connection holding the session's advisory
-//! lock for its whole life. Every append runs on that connection, so an append can only
-//! succeed while the lock is held (the fence): if the connection dies, the lock dies with it
-//! and every later append fails until the session is reopened.
+//! The single writer of one session, fenced by a **lease**: a row `(session, token, epoch,
+//! expires_at)` taken through the connection pool and renewed by a heartbeat. A writer pins
+//! no connection: every append borrows one from the pool and carries the lease's token and
+//! epoch in the same statement (`INSERT … SELECT … FROM leases WHERE token AND epoch … FOR
+//! SHARE`), so a writer that lost its lease — expired and taken by another process — can
+//! never append: its statement inserts nothing. A take waits for appends in flight under the
+//! old lease (the row lock), and appends that start after a take see the new epoch.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use lazarus_ledger::frame;
@@ -11,37 +15,32 @@ use lazarus_ledger::writer::LINE_BYTES_MAX_DEFAULT;
 use lazarus_ledger::{Holder, LedgerError};
 use lazarus_session::store::RecordSink;
 use lazarus_session::{Result, SessionError, Stored};
-use tokio::task::JoinHandle;
+use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Statement};
 
-use crate::Ctx;
 use crate::error::PgError;
-use crate::rt::Rt;
-use crate::schema::{LOCK_HOLDER, TRY_LOCK, UNLOCK};
+use crate::{Ctx, Shared};
 
-/// Who holds a session's writer lock, as PostgreSQL reports it.
+/// Who holds a session's lease, as the `leases` table says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockHolder {
-    /// The holder's `application_name` (`lazarus pid=<pid> host=<host>` for Lazarus).
-    pub application_name: String,
-    /// The holding connection's server process id (for `pg_terminate_backend`).
-    pub backend_pid: i32,
-    /// When the holding connection was opened (RFC 3339, UTC): a writer opens its own
-    /// connection right before taking the lock.
+    /// `pid=<pid> host=<host>` of the process holding it.
+    pub holder: String,
+    /// When the lease was taken (RFC 3339, UTC).
     pub since: String,
-    /// The client address of the holding connection (`local` for a Unix socket).
-    pub client_addr: String,
+    /// When it runs out unless renewed (RFC 3339, UTC).
+    pub expires_at: String,
+    /// How many times the session's lease was taken (the fencing number).
+    pub epoch: i64,
 }
 
 impl LockHolder {
-    /// The Lazarus process holding the lock, parsed from its application name.
+    /// The Lazarus process holding the lease.
     pub fn holder(&self) -> Option<Holder> {
-        let rest = self.application_name.strip_prefix("lazarus ")?;
         let mut pid = None;
         let mut host = None;
-        for part in rest.split(' ') {
+        for part in self.holder.split(' ') {
             if let Some(p) = part.strip_prefix("pid=") {
                 pid = p.parse::<u32>().ok();
             } else if let Some(h) = part.strip_prefix("host=") {
@@ -56,20 +55,21 @@ impl LockHolder {
     }
 }
 
+/// The live lease of session `id`, if any.
 pub(crate) async fn lock_holder(
     client: &Client,
     ctx: &Ctx,
-    key: &str,
+    id: &str,
 ) -> std::result::Result<Option<LockHolder>, PgError> {
     let row = client
-        .query_opt(LOCK_HOLDER, &[&key])
+        .query_opt(&ctx.sql.lease_holder, &[&id])
         .await
-        .map_err(|e| PgError::db(&ctx.location, "look up the lock holder", &e))?;
+        .map_err(|e| PgError::db(&ctx.location, "look up the lease holder", &e))?;
     Ok(row.map(|r| LockHolder {
-        application_name: r.get::<_, Option<String>>(0).unwrap_or_default(),
-        backend_pid: r.get(1),
-        since: r.get::<_, Option<String>>(2).unwrap_or_default(),
-        client_addr: r.get(3),
+        holder: r.get(0),
+        since: r.get(1),
+        expires_at: r.get(2),
+        epoch: r.get(3),
     }))
 }
 
@@ -82,78 +82,217 @@ pub(crate) fn locked_error(id: &str, location: &str, holder: Option<&LockHolder>
     })
 }
 
-/// A dedicated (unpooled) connection, its connection task and server pid.
-pub(crate) struct Conn {
-    pub client: Client,
-    pub task: JoinHandle<()>,
-    pub backend_pid: i32,
-}
-
-/// Someone else holds a session's lock: who, and whether the session exists.
+/// Someone else holds a session's lease: who, and whether the session exists.
 pub(crate) struct Busy {
     pub holder: Option<LockHolder>,
     pub exists: bool,
 }
 
-/// Opens a dedicated connection and takes the advisory lock of session `id` on it.
-/// `Ok(Err(busy))` when someone else holds it.
-pub(crate) async fn connect_locked(
-    ctx: &Ctx,
-    id: &str,
-) -> std::result::Result<std::result::Result<Conn, Busy>, PgError> {
-    let key = ctx.lock_key(id);
-    let (client, connection) = ctx
-        .pg
-        .connect(ctx.tls.clone())
-        .await
-        .map_err(|e| PgError::db(&ctx.location, "connect", &e))?;
-    let task = tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "writer connection ended");
+/// What a lease's heartbeat found.
+#[derive(Debug, Default)]
+pub(crate) struct LeaseState {
+    /// Why the lease is gone (not renewed in time and taken, or removed).
+    lost: Mutex<Option<String>>,
+}
+
+impl LeaseState {
+    fn lost(&self) -> Option<String> {
+        self.lost.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    fn set_lost(&self, why: String) {
+        self.lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(why);
+    }
+}
+
+/// The leases this store holds, renewed together by one heartbeat statement.
+pub(crate) struct Leases {
+    pub ttl: Duration,
+    held: Mutex<HashMap<String, Arc<LeaseState>>>,
+}
+
+impl Leases {
+    pub(crate) fn new(ttl: Duration) -> Arc<Leases> {
+        Arc::new(Leases {
+            ttl,
+            held: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn map(&self) -> MutexGuard<'_, HashMap<String, Arc<LeaseState>>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn ttl_ms(&self) -> i64 {
+        i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// How often the heartbeat renews: five times per lease lifetime, so a few missed beats
+    /// (a slow server, a paused process) never lose a lease.
+    pub(crate) fn beat(&self) -> Duration {
+        (self.ttl / 5).max(Duration::from_millis(50))
+    }
+}
+
+/// Renews every lease of the store every [`Leases::beat`] until the store is gone. A token
+/// the renewal does not find was taken by someone else: its writer is marked lost. A failed
+/// renewal (database down) is logged once per outage and tried again at the next beat.
+pub(crate) async fn heartbeat(ctx: Arc<Ctx>, leases: Weak<Leases>) {
+    let mut failing = false;
+    loop {
+        let Some(l) = leases.upgrade() else { return };
+        let beat = l.beat();
+        let ttl = l.ttl_ms();
+        let tokens: Vec<String> = l.map().keys().cloned().collect();
+        drop(l);
+        if !tokens.is_empty() {
+            let renewed = async {
+                let c = ctx.conn().await?;
+                let rows = c
+                    .query(&ctx.sql.renew_leases, &[&tokens, &ttl])
+                    .await
+                    .map_err(ctx.db("renew leases"))?;
+                Ok::<_, PgError>(
+                    rows.iter()
+                        .map(|r| r.get::<_, String>(0))
+                        .collect::<Vec<_>>(),
+                )
+            }
+            .await;
+            match renewed {
+                Ok(found) => {
+                    if failing {
+                        tracing::info!(location = %ctx.location, "lease renewal works again");
+                        failing = false;
+                    }
+                    if found.len() < tokens.len()
+                        && let Some(l) = leases.upgrade()
+                    {
+                        let map = l.map();
+                        for t in tokens.iter().filter(|t| !found.contains(t)) {
+                            if let Some(s) = map.get(t) {
+                                s.set_lost(
+                                    "its lease ran out and another writer took the session".into(),
+                                );
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!(error = %e, "cannot renew session leases; retrying every {} ms (a lease not renewed within its lifetime may be taken over)", beat.as_millis());
+                        failing = true;
+                    }
+                }
+            }
         }
-    });
-    let row = client
-        .query_one(TRY_LOCK, &[&key.as_str()])
-        .await
-        .map_err(|e| PgError::db(&ctx.location, "take the session lock", &e))?;
-    let locked: bool = row.get(0);
-    let backend_pid: i32 = row.get(1);
-    if !locked {
-        let holder = lock_holder(&client, ctx, &key).await.unwrap_or(None);
-        let exists: bool = client
-            .query_one(&ctx.sql.exists, &[&id])
-            .await
-            .map_err(|e| PgError::db(&ctx.location, "look up the session", &e))?
-            .get(0);
-        drop(client);
-        return Ok(Err(Busy { holder, exists }));
+        tokio::time::sleep(beat).await;
     }
-    Ok(Ok(Conn {
-        client,
-        task,
-        backend_pid,
-    }))
 }
 
-/// Releases the lock and closes the connection (best effort, bounded in time).
-pub(crate) async fn release(conn: Conn, key: String) {
-    let Conn { client, task, .. } = conn;
-    if !client.is_closed() {
-        let _ =
-            tokio::time::timeout(Duration::from_secs(5), client.query_one(UNLOCK, &[&key])).await;
-    }
-    drop(client);
-    let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+/// A session's lease, before it becomes a [`PgWriter`]. Dropping it releases the lease.
+pub(crate) struct Lease {
+    pub shared: Arc<Shared>,
+    pub id: String,
+    token: String,
+    epoch: i64,
+    state: Arc<LeaseState>,
+    released: bool,
 }
 
-struct Live {
-    client: Client,
-    append: Statement,
-    task: JoinHandle<()>,
+impl Lease {
+    /// Takes the lease of session `id` (free, or run out); `Ok(Err(busy))` when a live one is
+    /// held. Needs one pooled connection for one statement.
+    pub(crate) fn take(
+        shared: &Arc<Shared>,
+        id: &str,
+    ) -> std::result::Result<std::result::Result<Lease, Busy>, PgError> {
+        let token = uuid::Uuid::now_v7().to_string();
+        let holder = format!(
+            "pid={} host={}",
+            std::process::id(),
+            lazarus_ledger::lock::hostname()
+        );
+        let ttl = shared.leases.ttl_ms();
+        let ctx = shared.ctx.clone();
+        let (sid, tok) = (id.to_string(), token.clone());
+        let got = shared.rt.run(async move {
+            let c = ctx.conn().await?;
+            let row = c
+                .query_opt(&ctx.sql.take_lease, &[&sid, &tok, &holder, &ttl])
+                .await
+                .map_err(ctx.db("take the session lease"))?;
+            if let Some(r) = row {
+                return Ok(Ok(r.get::<_, i64>(0)));
+            }
+            let holder = lock_holder(&c, &ctx, &sid).await.unwrap_or(None);
+            let exists: bool = c
+                .query_one(&ctx.sql.exists, &[&sid])
+                .await
+                .map_err(ctx.db("look up the session"))?
+                .get(0);
+            Ok(Err(Busy { holder, exists }))
+        })?;
+        Ok(got.map(|epoch| {
+            let state = Arc::new(LeaseState::default());
+            shared.leases.map().insert(token.clone(), state.clone());
+            Lease {
+                shared: shared.clone(),
+                id: id.to_string(),
+                token,
+                epoch,
+                state,
+                released: false,
+            }
+        }))
+    }
+
+    /// The writer, appending from `next_seq` on, after `size` bytes.
+    pub(crate) fn into_writer(self, next_seq: u64, size: u64) -> PgWriter {
+        let location = self.shared.ctx.session_location(&self.id);
+        PgWriter {
+            id: self.id.clone(),
+            location,
+            inner: Mutex::new(Inner {
+                next_seq,
+                size,
+                lost: None,
+                buf: Vec::new(),
+            }),
+            lease: self,
+        }
+    }
+
+    fn release(&mut self) {
+        if self.released {
+            return;
+        }
+        self.released = true;
+        self.shared.leases.map().remove(&self.token);
+        let ctx = self.shared.ctx.clone();
+        let token = self.token.clone();
+        // Best effort, bounded: a lease not released runs out by itself.
+        let _ = self.shared.rt.run(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(5), async {
+                if let Ok(c) = ctx.conn().await {
+                    let _ = c.execute(&ctx.sql.release_lease, &[&token]).await;
+                }
+            })
+            .await;
+            Ok(())
+        });
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 struct Inner {
-    live: Option<Live>,
     next_seq: u64,
     /// Bytes of the session's export so far (where the next line starts).
     size: u64,
@@ -164,110 +303,23 @@ struct Inner {
 
 /// The writer of one session (the [`RecordSink`] behind a PostgreSQL [`Session`]).
 ///
-/// It owns its connection and a current-thread runtime that only the appending thread
-/// drives: an append is one statement, one round trip, and no thread hand-off.
+/// It holds the session's lease and no connection: each append borrows one from the pool
+/// for one statement, fenced by the lease.
 ///
 /// [`Session`]: lazarus_session::Session
 pub struct PgWriter {
-    ctx: Arc<Ctx>,
     id: String,
-    key: String,
     location: String,
-    backend_pid: i32,
     inner: Mutex<Inner>,
-    // Declared last: dropped after the connection.
-    rt: Rt,
+    lease: Lease,
 }
 
 impl std::fmt::Debug for PgWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgWriter")
             .field("id", &self.id)
-            .field("backend_pid", &self.backend_pid)
+            .field("epoch", &self.lease.epoch)
             .finish_non_exhaustive()
-    }
-}
-
-/// A session's lock, held on a fresh dedicated connection driven by its own writer
-/// runtime, before it becomes a [`PgWriter`]. Dropping it releases the lock.
-pub(crate) struct Locked {
-    pub ctx: Arc<Ctx>,
-    pub id: String,
-    pub conn: Option<Conn>,
-    pub rt: Rt,
-}
-
-impl Locked {
-    /// Connects and takes the lock of session `id`; `Ok(Err(busy))` when someone holds it.
-    pub(crate) fn take(
-        ctx: Arc<Ctx>,
-        id: &str,
-    ) -> std::result::Result<std::result::Result<Locked, Busy>, PgError> {
-        let rt = Rt::current_thread()?;
-        let got = rt.run_here(connect_locked(&ctx, id))?;
-        Ok(got.map(|conn| Locked {
-            ctx,
-            id: id.to_string(),
-            conn: Some(conn),
-            rt,
-        }))
-    }
-
-    /// The writer, appending from `next_seq` on, after `size` bytes.
-    pub(crate) fn into_writer(
-        mut self,
-        next_seq: u64,
-        size: u64,
-    ) -> std::result::Result<PgWriter, PgError> {
-        let conn = self.conn.take().expect("connection present until used");
-        let ctx = self.ctx.clone();
-        let prepared = self.rt.run_here(async {
-            conn.client
-                .prepare(&ctx.sql.append)
-                .await
-                .map_err(|e| PgError::db(&ctx.location, "prepare append", &e))
-        });
-        let append = match prepared {
-            Ok(stmt) => stmt,
-            Err(e) => {
-                self.conn = Some(conn);
-                return Err(e);
-            }
-        };
-        let rt = std::mem::replace(&mut self.rt, Rt::empty());
-        let key = ctx.lock_key(&self.id);
-        let location = ctx.session_location(&self.id);
-        Ok(PgWriter {
-            ctx,
-            id: std::mem::take(&mut self.id),
-            key,
-            location,
-            backend_pid: conn.backend_pid,
-            inner: Mutex::new(Inner {
-                live: Some(Live {
-                    client: conn.client,
-                    append,
-                    task: conn.task,
-                }),
-                next_seq,
-                size,
-                lost: None,
-                buf: Vec::new(),
-            }),
-            rt,
-        })
-    }
-}
-
-impl Drop for Locked {
-    fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            let key = self.ctx.lock_key(&self.id);
-            let _ = self.rt.run_here(async move {
-                release(conn, key).await;
-                Ok(())
-            });
-        }
     }
 }
 
@@ -276,9 +328,9 @@ impl PgWriter {
         &self.id
     }
 
-    /// The server process id of the connection holding the lock.
-    pub fn backend_pid(&self) -> i32 {
-        self.backend_pid
+    /// The fencing number of this writer's lease.
+    pub fn epoch(&self) -> i64 {
+        self.lease.epoch
     }
 
     /// The seq the next append will take.
@@ -286,29 +338,17 @@ impl PgWriter {
         self.lock().next_seq
     }
 
-    /// A setting of the writer's own connection (for tests and diagnostics).
-    #[doc(hidden)]
-    pub fn connection_setting(&self, name: &str) -> Result<String> {
-        let guard = self.lock();
-        let Some(live) = &guard.live else {
-            return Err(SessionError::Backend("the writer is closed".into()));
-        };
-        let r = self.rt.run_here(async {
-            live.client
-                .query_one("SELECT current_setting($1)", &[&name])
-                .await
-                .map_err(|e| PgError::db(&self.ctx.location, "read a setting", &e))
-        })?;
-        Ok(r.get(0))
-    }
-
     /// Why this writer can no longer write, if it can't.
     pub fn lost(&self) -> Option<String> {
-        self.lock().lost.clone()
+        self.lock().lost.clone().or_else(|| self.lease.state.lost())
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn ctx(&self) -> &Arc<Ctx> {
+        &self.lease.shared.ctx
     }
 
     /// Appends the next record; returns once it is committed.
@@ -318,10 +358,9 @@ impl PgWriter {
     }
 
     /// Appends a record stating the seq it expects to take. A seq that is not the session's
-    /// next free one fails with [`SessionError::Conflict`] and writes
-    /// nothing: a taken seq is refused by the table's primary key, a seq beyond the end (a
-    /// gap) before anything is sent. The writer must then be reopened, since the log is not
-    /// what it believed.
+    /// next free one fails with [`SessionError::Conflict`] and writes nothing: a taken seq is
+    /// refused by the table's primary key, a seq beyond the end (a gap) before anything is
+    /// sent. The writer must then be reopened, since the log is not what it believed.
     pub fn append_at(&self, seq: u64, kind: &str, data_json: &[u8]) -> Result<Stored> {
         if data_json.first() != Some(&b'{') || data_json.contains(&b'\n') {
             return Err(SessionError::Ledger(LedgerError::Serialize(
@@ -330,48 +369,53 @@ impl PgWriter {
         }
         let mut guard = self.lock();
         let inner = &mut *guard;
-        if let Some(cause) = &inner.lost {
-            return Err(self.lost_error(cause.clone()));
+        if let Some(cause) = inner.lost.clone().or_else(|| self.lease.state.lost()) {
+            inner.lost = Some(cause.clone());
+            return Err(self.lost_error(cause));
         }
-        let Some(live) = &inner.live else {
-            return Err(SessionError::Backend(format!(
-                "session {:?}: the writer is closed",
-                self.id
-            )));
-        };
         if seq > inner.next_seq {
             inner.lost = Some(format!("append conflict at seq {seq}"));
             return Err(self.conflict(seq));
         }
         let ts = frame::format_ts(jiff::Timestamp::now());
-        let buf = &mut inner.buf;
-        frame::encode_line(buf, seq, &ts, kind, data_json);
-        buf.pop(); // the newline is not stored
-        if buf.len() > LINE_BYTES_MAX_DEFAULT {
+        inner.buf.clear();
+        frame::encode_line(&mut inner.buf, seq, &ts, kind, data_json);
+        inner.buf.pop(); // the newline is not stored
+        if inner.buf.len() > LINE_BYTES_MAX_DEFAULT {
             return Err(SessionError::Ledger(LedgerError::RecordTooLarge {
-                len: buf.len(),
+                len: inner.buf.len(),
                 max: LINE_BYTES_MAX_DEFAULT,
             }));
         }
-        let end = inner.size + buf.len() as u64 + 1;
+        let end = inner.size + inner.buf.len() as u64 + 1;
+        let ctx = self.ctx().clone();
+        let (id, kind_s, line) = (self.id.clone(), kind.to_string(), inner.buf.clone());
+        let (token, epoch) = (self.lease.token.clone(), self.lease.epoch);
         let (seq_i, end_i) = (seq as i64, end as i64);
-        let line: &[u8] = buf;
-        let params: [&(dyn ToSql + Sync); 5] = [&self.id, &seq_i, &kind, &line, &end_i];
-        let r = self
-            .rt
-            .run_here(async { Ok(live.client.execute(&live.append, &params).await) });
-        let r = match r {
-            Ok(r) => r,
-            Err(e) => {
-                inner.lost = Some(e.to_string());
-                return Err(e.into());
-            }
-        };
+        let r = self.lease.shared.rt.run(async move {
+            // No connection to spare, or the server down: nothing was sent.
+            let c = ctx.conn().await?;
+            let stmt = c
+                .prepare_cached(&ctx.sql.append)
+                .await
+                .map_err(ctx.db("prepare append"))?;
+            let params: [&(dyn ToSql + Sync); 7] =
+                [&id, &seq_i, &kind_s, &line, &end_i, &token, &epoch];
+            Ok(c.execute(&stmt, &params).await)
+        });
+        // An error here means nothing was sent (no connection): the writer is intact.
+        let r = r?;
         match r {
             Ok(1) => {
                 inner.next_seq = seq + 1;
                 inner.size = end;
                 Ok(Stored { seq, ts })
+            }
+            Ok(0) => {
+                let cause = "another writer took its lease (this one was not renewed in time)";
+                inner.lost = Some(cause.into());
+                self.lease.state.set_lost(cause.into());
+                Err(self.lost_error(cause.into()))
             }
             Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
                 inner.lost = Some(format!("append conflict at seq {seq}"));
@@ -383,6 +427,8 @@ impl PgWriter {
                 Err(self.lost_error(cause))
             }
             Err(e) => {
+                // The statement may or may not have committed (a connection cut at commit):
+                // this writer's view of the log is no longer certain.
                 let cause = crate::error::describe(&e);
                 inner.lost = Some(cause.clone());
                 Err(self.lost_error(cause))
@@ -393,7 +439,7 @@ impl PgWriter {
     fn lost_error(&self, cause: String) -> SessionError {
         PgError::WriterLost {
             id: self.id.clone(),
-            location: self.ctx.location.clone(),
+            location: self.ctx().location.clone(),
             cause,
         }
         .into()
@@ -402,9 +448,27 @@ impl PgWriter {
     fn conflict(&self, seq: u64) -> SessionError {
         SessionError::Conflict {
             id: self.id.clone(),
-            location: self.ctx.location.clone(),
+            location: self.ctx().location.clone(),
             seq,
         }
+    }
+
+    /// Runs `f` with a pooled connection on the store's runtime.
+    fn with_conn<T, F, Fut>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce(Arc<Ctx>, deadpool_postgres::Object) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = std::result::Result<T, PgError>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let ctx = self.ctx().clone();
+        self.lease
+            .shared
+            .rt
+            .run(async move {
+                let c = ctx.conn().await?;
+                f(ctx, c).await
+            })
+            .map_err(Into::into)
     }
 }
 
@@ -418,61 +482,19 @@ impl RecordSink for PgWriter {
     }
 
     fn inbox_waiting(&self, limit: usize) -> Result<Vec<lazarus_session::InboxMessage>> {
-        let guard = self.lock();
-        let live = self.live(&guard)?;
-        let ctx = &self.ctx;
-        let id = &self.id;
-        self.rt
-            .run_here(async { crate::rows::inbox_waiting(ctx, &live.client, id, limit).await })
-            .map_err(Into::into)
+        let id = self.id.clone();
+        self.with_conn(move |ctx, c| async move {
+            crate::rows::inbox_waiting(&ctx, &c, &id, limit).await
+        })
     }
 
     fn inbox_consume(&self, message_id: &str) -> Result<()> {
-        let guard = self.lock();
-        let live = self.live(&guard)?;
-        let ctx = &self.ctx;
-        let id = &self.id;
-        self.rt
-            .run_here(async {
-                live.client
-                    .execute(&ctx.sql.inbox_consume, &[id, &message_id])
-                    .await
-                    .map_err(ctx.db("consume an inbox message"))
-            })
-            .map(|_| ())
-            .map_err(Into::into)
-    }
-}
-
-impl PgWriter {
-    /// The live connection, or why this writer may not use it.
-    fn live<'a>(&self, inner: &'a Inner) -> Result<&'a Live> {
-        if let Some(cause) = &inner.lost {
-            return Err(self.lost_error(cause.clone()));
-        }
-        inner.live.as_ref().ok_or_else(|| {
-            SessionError::Backend(format!("session {:?}: the writer is closed", self.id))
+        let (id, message_id) = (self.id.clone(), message_id.to_string());
+        self.with_conn(move |ctx, c| async move {
+            c.execute(&ctx.sql.inbox_consume, &[&id, &message_id])
+                .await
+                .map_err(ctx.db("consume an inbox message"))
+                .map(|_| ())
         })
-    }
-}
-
-impl Drop for PgWriter {
-    fn drop(&mut self) {
-        let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
-        let Some(live) = inner.live.take() else {
-            return;
-        };
-        // Release the lock now, so the session is free the moment the writer is gone (closing
-        // the connection also releases it, but the server notices that asynchronously).
-        let conn = Conn {
-            client: live.client,
-            task: live.task,
-            backend_pid: self.backend_pid,
-        };
-        let key = self.key.clone();
-        let _ = self.rt.run_here(async move {
-            release(conn, key).await;
-            Ok(())
-        });
     }
 }

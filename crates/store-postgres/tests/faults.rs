@@ -59,13 +59,19 @@ fn assert_gap_free(seqs: &[i64]) {
     }
 }
 
-/// Opens `id`, retrying while the previous holder's backend is still going away.
+/// Opens `id`, retrying while the previous holder is still letting go, or a request met a
+/// connection killed under it.
 fn open_when_free(store: &PgStore, id: &str) -> Session {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         match store.open(&sid(id)) {
             Ok(s) => return s,
-            Err(e) if e.to_string().contains("in use") && Instant::now() < deadline => {
+            Err(e)
+                if ["in use", "connection closed", "unavailable"]
+                    .iter()
+                    .any(|m| e.to_string().contains(m))
+                    && Instant::now() < deadline =>
+            {
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) => panic!("open {id}: {e}"),
@@ -87,7 +93,7 @@ fn second_writer_is_told_who_holds_the_session() {
     assert!(err.contains(&me), "{err}");
     assert!(err.contains(" since 20"), "{err}");
     let holder = b.lock_holder(&sid("s1")).unwrap().expect("a holder");
-    assert_eq!(holder.backend_pid, w.backend_pid());
+    assert_eq!(holder.epoch, w.epoch());
     assert_eq!(holder.holder().unwrap().pid, std::process::id());
     // a create of the same id is refused as existing, not as in use
     let err = b
@@ -185,74 +191,131 @@ fn two_writers_racing_one_wins() {
 }
 
 #[test]
-fn connection_killed_mid_append_loses_nothing_acknowledged() {
-    let url = url_or_skip!("connection_killed_mid_append_loses_nothing_acknowledged");
+fn connections_killed_mid_append_lose_nothing_acknowledged() {
+    let url = url_or_skip!("connections_killed_mid_append_lose_nothing_acknowledged");
     let store = common::fresh_store(&url);
     drop(create(&store, "s1"));
-    let (w, state, report) = store.open_writer(&sid("s1")).unwrap();
-    let backend = w.backend_pid();
-    let mut session = Session::new(Box::new(w), state, report);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let writer_store = store.clone();
+    // Appends until told to stop; an append that fails (its connection killed under it) makes
+    // the writer unsure of the log, so it is dropped and the session reopened.
     let appender = std::thread::spawn(move || {
         let mut acked = Vec::new();
-        for i in 0.. {
+        let mut failed = 0;
+        let mut session = open_when_free(&writer_store, "s1");
+        let mut i = 0;
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            i += 1;
             match session.append_input(&format!("m{i}"), "user", &format!("text {i}")) {
-                Ok(ack) => acked.push((format!("m{i}"), ack.seq)),
+                Ok(ack) if !ack.duplicate => acked.push((format!("m{i}"), ack.seq)),
+                Ok(_) => panic!("m{i} taken for a duplicate"),
                 Err(e) => {
-                    // once lost, it stays lost: no write sneaks in later
-                    let again = session
-                        .append_input("after", "user", "x")
-                        .unwrap_err()
-                        .to_string();
-                    return (acked, e.to_string(), again);
+                    let msg = e.to_string();
+                    assert!(
+                        ["no longer write", "unavailable", "connection closed"]
+                            .iter()
+                            .any(|m| msg.contains(m)),
+                        "{msg}"
+                    );
+                    failed += 1;
+                    if msg.contains("no longer write") {
+                        // once lost, it stays lost: no write sneaks in later
+                        let again = session.append_input("after", "user", "x").unwrap_err();
+                        assert!(again.to_string().contains("no longer write"), "{again}");
+                        drop(session);
+                        session = open_when_free(&writer_store, "s1");
+                    }
                 }
             }
         }
-        unreachable!()
+        (acked, failed)
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // Kill every connection of this process, again and again, while it appends.
     let killer = common::psql(&url);
-    let rows = killer.query("SELECT pg_terminate_backend($1, 5000)", &[&backend]);
-    assert!(rows[0].get::<_, bool>(0), "terminated");
-    let (acked, err, again) = appender.join().unwrap();
-    assert!(acked.len() > 5, "appended for a while: {}", acked.len());
-    assert!(err.contains("lost its database connection"), "{err}");
-    assert!(again.contains("lost its database connection"), "{again}");
+    let pattern = format!("lazarus pid={} %", std::process::id());
+    let mut killed = 0i64;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(100));
+        let rows = killer.query(
+            "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity
+             WHERE application_name LIKE $1 AND pid <> pg_backend_pid()",
+            &[&pattern],
+        );
+        killed += rows[0].get::<_, i64>(0);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (acked, failed) = appender.join().unwrap();
+    assert!(killed > 5, "connections were killed: {killed}");
+    assert!(acked.len() > 20, "appended meanwhile: {}", acked.len());
+    eprintln!(
+        "{} appends acknowledged, {failed} failed, {killed} connections killed",
+        acked.len()
+    );
 
-    // another store takes over at once: the lock died with the connection
-    let other = common::same_schema(&url, &store);
-    let s = open_when_free(&other, "s1");
-    let st = s.state();
+    let st = store.load(&SessionId::literal("s1")).unwrap();
     for (id, seq) in &acked {
         assert_eq!(st.input_ids.get(id), Some(seq), "acknowledged {id} kept");
     }
-    let max_acked = acked.last().unwrap().1;
     assert!(
-        st.last_seq == max_acked || st.last_seq == max_acked + 1,
-        "at most the one unacknowledged append may have landed: {} vs {max_acked}",
-        st.last_seq
+        st.last_seq as usize <= acked.len() + failed,
+        "at most one unacknowledged append per failure may have landed: {} records, {} acked, {failed} failed",
+        st.last_seq,
+        acked.len()
     );
     assert_gap_free(&stored_seqs(&url, &store, "s1"));
 }
 
+/// Runs the lease of `id` out by hand (as if its writer had stopped renewing it: a paused
+/// or partitioned process) and opens it from `b`, trying again if a heartbeat renewed it in
+/// between.
+fn take_over(url: &str, b: &PgStore, id: &str) -> Session {
+    let c = common::psql(url);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        c.execute(
+            &format!(
+                "UPDATE \"{}\".leases SET expires_at = now() - interval '1 second' WHERE session_id = $1",
+                b.schema()
+            ),
+            &[&id],
+        )
+        .expect("expire the lease");
+        match b.open(&sid(id)) {
+            Ok(s) => return s,
+            Err(e) if e.to_string().contains("in use") && Instant::now() < deadline => {}
+            Err(e) => panic!("open {id}: {e}"),
+        }
+    }
+}
+
 #[test]
-fn a_writer_whose_lock_was_taken_over_cannot_write() {
-    let url = url_or_skip!("a_writer_whose_lock_was_taken_over_cannot_write");
+fn a_writer_whose_lease_was_taken_over_cannot_write() {
+    let url = url_or_skip!("a_writer_whose_lease_was_taken_over_cannot_write");
     let a = common::fresh_store(&url);
     let b = common::same_schema(&url, &a);
     let mut sa = create(&a, "s1");
     sa.append_input("a1", "user", "from a").unwrap();
-    let pid = a.lock_holder(&sid("s1")).unwrap().unwrap().backend_pid;
-    common::psql(&url).query("SELECT pg_terminate_backend($1, 5000)", &[&pid]);
-    let mut sb = open_when_free(&b, "s1");
+    let before = a.lock_holder(&sid("s1")).unwrap().unwrap().epoch;
+    let mut sb = take_over(&url, &b, "s1");
+    assert_eq!(
+        b.lock_holder(&sid("s1")).unwrap().unwrap().epoch,
+        before + 1,
+        "a take raises the epoch"
+    );
     sb.append_input("b1", "user", "from b").unwrap();
-    // a still believes it is the writer: fenced
+    // a still believes it is the writer: fenced in the append statement itself
     let err = sa.append_input("a2", "user", "late").unwrap_err();
-    assert!(err.to_string().contains("lost"), "{err}");
+    assert!(err.to_string().contains("no longer write"), "{err}");
     sb.append_input("b2", "user", "from b again").unwrap();
+    // a's writer going away releases nothing of b's
+    drop(sa);
+    sb.append_input("b3", "user", "still b").unwrap();
     drop(sb);
     let st = a.load(&SessionId::literal("s1")).unwrap();
-    assert_eq!(st.last_seq, 3);
-    assert!(st.input_ids.contains_key("b2") && !st.input_ids.contains_key("a2"));
+    assert_eq!(st.last_seq, 4);
+    assert!(st.input_ids.contains_key("b3") && !st.input_ids.contains_key("a2"));
     assert_gap_free(&stored_seqs(&url, &a, "s1"));
 }
 
@@ -516,8 +579,8 @@ fn works_from_spawn_blocking_and_async_tasks() {
 }
 
 #[test]
-fn writers_commit_durably_and_survive_idle_timeouts() {
-    let url = url_or_skip!("writers_commit_durably_and_survive_idle_timeouts");
+fn pooled_connections_commit_durably_and_survive_idle_timeouts() {
+    let url = url_or_skip!("pooled_connections_commit_durably_and_survive_idle_timeouts");
     let sep = if url.contains('?') { '&' } else { '?' };
     let hostile = format!(
         "{url}{sep}options=-c%20synchronous_commit%3Doff%20-c%20idle_session_timeout%3D300"
@@ -527,16 +590,15 @@ fn writers_commit_durably_and_survive_idle_timeouts() {
     let mut s = create(&store, "s1");
     drop(s);
     let (w, _, _) = store.open_writer(&sid("s1")).unwrap();
-    assert_eq!(w.connection_setting("synchronous_commit").unwrap(), "on");
-    assert_eq!(w.connection_setting("idle_session_timeout").unwrap(), "0");
-    // a vanished writer host is noticed by the server within ~30 s, not hours
-    assert_eq!(w.connection_setting("tcp_keepalives_idle").unwrap(), "10");
+    // every pooled connection is set up: durable commits, no idle timeout
     assert_eq!(
-        w.connection_setting("tcp_keepalives_interval").unwrap(),
-        "5"
+        store.connection_setting("synchronous_commit").unwrap(),
+        "on"
     );
-    assert_eq!(w.connection_setting("tcp_keepalives_count").unwrap(), "3");
-    assert_eq!(w.connection_setting("tcp_user_timeout").unwrap(), "30000");
+    assert_eq!(
+        store.connection_setting("idle_session_timeout").unwrap(),
+        "0"
+    );
     std::thread::sleep(Duration::from_millis(800));
     // still the writer after idling longer than the server's timeout
     w.append_json(
@@ -547,4 +609,28 @@ fn writers_commit_durably_and_survive_idle_timeouts() {
     drop(w);
     s = store.open(&SessionId::literal("s1")).unwrap();
     assert_eq!(s.state().last_seq, 1);
+}
+
+/// (A dead writer's lease running out is shown with real processes: the gateway SIGKILL test
+/// in the CLI crate, and `restart.rs`, whose writers die with the server.)
+#[test]
+fn a_live_writer_keeps_its_lease_by_heartbeat() {
+    let url = url_or_skip!("a_live_writer_keeps_its_lease_by_heartbeat");
+    let schema = common::fresh_schema();
+    let short = || PgOptions {
+        lease_ttl: Duration::from_millis(300),
+        ..common::options(&schema)
+    };
+    let a = PgStore::connect_with(&url, short()).unwrap();
+    let b = PgStore::connect_with(&url, short()).unwrap();
+    let mut sa = create(&a, "s1");
+    // idle for several lifetimes of the lease: the heartbeat keeps it
+    std::thread::sleep(Duration::from_millis(1500));
+    let err = b.open(&sid("s1")).unwrap_err();
+    assert!(err.to_string().contains("in use"), "{err}");
+    sa.append_input("a1", "user", "still mine").unwrap();
+    // released at once when the writer goes
+    drop(sa);
+    let sb = b.open(&sid("s1")).expect("free once the writer is dropped");
+    assert_eq!(sb.state().last_seq, 1);
 }

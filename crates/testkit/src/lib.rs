@@ -373,7 +373,26 @@ async fn handle(shared: Arc<Shared>, protocol: Protocol, body: Bytes) -> Respons
         number,
         request,
     };
-    call.reply(step.reply, shutdown)
+    call.reply(numbered_call_ids(step.reply, number), shutdown)
+}
+
+/// `{n}` in a scripted tool call id becomes the request number, so one repeated step can
+/// give every request its own call ids (a session's call ids must be unique).
+fn numbered_call_ids(mut reply: Reply, number: usize) -> Reply {
+    let n = number.to_string();
+    let fix = |r: &mut ScriptedResponse| {
+        for c in &mut r.tool_calls {
+            if c.id.contains("{n}") {
+                c.id = c.id.replace("{n}", &n);
+            }
+        }
+    };
+    match &mut reply {
+        Reply::Response(r) | Reply::PlainJson(r) => fix(r),
+        Reply::StreamThenHang { response, .. } => fix(response),
+        _ => {}
+    }
+    reply
 }
 
 impl Inner {

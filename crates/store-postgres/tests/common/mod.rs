@@ -1,6 +1,9 @@
 //! Shared helpers: the test database URL and fresh schemas.
 #![allow(dead_code)]
 
+use std::path::PathBuf;
+use std::process::Command;
+
 use lazarus_store_postgres::{PgOptions, PgStore};
 
 /// The test server URL from `LAZARUS_TEST_PG`, or `None` after a loud skip message. Where
@@ -102,5 +105,63 @@ impl PlainClient {
         self.rt
             .block_on(self.client.query(sql, params))
             .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+    }
+}
+
+/// A throwaway PostgreSQL server of the test's own (scripts/pg-test-server.sh), stopped on drop.
+pub struct Server {
+    state: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+pub fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-server.sh")
+}
+
+impl Server {
+    /// Starts one; `env` adds settings (e.g. `LAZARUS_PG_MAX_CONNECTIONS`).
+    pub fn start(env: &[(&str, &str)]) -> (Server, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let out = Command::new("bash")
+            .arg(script())
+            .arg("start")
+            .envs(env.iter().copied())
+            .env("LAZARUS_PG_STATE", &state)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let url = text
+            .lines()
+            .find_map(|l| l.strip_prefix("export LAZARUS_TEST_PG="))
+            .expect("start prints the export line")
+            .to_string();
+        (Server { state, _dir: dir }, url)
+    }
+
+    /// Runs a command of the script (`restart`, `stop`) on this server.
+    pub fn run(&self, cmd: &str) {
+        let out = Command::new("bash")
+            .arg(script())
+            .arg(cmd)
+            .env("LAZARUS_PG_STATE", &self.state)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.run("stop");
     }
 }

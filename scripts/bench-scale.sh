@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Scale benchmark (loopback only, bounded in time): many sessions over several gateways.
+#
+#   scripts/bench-scale.sh pg      three gateways on one PostgreSQL (max_connections = 100),
+#                                  one of them SIGKILLed half-way through the messages
+#   scripts/bench-scale.sh local   one gateway on a session directory, `ulimit -n 1024`
+#
+# A round-robin client (scripts/bench_scale_client.py, 16 threads) creates SESSIONS sessions
+# and sends MESSAGES messages to each through random live gateways (a refused or failed send
+# is retried on another gateway with the same message id); the scripted model answers every
+# message with a tool call (list_dir), then a text. The report (JSON, last line of stdout):
+# messages accepted / lost / duplicated, HTTP statuses seen, p50/p99 accept latency, peak
+# PostgreSQL connections, peak RSS and descriptors per gateway, time to finish all sessions,
+# seconds from the kill to the first and last takeover receipt. Exit 1 unless nothing was lost
+# or duplicated, every session finished and no 5xx was seen.
+#
+# Env: SESSIONS (10000), MESSAGES (3), IDLE_CLOSE (5s), DEADLINE (3000 s), POOL (16 per gateway).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-pg}"
+SESSIONS="${SESSIONS:-10000}"
+MESSAGES="${MESSAGES:-3}"
+IDLE_CLOSE="${IDLE_CLOSE:-5s}"
+DEADLINE="${DEADLINE:-3000}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+cargo build --release -q -p lazarus-cli --bin lazarus -p lazarus-testkit --bin scripted-model-server
+BIN="$CARGO_TARGET_DIR/release/lazarus"
+MODEL="$CARGO_TARGET_DIR/release/scripted-model-server"
+work="$(mktemp -d /var/tmp/lazarus-bench-scale.XXXXXX)"
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    if [[ "$mode" == pg ]]; then
+        LAZARUS_PG_STATE="$work/pg.state" scripts/pg-test-server.sh stop >/dev/null 2>&1 || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+cat >"$work/script.json" <<'EOF'
+{"steps": [
+  {"when": {"kind": "last_tool_result"}, "repeat": true,
+   "reply": {"kind": "response", "text": "Listed; done."}},
+  {"repeat": true,
+   "reply": {"kind": "response", "text": "Looking.",
+             "tool_calls": [{"id": "call_{n}", "name": "list_dir", "arguments": {"path": "."}}]}}
+]}
+EOF
+"$MODEL" --script "$work/script.json" >"$work/model.out" 2>"$work/model.err" &
+pids+=($!)
+for _ in $(seq 100); do grep -q "listening on" "$work/model.out" 2>/dev/null && break; sleep 0.1; done
+model_url="$(sed -n 's/.*listening on //p' "$work/model.out" | head -1)/v1"
+token="bench-scale-token-0123456789"
+
+start_gateway() { # NAME ARGS…: starts a gateway, prints its URL
+    local name="$1"; shift
+    "$BIN" serve --listen 127.0.0.1:0 --base-url "$model_url" --model scripted \
+        --workspace-root "$work/ws-$name" --token-file "$work/$name.token" \
+        --idle-close "$IDLE_CLOSE" --max-running 32 --tools list_dir,read_file "$@" \
+        >"$work/$name.out" 2>"$work/$name.err" &
+    pids+=($!)
+    echo "$!" >"$work/$name.pid"
+    for _ in $(seq 300); do
+        grep -q "^ready" "$work/$name.out" 2>/dev/null && break
+        sleep 0.1
+    done
+    grep -q "^ready" "$work/$name.out" || { cat "$work/$name.err" >&2; echo "gateway $name did not start" >&2; exit 1; }
+}
+url_of() { sed -n 's/^lazarus gateway listening on //p' "$work/$1.out" | head -1; }
+
+echo "== $mode: $SESSIONS sessions x $MESSAGES messages; cores: $(nproc)" >&2
+if [[ "$mode" == pg ]]; then
+    eval "$(LAZARUS_PG_STATE="$work/pg.state" LAZARUS_PG_MAX_CONNECTIONS=100 scripts/pg-test-server.sh start)"
+    store="${LAZARUS_TEST_PG}?schema=bench&lease_ttl_ms=3000"
+    psql_cmd="$(dirname "$(command -v pg_ctl 2>/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl | tail -1)")/psql"
+    [[ -x "$psql_cmd" ]] || psql_cmd=psql
+    pg_host_port="${LAZARUS_TEST_PG#postgres://}"; pg_host_port="${pg_host_port#*@}"; pg_host_port="${pg_host_port%%/*}"
+    psql="$psql_cmd -h ${pg_host_port%:*} -p ${pg_host_port#*:} -U postgres postgres"
+    export LAZARUS_TOKEN="$token" OPENAI_API_KEY=bench
+    for g in a b c; do
+        start_gateway "$g" --store "$store" --takeover-interval 1s
+    done
+    urls="$(url_of a),$(url_of b),$(url_of c)"
+    gpids="$(cat "$work/a.pid"),$(cat "$work/b.pid"),$(cat "$work/c.pid")"
+    kill_arg=(--kill 1)
+    records_cmd="$psql -At -F \$'\\t' -c \"SELECT session_id, CASE WHEN kind = 'input' THEN convert_from(line, 'UTF8')::json->'data'->>'input_id' WHEN kind = 'response' THEN '-' ELSE '@takeover' || chr(9) || extract(epoch FROM (convert_from(line, 'UTF8')::json->>'ts')::timestamptz)::text END FROM bench.records WHERE kind IN ('input', 'response') OR (kind = 'resume' AND convert_from(line, 'UTF8')::json->'data'->>'trigger' = 'gateway-takeover')\""
+    psql_arg=(--psql "$psql")
+else
+    ulimit -n 1024
+    export LAZARUS_TOKEN="$token" OPENAI_API_KEY=bench
+    start_gateway a --session-dir "$work/sessions"
+    urls="$(url_of a)"
+    gpids="$(cat "$work/a.pid")"
+    kill_arg=()
+    records_cmd="python3 scripts/bench_scale_records.py '$work/sessions'"
+    psql_arg=()
+fi
+python3 scripts/bench_scale_client.py --urls "$urls" --pids "$gpids" --token "$token" \
+    --sessions "$SESSIONS" --messages "$MESSAGES" --deadline "$DEADLINE" \
+    "${kill_arg[@]}" "${psql_arg[@]}" --records-cmd "$records_cmd"
