@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole product in one command: build, start a real small model locally, run an agent
-# session, kill it with SIGKILL while its shell tool runs, resume it, show the receipt.
+# session, kill it with SIGKILL while its shell tool runs, resume it, show the receipt, and
+# print the URL of the session's page in the web view (`lazarus ui`; in a terminal it stays up
+# until Ctrl-C).
 # Exits non-zero if any promise is broken (CI runs it as the end-to-end test).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
