@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole product in one command: build, start a real small model locally, run an agent
-# session, kill it with SIGKILL while its shell tool runs, resume it, show the receipt.
+# session, kill it with SIGKILL while its shell tool runs, resume it, show the receipt, and
+# print the URL of the session's page in the web view (`lazarus ui`; in a terminal it stays up
+# until Ctrl-C).
 # Exits non-zero if any promise is broken (CI runs it as the end-to-end test).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +19,8 @@ bash scripts/local-model/setup.sh
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 model_pid=$(bash scripts/local-model/serve.sh "$port")
 work=$(mktemp -d)
-cleanup() { kill "$model_pid" 2>/dev/null || true; rm -rf "$work"; }
+ui_pid=""
+cleanup() { kill "$model_pid" $ui_pid 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
 ws="$work/workspace"; sessions="$work/sessions"; mkdir -p "$ws"
@@ -74,3 +77,29 @@ say "the receipt in the ledger"
 started=$(grep -c "slow.sh started" "$ws/ran.log" 2>/dev/null || true)
 echo "slow.sh started $started time(s) before the model's next turn; Lazarus re-ran nothing itself."
 say "done: killed mid-tool, resumed, the in-doubt call was reported to the model, the ledger verifies"
+
+say "the web view: lazarus ui --session-dir … (read-only; --no-auth: loopback only)"
+"$bin" ui --session-dir "$sessions" --no-auth --listen 127.0.0.1:0 > "$work/ui.out" 2>/dev/null &
+ui_pid=$!
+url=""
+for _ in $(seq 100); do
+  url=$(sed -n 's/^lazarus ui: //p' "$work/ui.out")
+  [ -n "$url" ] && break
+  sleep 0.1
+done
+[ -n "$url" ] || { echo "FAIL: lazarus ui printed no URL"; exit 1; }
+page="${url}sessions/demo"
+python3 - "$page" <<'PY'
+import sys, urllib.request
+html = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
+for what, needle in [("the resume receipt", 'class="entry receipt"'), ("the in-doubt call", " in-doubt")]:
+    if needle not in html:
+        sys.exit(f"FAIL: the session page does not show {what}")
+PY
+if [ -t 0 ] && [ -t 1 ] && [ -z "${CI:-}" ]; then
+  echo "Open the page in a browser; Ctrl-C ends the demo (and removes its files)."
+  echo "The demo session's page (its receipt and in-doubt call): $page"
+  wait "$ui_pid" || true
+else
+  echo "The demo session's page (its receipt and in-doubt call): $page"
+fi

@@ -23,7 +23,7 @@ echo "== local model (for the end-to-end tests)"
 bash scripts/local-model/setup.sh
 
 echo "== end-to-end: a real model, kill -9 mid-tool, resume"
-bash scripts/demo.sh
+bash scripts/demo.sh </dev/null   # not a terminal: it ends after printing the page's URL
 
 echo "== the real-model client test"
 cargo nextest run -p lazarus-agent --run-ignored only -E 'test(local_model)' --no-tests=pass

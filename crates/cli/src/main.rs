@@ -17,6 +17,7 @@ mod serve;
 mod sessions;
 mod show;
 mod term;
+mod ui;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -66,6 +67,8 @@ enum Command {
     BootResume(Box<boot_resume::BootResumeArgs>),
     /// Show the configuration: each setting, its value and where it comes from.
     Config(config_cmd::ConfigArgs),
+    /// The web view of a store, read-only (sessions, timelines, receipts, fork trees).
+    Ui(Box<ui::UiArgs>),
     /// Print a shell completion script: `lazarus completions bash > ~/.local/share/bash-completion/completions/lazarus`.
     Completions {
         /// The shell.
@@ -107,6 +110,7 @@ fn main() {
         }
         Command::Man { subcommand } => man(subcommand.as_deref()),
         Command::Config(args) => config_cmd::run(args),
+        Command::Ui(args) => ui::run(*args),
     };
     match result {
         Ok(code) => std::process::exit(code),

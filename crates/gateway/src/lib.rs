@@ -26,6 +26,7 @@ pub mod recovery;
 pub mod registry;
 pub mod scheduler;
 pub mod server;
+pub mod web;
 pub mod workspace;
 
 use std::net::SocketAddr;
@@ -117,7 +118,12 @@ async fn serve(cfg: Config, run_rt: tokio::runtime::Handle) -> Result<()> {
         token: Arc::from(cfg.token.as_str()),
         stop: stop.clone(),
     };
-    let app = api::router(state);
+    let app = web::mount(
+        api::router(state),
+        hub.clone(),
+        Arc::from(cfg.token.as_str()),
+        stop.clone(),
+    );
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("listening on {}", cfg.listen))?;
