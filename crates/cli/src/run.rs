@@ -469,6 +469,7 @@ fn open_session(
             id,
             meta: Some(json!({
                 "workspace": workspace,
+                "model": cfg.model,
                 "system_prompt": args.model.system_prompt,
                 "sandbox": sandbox_record(&cfg.sandbox),
             })),

@@ -590,7 +590,7 @@ async fn post_event(
         Ok(a) => a,
         // Another writer holds the session: the resume event waits in its inbox, once per
         // idempotency key, and that writer acts on it (its receipt says trigger `event`).
-        Err(e) if e.code == "locked" => {
+        Err(e) if e.code == "locked" || e.code == "too_many_open_sessions" => {
             let key = b
                 .idempotency_key
                 .clone()

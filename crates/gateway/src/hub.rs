@@ -250,6 +250,7 @@ impl Hub {
             let ws = policy.for_new_session(workspace.as_deref(), &id)?;
             let meta = json!({
                 "workspace": ws.path,
+                "model": hub.cfg.runner.model,
                 "sandbox": sandbox_record(&hub.cfg.runner.sandbox),
                 "system_prompt": system_prompt.or_else(|| hub.cfg.runner.system_prompt.clone()),
             });

@@ -59,6 +59,8 @@ impl Hub {
                     Ok(a) => a,
                     // held by another writer (it drains its own inbox), or gone
                     Err(e) if e.code == "locked" || e.code == "not_found" => continue,
+                    // no slot: the mail waits, durable, until idle sessions close
+                    Err(e) if e.code == "too_many_open_sessions" => break,
                     Err(e) => {
                         tracing::warn!(session = %id, error = %e.message, "cannot open a session with mail");
                         continue;

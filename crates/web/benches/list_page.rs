@@ -32,9 +32,7 @@ fn sessions(n: usize) -> PathBuf {
         let mut s = store
             .create(CreateOptions {
                 id: Some(format!("bench-{i:05}").parse().unwrap()),
-                meta: Some(
-                    serde_json::json!({"workspace": format!("/srv/projects/p-{}", i % 50)}),
-                ),
+                meta: Some(serde_json::json!({"workspace": format!("/srv/projects/p-{}", i % 50)})),
             })
             .expect("create");
         s.append_input("m1", "user", &format!("make the tests of module {i} pass"))

@@ -445,6 +445,7 @@ fn entry(ctx: &Ctx, e: &Entry) -> Markup {
         Body::Resume(_) => "entry receipt",
         Body::Fork(_) => "entry fork",
         Body::Stop(_) => "entry stop",
+        Body::Compaction(_) => "entry compaction",
         Body::Unreadable { .. } => "entry unreadable",
     };
     html! {
@@ -515,6 +516,16 @@ fn entry(ctx: &Ctx, e: &Entry) -> Markup {
                     }
                     p.muted { "Work was left; a resume continues from here." }
                 }
+                Body::Compaction(c) => {
+                    div.banner-head {
+                        strong { "Compacted" } " · " code { (c.trigger) }
+                        " · records #" (c.from_seq) "–#" (c.through_seq) " summarised · about "
+                        (count(c.tokens_before)) " → " (count(c.tokens_after)) " tokens sent"
+                        " · " (seq_time(ctx, e.seq, &e.ts))
+                    }
+                    p.muted { "From here on the model gets this summary instead of the records above; they stay in the ledger." }
+                    div.text { (long_text(&c.summary)) }
+                }
                 Body::Unreadable { kind, data, why } => {
                     div.meta { strong { "record " (kind) } " " (seq_time(ctx, e.seq, &e.ts)) }
                     p.warn { (why) }
@@ -562,6 +573,13 @@ fn turn(ctx: &Ctx, e: &Entry, t: &Turn) -> Markup {
                             summary { "reasoning · " (count(text.chars().count() as u64)) " characters" }
                             pre { (text) }
                         },
+                        Item::ProviderReasoning { api, text, .. } => details.reasoning {
+                            summary {
+                                "reasoning (" (api) ", sent back verbatim) · "
+                                @if text.is_empty() { "redacted" } @else { (count(text.chars().count() as u64)) " characters" }
+                            }
+                            pre { (text) }
+                        },
                         Item::ToolCall { call_id, .. } => {
                             @if let Some(c) = cards.get(call_id.as_str()) { (card(ctx, e, t, c)) }
                         },
@@ -570,7 +588,11 @@ fn turn(ctx: &Ctx, e: &Entry, t: &Turn) -> Markup {
                 div.usage {
                     @if let Some(m) = &r.model { code { (m) } " · " }
                     @if let Some(u) = &r.usage {
-                        @if let Some(p) = u.prompt_tokens { (count(p)) " prompt" " · " }
+                        @if let Some(p) = u.prompt_tokens {
+                            (count(p)) " prompt"
+                            @if let Some(k) = u.cached_tokens { " (" (count(k)) " cached)" }
+                            " · "
+                        }
                         @if let Some(c) = u.completion_tokens { (count(c)) " completion" " · " }
                         @if let Some(tot) = u.total_tokens { (count(tot)) " total tokens" " · " }
                     }

@@ -16,8 +16,8 @@ use std::collections::HashMap;
 
 use lazarus_ledger::{FORMAT_VERSION, Header, Parent, Payload};
 use lazarus_session::record::{
-    Control, ForkPoint, Input, Interrupted, Record, Response, ResumeReceipt, ToolIntent,
-    ToolOutcome, ToolStart,
+    Compaction, Control, ForkPoint, Input, Interrupted, Record, Response, ResumeReceipt,
+    ToolIntent, ToolOutcome, ToolStart,
 };
 use lazarus_session::{FORMAT, SessionState, SessionSummary, Status, StoredRecord};
 use serde_json::Value;
@@ -47,6 +47,9 @@ pub enum Body {
     Resume(Box<ResumeReceipt>),
     Fork(ForkPoint),
     Stop(Interrupted),
+    /// What is sent to the model from here on starts with this summary; the history above
+    /// stays in the ledger and on the page.
+    Compaction(Box<Compaction>),
     /// A record this build cannot read (a newer kind or field), or one that fits nowhere.
     Unreadable {
         kind: String,
@@ -401,6 +404,9 @@ impl Builder {
             }
             Record::Interrupted(stop) => {
                 self.push_entry(format!("r{seq}"), seq, ts, Body::Stop(stop));
+            }
+            Record::Compaction(c) => {
+                self.push_entry(format!("r{seq}"), seq, ts, Body::Compaction(Box::new(c)));
             }
             Record::Header => self.unreadable(&r, "a header record after line 1".into()),
         }

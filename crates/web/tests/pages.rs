@@ -331,3 +331,64 @@ async fn the_read_only_live_tail_resumes_after_last_event_id() {
     let (st, _, _) = get(&app, "/sessions/demo/live", &[("last-event-id", "x")]).await;
     assert_eq!(st, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn a_compaction_is_a_marker_with_its_summary_and_provider_reasoning_is_shown() {
+    let (_d, store) = store();
+    let mut s = store
+        .create(CreateOptions {
+            id: Some("long".parse().unwrap()),
+            meta: None,
+        })
+        .unwrap();
+    s.append_input("m1", "user", "first question").unwrap();
+    for (kind, data) in [
+        ("turn_start", json!({"turn":1,"prev_seq":null,"inputs":[1]})),
+        (
+            "response",
+            json!({"turn":1,"items":[{"type":"text","text":"first answer"}]}),
+        ),
+        (
+            "compaction",
+            json!({"trigger":"manual","from_seq":1,"through_seq":3,"summary":format!("they asked {XSS}"),"tokens_before":900,"tokens_after":120,"model":"m-1"}),
+        ),
+    ] {
+        s.append(rec(kind, data)).unwrap();
+    }
+    s.append_input("m2", "user", "second question").unwrap();
+    for (kind, data) in [
+        ("turn_start", json!({"turn":2,"prev_seq":2,"inputs":[5]})),
+        (
+            "response",
+            json!({"turn":2,"items":[
+                {"type":"provider_reasoning","api":"anthropic","text":"weighing it","item":{"type":"thinking","thinking":"weighing it","signature":"sig"}},
+                {"type":"provider_reasoning","api":"anthropic","text":"","item":{"type":"redacted_thinking","data":"opaque"}},
+                {"type":"text","text":"second answer"}],
+              "usage":{"prompt_tokens":130,"completion_tokens":9,"cached_tokens":100}}),
+        ),
+    ] {
+        s.append(rec(kind, data)).unwrap();
+    }
+    drop(s);
+    let app = app(&store, Auth::None);
+    let (st, _, html) = get(&app, "/sessions/long", &[]).await;
+    assert_eq!(st, StatusCode::OK, "{html}");
+    assert!(html.contains("class=\"entry compaction\""), "{html}");
+    for needle in [
+        "Compacted",
+        "#1–#3 summarised",
+        "900 → 120 tokens sent",
+        "they asked &lt;script&gt;",
+        "reasoning (anthropic, sent back verbatim)",
+        "weighing it",
+        "redacted",
+        "(100 cached)",
+        "first answer",
+        "second answer",
+    ] {
+        assert!(html.contains(needle), "missing {needle:?}: {html}");
+    }
+    assert!(!html.contains(XSS));
+    assert!(!html.contains("entry unreadable"), "{html}");
+    assert!(!html.contains("breaks the session"), "{html}");
+}
