@@ -56,7 +56,7 @@ token="bench-scale-token-0123456789"
 start_gateway() { # NAME ARGS…: starts a gateway, prints its URL
     local name="$1"; shift
     "$BIN" serve --listen 127.0.0.1:0 --base-url "$model_url" --model scripted \
-        --workspace-root "$work/ws-$name" --token-file "$work/$name.token" \
+        --workspace-root "$work/ws" --token-file "$work/$name.token" \
         --idle-close "$IDLE_CLOSE" --max-running 32 --tools list_dir,read_file "$@" \
         >"$work/$name.out" 2>"$work/$name.err" &
     pids+=($!)
@@ -79,12 +79,14 @@ if [[ "$mode" == pg ]]; then
     psql="$psql_cmd -h ${pg_host_port%:*} -p ${pg_host_port#*:} -U postgres postgres"
     export LAZARUS_TOKEN="$token" OPENAI_API_KEY=bench
     for g in a b c; do
+        # one workspace root (as on a shared file system): a session taken over keeps its workspace
         start_gateway "$g" --store "$store" --takeover-interval 1s
     done
     urls="$(url_of a),$(url_of b),$(url_of c)"
     gpids="$(cat "$work/a.pid"),$(cat "$work/b.pid"),$(cat "$work/c.pid")"
     kill_arg=(--kill 1)
-    records_cmd="$psql -At -F \$'\\t' -f scripts/bench_scale_records.sql"
+    tab=$'\t'   # a literal tab: the client runs the command with /bin/sh
+    records_cmd="$psql -At -F '$tab' -f scripts/bench_scale_records.sql"
     psql_arg=(--psql "$psql")
 else
     ulimit -n 1024
