@@ -11,10 +11,14 @@
 # message with a tool call (list_dir), then a text. The report (JSON, last line of stdout):
 # messages accepted / lost / duplicated, HTTP statuses seen, p50/p99 accept latency, peak
 # PostgreSQL connections, peak RSS and descriptors per gateway, time to finish all sessions,
-# seconds from the kill to the first and last takeover receipt. Exit 1 unless nothing was lost
-# or duplicated, every session finished and no 5xx was seen.
+# seconds from the kill to the first and last takeover receipt. Then the idle phase: after
+# SETTLE seconds (longer than IDLE_CLOSE) what each gateway still holds (open sessions, RSS,
+# descriptors), then ACTIVE sessions get one more message each and the same is sampled during
+# and after that wave. Exit 1 unless nothing was lost or duplicated, every session finished
+# and no 5xx was seen.
 #
-# Env: SESSIONS (10000), MESSAGES (3), IDLE_CLOSE (5s), DEADLINE (3000 s), POOL (16 per gateway).
+# Env: SESSIONS (10000), MESSAGES (3), IDLE_CLOSE (5s), DEADLINE (3000 s), SETTLE (15 s; 0
+# skips the idle phase), ACTIVE (200).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-pg}"
@@ -22,6 +26,8 @@ SESSIONS="${SESSIONS:-10000}"
 MESSAGES="${MESSAGES:-3}"
 IDLE_CLOSE="${IDLE_CLOSE:-5s}"
 DEADLINE="${DEADLINE:-3000}"
+SETTLE="${SETTLE:-15}"
+ACTIVE="${ACTIVE:-200}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 cargo build --release -q -p lazarus-cli --bin lazarus -p lazarus-testkit --bin scripted-model-server
 BIN="$CARGO_TARGET_DIR/release/lazarus"
@@ -100,4 +106,5 @@ else
 fi
 python3 scripts/bench_scale_client.py --urls "$urls" --pids "$gpids" --token "$token" \
     --sessions "$SESSIONS" --messages "$MESSAGES" --deadline "$DEADLINE" \
+    --settle "$SETTLE" --active "$ACTIVE" \
     "${kill_arg[@]}" "${psql_arg[@]}" --records-cmd "$records_cmd"

@@ -121,6 +121,29 @@ def sample(gw, stats_out, psql, stop, pg_pattern):
     stats_out.update(peak)
 
 
+def held(gw):
+    """What each live gateway holds now: open sessions (its gauge), RSS (MB), descriptors."""
+    out = []
+    for i, pid in enumerate(gw.pids):
+        if not gw.alive[i]:
+            continue
+        row = {"gateway": i, "open_sessions": None, "rss_mb": None, "fds": None}
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        row["rss_mb"] = round(int(line.split()[1]) / 1024, 1)
+            row["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+            st, text = gw.request(i, "GET", "/metrics")
+            for line in text.decode().splitlines():
+                if line.startswith("lazarus_sessions_open "):
+                    row["open_sessions"] = int(float(line.split()[1]))
+        except OSError:
+            pass
+        out.append(row)
+    return out
+
+
 def pct(xs, p):
     if not xs:
         return None
@@ -144,6 +167,11 @@ def main():
                          "answer, and `session_id<TAB>@takeover<TAB>UNIX_TIME` per takeover "
                          "receipt")
     ap.add_argument("--deadline", type=float, default=3000, help="seconds for the whole run")
+    ap.add_argument("--settle", type=float, default=0,
+                    help="seconds to wait after the work for idle sessions to close (0: skip "
+                         "the idle phase)")
+    ap.add_argument("--active", type=int, default=200,
+                    help="sessions that get one more message after the idle phase")
     a = ap.parse_args()
 
     gw = Gateways(a.urls.split(","), [int(p) for p in a.pids.split(",")], a.token)
@@ -211,31 +239,69 @@ def main():
                 inputs.setdefault(sid, []).append(mid)
         return inputs, responses
 
-    while True:
-        inputs, responses = counts()
-        # finished: every message recorded, and the last record a final answer
-        done = sum(1 for s in ids
-                   if s in responses and len(set(inputs.get(s, []))) >= a.messages)
-        if done == a.sessions or time.monotonic() - t_start > a.deadline:
-            break
-        log(f"{done}/{a.sessions} sessions finished, {time.monotonic() - t_start:.0f} s")
-        time.sleep(5)
+    def wait_done(want, messages):
+        """Waits until every session of `want` has `messages` distinct inputs recorded and
+        ends with a final answer; returns (inputs, finished count)."""
+        while True:
+            inputs, responses = counts()
+            # finished: every message recorded, and the last record a final answer
+            done = sum(1 for s in want
+                       if s in responses and len(set(inputs.get(s, []))) >= messages)
+            if done == len(want) or time.monotonic() - t_start > a.deadline:
+                return inputs, done
+            log(f"{done}/{len(want)} sessions finished, {time.monotonic() - t_start:.0f} s")
+            time.sleep(5)
+
+    inputs, done = wait_done(ids, a.messages)
     t_done = time.monotonic()
     stop.set()
     sampler.join()
 
+    # The idle phase: every session is idle now; after --idle-close, what a gateway still
+    # holds is what idle sessions cost. Then a few sessions get one more message each (the
+    # active ones), and what the gateways hold is sampled again.
+    idle = active = None
+    active_ids = []
+    if a.settle > 0 and done == a.sessions:
+        log(f"idle phase: waiting {a.settle:.0f} s for idle sessions to close")
+        time.sleep(a.settle)
+        idle = held(gw)
+        rng = random.Random(7)
+        active_ids = rng.sample(ids, min(a.active, len(ids)))
+        stop2, peaks2 = threading.Event(), {}
+        sampler2 = threading.Thread(target=sample, args=(gw, peaks2, psql, stop2, "lazarus pid=%"))
+        sampler2.start()
+        for sid in active_ids:
+            mid = f"{sid}-m{a.messages}"
+            deliver(gw, stats, rng, "POST", f"/v1/sessions/{sid}/messages",
+                    {"message_id": mid, "text": f"one more for {sid}: use the tool"},
+                    f"message {mid}")
+        inputs, active_done = wait_done(active_ids, a.messages + 1)
+        stop2.set()
+        sampler2.join()
+        live = [i for i, al in enumerate(gw.alive) if al]
+        active = {
+            "sessions": len(active_ids),
+            "finished": active_done,
+            "peak_rss_mb_per_gateway": [round(peaks2["rss_kb"][i] / 1024, 1) for i in live],
+            "peak_fds_per_gateway": [peaks2["fds"][i] for i in live],
+        }
+        if active_done != len(active_ids):
+            done = -1  # reported as a failure below
+
     lost = dup = 0
+    extra = set(active_ids)
     for s in ids:
         got = inputs.get(s, [])
-        for m in range(a.messages):
+        for m in range(a.messages + (1 if s in extra else 0)):
             c = got.count(f"{s}-m{m}")
             lost += c == 0
             dup += max(0, c - 1)
     report = {
         "sessions": a.sessions,
-        "messages": total,
+        "messages": total + len(active_ids),
         "gateways": len(gw.urls),
-        "accepted": total,
+        "accepted": total + len(active_ids),
         "lost": lost,
         "duplicated": dup,
         "sessions_finished": done,
@@ -254,6 +320,9 @@ def main():
         "peak_rss_mb_per_gateway": [round(k / 1024, 1) for k in peaks.get("rss_kb", [])],
         "peak_fds_per_gateway": peaks.get("fds", []),
         "peak_pg_connections": peaks.get("pg_connections") if psql else None,
+        "after_idle_close": idle,
+        "active_phase": active,
+        "after_active_phase": held(gw) if active else None,
     }
     print(json.dumps(report))
     ok = lost == 0 and dup == 0 and done == a.sessions and not any(

@@ -292,6 +292,26 @@ fn the_line_prompt_records_each_line_cancels_a_turn_with_ctrl_c_and_leaves_with_
     tmux.tmux(&["send-keys", "-t", "t", "-l", "three"]);
     tmux.tmux(&["send-keys", "-t", "t", "Enter"]);
     tmux.wait_for("third answer");
+    // The run goes on (the cut-off turn 2 is requested again, then "three" gets turn 3):
+    // Ctrl-D typed while it runs would reach the terminal in cooked mode and be lost, so
+    // wait until the session owes nothing and the prompt is back.
+    let t0 = Instant::now();
+    loop {
+        let idle = LocalStore::open(&dir)
+            .ok()
+            .and_then(|s| {
+                let id = s.list().ok()?.first()?.id.clone();
+                s.load(&id).ok()
+            })
+            .is_some_and(|st| st.status() == Status::Idle);
+        let screen = tmux.screen();
+        let prompt_back = screen.lines().rev().find(|l| !l.trim().is_empty()) == Some(">");
+        if idle && prompt_back {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "{screen}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     tmux.tmux(&["send-keys", "-t", "t", "C-d"]);
     let screen = tmux.wait_for("EXIT=");
     eprintln!("line prompt:\n{screen}");

@@ -15,6 +15,9 @@ use tokio::sync::{OnceCell, broadcast};
 /// A record as broadcast to live tails.
 pub type Live = Arc<StoredRecord>;
 
+/// Records a live channel holds for tails that have not read them yet.
+const LIVE_RING: usize = 64;
+
 /// Whether a session runs, and what to do when its run ends.
 #[derive(Default)]
 pub(crate) struct RunFlags {
@@ -148,11 +151,13 @@ impl Registry {
         out
     }
 
-    /// The live channel of a session (made on first use).
+    /// The live channel of a session (made on first use). Its ring is allocated whole when
+    /// the channel is made, for every open session, so it is small: a tail that falls
+    /// further behind is told it lagged and reads the records from the store instead.
     pub(crate) fn channel(&self, id: &SessionId) -> broadcast::Sender<Live> {
         lock(&self.channels)
             .entry(id.clone())
-            .or_insert_with(|| broadcast::channel(1024).0)
+            .or_insert_with(|| broadcast::channel(LIVE_RING).0)
             .clone()
     }
 }

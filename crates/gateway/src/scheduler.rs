@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use lazarus_agent::provider::CancellationToken;
-use lazarus_agent::runner::{RunEvent, RunOutcome, Runner};
+use lazarus_agent::runner::{RunError, RunEvent, RunOutcome, Runner};
 use lazarus_session::StoredRecord;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
 
@@ -135,6 +135,92 @@ impl Hub {
             break;
         }
         self.running.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Compacts an open session now (`POST /v1/sessions/{id}/compact`): the runner's
+    /// compaction with trigger `manual`, on a session that owes no work and is not running.
+    /// While it compacts the session counts as running, so a message that arrives meanwhile
+    /// is recorded and run right after. Returns the `compaction` record written (seq, data),
+    /// or `None` when there was nothing to summarise.
+    pub async fn compact(
+        self: &Arc<Self>,
+        actor: &Arc<OpenSession>,
+        keep_turns: Option<u64>,
+    ) -> ApiResult<Option<(u64, Value)>> {
+        if self.is_draining() {
+            return Err(ApiError::unavailable("the gateway is shutting down"));
+        }
+        let cancel = {
+            let mut f = lock(&actor.run);
+            if f.running {
+                return Err(ApiError::conflict(
+                    "running",
+                    format!(
+                        "session {} is running; compact it once it is idle (with --context-window or --compact-at the gateway compacts by itself before a request would pass the window)",
+                        actor.id
+                    ),
+                ));
+            }
+            f.running = true;
+            f.again = false;
+            f.in_tool = false;
+            let c = self.shutdown.child_token();
+            f.cancel = Some(c.clone());
+            c
+        };
+        let mut cfg = self.cfg.runner.clone();
+        cfg.workspace = self
+            .workspaces()
+            .for_existing_session(Some(&json!({ "workspace": actor.workspace })), &actor.id);
+        if let Some(k) = keep_turns {
+            cfg.compaction.keep_turns = k;
+        }
+        let result = match Runner::new(cfg) {
+            Ok(runner) => {
+                let mut record = None;
+                let hub = &**self;
+                let a = &**actor;
+                let c = &cancel;
+                let mut observer = |ev: RunEvent<'_>| {
+                    if let RunEvent::Record {
+                        seq, kind, data, ..
+                    } = &ev
+                        && *kind == "compaction"
+                    {
+                        record = Some((*seq, data.clone()));
+                    }
+                    hub.observe(a, ev, c);
+                };
+                let r = runner
+                    .compact_now(&actor.session, &cancel, &mut observer)
+                    .await;
+                r.map(|_| record)
+            }
+            Err(e) => Err(RunError::Internal(e.to_string())),
+        };
+        let again = {
+            let mut f = lock(&actor.run);
+            f.running = false;
+            f.cancel = None;
+            std::mem::take(&mut f.again)
+        };
+        actor.touch();
+        if again {
+            self.schedule(actor, "message");
+        }
+        result.map_err(|e| match e {
+            RunError::Session(e) => ApiError::from(e),
+            RunError::Provider(e) => ApiError::new(
+                axum::http::StatusCode::BAD_GATEWAY,
+                "model_failed",
+                format!("the summarising request failed: {e}; nothing was written, try again"),
+            ),
+            RunError::Internal(m) if m.contains("owes work") => ApiError::conflict(
+                "owes_work",
+                format!("session {} owes work (a pending input or an open turn); it is compacted by itself when it runs with --context-window or --compact-at", actor.id),
+            ),
+            RunError::Internal(m) => ApiError::internal(m),
+        })
     }
 
     fn observe(&self, actor: &OpenSession, ev: RunEvent<'_>, cancel: &CancellationToken) {

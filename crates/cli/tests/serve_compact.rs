@@ -1,0 +1,140 @@
+//! Compaction on demand over the gateway: `POST /v1/sessions/{id}/compact` writes one
+//! `compaction` record (seen live by the session's readers), the next request carries the
+//! summary instead of the summarised turns, and a running session or one that owes work is
+//! refused with 409 and nothing written.
+
+mod serve_common;
+
+use std::time::Duration;
+
+use lazarus_agent::runner::COMPACTED_PREFIX;
+use lazarus_session::{LocalStore, SessionId, Store};
+use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step, When};
+use serde_json::{Value, json};
+use serve_common::*;
+
+const SUMMARY: &str = "SUMMARY: three questions about the weather, three answers.";
+
+fn has_summary(req: &Value) -> bool {
+    req.to_string()
+        .contains(&json!(COMPACTED_PREFIX).to_string()[1..30])
+}
+
+fn compactions(store: &LocalStore, id: &str) -> usize {
+    store
+        .records(&id.parse::<SessionId>().unwrap(), 0, 10_000)
+        .unwrap()
+        .iter()
+        .filter(|r| r.kind == "compaction")
+        .count()
+}
+
+#[test]
+fn compact_over_the_gateway_summarises_once_and_the_next_request_carries_the_summary() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([
+            // the summarising request is the one without tools
+            Step::reply(ScriptedResponse::text(SUMMARY))
+                .when(When::HasTools { yes: false })
+                .repeat(),
+            Step::reply(ScriptedResponse::text("slow answer"))
+                .when(When::LastUserContains {
+                    text: "slowly".into(),
+                })
+                .delay_ms(1500)
+                .repeat(),
+            Step::reply(ScriptedResponse::text("an answer")).repeat(),
+        ])))
+        .unwrap();
+    let dir = tempdir();
+    let g = Gateway::start(&mut serve_cmd(dir.path(), &server.base_url(), &[]));
+    let (st, v) = call(&g.url, "POST", "/v1/sessions", Some(json!({"id": "long"})));
+    assert_eq!(st, 201, "{v}");
+    for n in 1..=3 {
+        let (st, v) = call(
+            &g.url,
+            "POST",
+            "/v1/sessions/long/messages",
+            Some(json!({"message_id": format!("m{n}"), "text": format!("question {n}")})),
+        );
+        assert_eq!(st, 202, "{v}");
+        wait_session(&g.url, "long", Duration::from_secs(30), |v| {
+            v["status"] == "idle" && v["turns"] == n
+        });
+    }
+    let store = LocalStore::open(&dir.path().join("sessions")).unwrap();
+
+    // an unknown body field is refused before anything happens
+    let (st, v) = call(
+        &g.url,
+        "POST",
+        "/v1/sessions/long/compact",
+        Some(json!({"keep": 1})),
+    );
+    assert_eq!(st, 400, "{v}");
+    assert_eq!(compactions(&store, "long"), 0);
+
+    let (st, v) = call(
+        &g.url,
+        "POST",
+        "/v1/sessions/long/compact",
+        Some(json!({"keep_turns": 1})),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["compacted"], true, "{v}");
+    assert_eq!(v["id"], "long", "{v}");
+    assert_eq!(v["from_seq"], 1, "{v}");
+    let seq = v["seq"].as_u64().unwrap();
+    assert!(v["through_seq"].as_u64().unwrap() < seq, "{v}");
+    assert_eq!(compactions(&store, "long"), 1);
+    let rec = store
+        .records(&SessionId::literal("long"), seq - 1, 1)
+        .unwrap();
+    assert_eq!(rec[0].kind, "compaction");
+    assert_eq!(rec[0].data["trigger"], "manual");
+    assert_eq!(rec[0].data["summary"], SUMMARY);
+
+    // the next turn sends the summary, not the summarised questions
+    let (st, v) = call(
+        &g.url,
+        "POST",
+        "/v1/sessions/long/messages",
+        Some(json!({"message_id": "m4", "text": "question 4"})),
+    );
+    assert_eq!(st, 202, "{v}");
+    wait_session(&g.url, "long", Duration::from_secs(30), |v| {
+        v["status"] == "idle" && v["turns"] == 4
+    });
+    let reqs = rt.block_on(async { server.requests() });
+    let last = reqs.last().unwrap();
+    assert!(last.get("tools").is_some(), "{last}");
+    assert!(has_summary(last), "{last}");
+    assert!(!last.to_string().contains("question 1"), "{last}");
+    assert!(last.to_string().contains("question 4"), "{last}");
+
+    // while the session runs, compacting is refused and writes nothing
+    let (st, v) = call(
+        &g.url,
+        "POST",
+        "/v1/sessions/long/messages",
+        Some(json!({"message_id": "m5", "text": "answer slowly"})),
+    );
+    assert_eq!(st, 202, "{v}");
+    wait_session(&g.url, "long", Duration::from_secs(30), |v| {
+        v["status"] == "running"
+    });
+    let (st, v) = call(&g.url, "POST", "/v1/sessions/long/compact", None);
+    assert_eq!(st, 409, "{v}");
+    assert_eq!(v["error"]["code"], "running", "{v}");
+    wait_session(&g.url, "long", Duration::from_secs(30), |v| {
+        v["status"] == "idle" && v["turns"] == 5
+    });
+    assert_eq!(compactions(&store, "long"), 1);
+
+    // an unknown session is 404, as everywhere
+    let (st, _) = call(&g.url, "POST", "/v1/sessions/nope/compact", None);
+    assert_eq!(st, 404);
+    drop(g);
+    drop(server);
+}
