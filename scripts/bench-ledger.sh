@@ -2,7 +2,9 @@
 # Ledger benchmarks, side by side, as ratios (issue 2's targets):
 #   append: durable append vs bare write+fdatasync loop (target >= 0.9), grouped 8/64 appenders
 #   replay: LocalStore::load vs plain serde_json typed parsing of the same file (target >= 0.7)
-#   memory: peak RSS (VmHWM) of replaying a big ledger vs its size
+#   memory: peak RSS (VmHWM) of replaying a big ledger vs its size, the same ledger with a
+#           compaction every tenth message (the state keeps only what is still sent), and
+#           the streaming reader
 #
 # Env: LAZARUS_BENCH_MB (replay file, default 200), LAZARUS_BENCH_PEAK_MB (default 1024),
 #      LAZARUS_BENCH_APPENDS (per round, default 2000), LAZARUS_BENCH_ROUNDS (default 5),
@@ -40,6 +42,6 @@ echo "== replay (one process, same file)"
 echo
 
 echo "== peak memory replaying a ${peak_mb} MB ledger (fresh process each)"
-for mode in load stream; do
+for mode in load compacted stream; do
     "$bin/replay_compare" peak "$peak_mb" "$mode"
 done

@@ -206,7 +206,8 @@ fn preview(store: &dyn Store, id: &SessionId) {
             .into_owned()
         })
         .collect();
-    for entry in st.context.iter().rev() {
+    // what the model is sent (a compaction's summarised text is not kept in the state)
+    for entry in st.live_context().1.iter().rev() {
         if lines.len() >= 4 {
             break;
         }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p lazarus-session --example replay_compare            # compare
-//! cargo run --release -p lazarus-session --example replay_compare -- peak MB load|stream
+//! cargo run --release -p lazarus-session --example replay_compare -- peak MB load|stream|compacted
 //! ```
 //! Env: `LAZARUS_BENCH_MB` (default 200), `LAZARUS_BENCH_ROUNDS` (default 3; best round of
 //! each is reported), `LAZARUS_BENCH_DIR`. `peak` replays an `MB`-sized ledger (generated in
@@ -22,7 +22,7 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("generate") => {
             let mb = args.get(1).and_then(|v| v.parse().ok()).unwrap_or(200);
-            common::ensure_ledger(mb);
+            common::ensure_ledger_with(mb, args.get(2).map(String::as_str) == Some("compacted"));
         }
         Some("peak") => peak(&args[1..]),
         _ => compare(),
@@ -33,13 +33,25 @@ fn main() {
 fn peak(args: &[String]) {
     let mb: u64 = args.first().and_then(|v| v.parse().ok()).unwrap_or(1024);
     let mode = args.get(1).map(String::as_str).unwrap_or("load");
+    // `compacted`: the replay of the ledger with compactions (the resume state keeps only
+    // what the model is still sent)
+    let compacted = mode == "compacted";
     let (dir, id) = if args.get(2).map(String::as_str) == Some("--child") {
-        (common::bench_dir(), common::session_id(mb))
+        let id = if compacted {
+            common::compacted_session_id(mb)
+        } else {
+            common::session_id(mb)
+        };
+        (common::bench_dir(), id)
     } else {
         // Generate in a child (its memory is not ours), then measure in another child.
         let exe = std::env::current_exe().expect("exe");
         let ok = std::process::Command::new(&exe)
-            .args(["generate", &mb.to_string()])
+            .args([
+                "generate",
+                &mb.to_string(),
+                if compacted { "compacted" } else { "plain" },
+            ])
             .status()
             .expect("spawn")
             .success();
@@ -66,6 +78,7 @@ fn peak(args: &[String]) {
     let hwm = common::vm_hwm();
     let what = match mode {
         "stream" => "ledger Reader<Record> (streaming, no state)",
+        "compacted" => "LocalStore::load, ledger with compactions",
         _ => "LocalStore::load (full resume state)",
     };
     println!(

@@ -256,7 +256,11 @@ impl SessionState {
 
     /// Calls of the model's responses that have no outcome yet.
     pub fn unresolved_calls(&self) -> impl Iterator<Item = &Call> {
-        self.calls.iter().filter(|c| c.outcome.is_none())
+        // every call a compaction summarised had its outcome (the compaction's rule)
+        let from = self.compaction.as_ref().map_or(0, |k| {
+            self.calls.partition_point(|c| c.turn <= k.through_turn)
+        });
+        self.calls[from..].iter().filter(|c| c.outcome.is_none())
     }
 
     /// True when every tool call of every response has exactly one outcome (G9's check;
@@ -510,6 +514,11 @@ impl SessionState {
                 let (through_turn, kept_from) = self
                     .compaction_cut(c.through_seq)
                     .unwrap_or((self.turn, self.context.len()));
+                let (done_ctx, done_turn) = self
+                    .compaction
+                    .as_ref()
+                    .map_or((0, 0), |k| (k.kept_from, k.through_turn));
+                self.forget_summarised(done_ctx..kept_from, done_turn, through_turn);
                 self.compaction = Some(CompactionState {
                     seq,
                     through_seq: c.through_seq,
@@ -529,7 +538,8 @@ impl SessionState {
         if through_seq == self.last_seq {
             return Some((self.turn, self.context.len()));
         }
-        let next = self.turn_seqs.iter().position(|&s| s == through_seq + 1)?;
+        // turn_seqs ascend (each turn_start follows the previous one)
+        let next = self.turn_seqs.binary_search(&(through_seq + 1)).ok()?;
         Some((next as u64, self.turn_context_starts[next]))
     }
 
@@ -539,6 +549,45 @@ impl SessionState {
         match self.turn_seqs.get(through_turn as usize) {
             Some(&next) => next - 1,
             None => self.last_seq,
+        }
+    }
+
+    /// Frees the text a compaction summarised: the `context` entries it cut and the arguments,
+    /// idempotency keys and results of the calls of turns after `done_turn` (the previous
+    /// compaction's) up to `through_turn`. Nothing reads them
+    /// again — requests start at the summary, the next compaction summarises from
+    /// `kept_from` on, and a resume only looks at calls after the last complete turn — so a
+    /// replay holds the live context, not the whole transcript. The records stay in the
+    /// ledger, where `show`, the web view and forks read them. The entries themselves stay
+    /// (empty), so every index into `context` and `calls` keeps its meaning.
+    fn forget_summarised(
+        &mut self,
+        context: std::ops::Range<usize>,
+        done_turn: u64,
+        through_turn: u64,
+    ) {
+        // What an earlier compaction summarised is already forgotten: start after it, so a
+        // replay with many compactions stays linear.
+        let end = context.end.min(self.context.len());
+        for e in &mut self.context[context.start.min(end)..end] {
+            match e {
+                ContextEntry::User { text, .. } => *text = String::new(),
+                ContextEntry::Assistant { items, .. } => *items = Vec::new(),
+                ContextEntry::ToolResult { .. } => {}
+            }
+        }
+        let first = self.calls.partition_point(|c| c.turn <= done_turn);
+        for c in self.calls[first..]
+            .iter_mut()
+            .take_while(|c| c.turn <= through_turn)
+        {
+            c.arguments = String::new();
+            if let Some(i) = &mut c.intent {
+                i.idempotency_key = String::new();
+            }
+            if let Some(o) = &mut c.outcome {
+                o.result = String::new();
+            }
         }
     }
 

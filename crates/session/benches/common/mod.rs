@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lazarus_ledger::{Durability, Header, Options, Reader, Writer};
-use lazarus_session::record::{Control, OutcomeStatus};
+use lazarus_session::record::{Compaction, Control, OutcomeStatus};
 use lazarus_session::record::{
     ForkPoint, Input, Interrupted, Item, ProcessRef, Record, Response, ResumeReceipt, ToolIntent,
     ToolOutcome, ToolStart, TurnStart, Usage,
@@ -41,6 +41,11 @@ pub fn size_mb_from_env(var: &str, default: u64) -> u64 {
 
 pub fn session_id(mb: u64) -> String {
     format!("replay-{mb}mb")
+}
+
+/// The id of the same ledger with compactions (see [`ensure_ledger_with`]).
+pub fn compacted_session_id(mb: u64) -> String {
+    format!("replay-{mb}mb-compacted")
 }
 
 /// Deterministic pseudo-random numbers (xorshift64*).
@@ -151,8 +156,19 @@ fn tool_output(rng: &mut Rng, n: usize) -> String {
 /// realistic records: inputs, turn starts, responses with reasoning, text and tool calls,
 /// intents, starts and outcomes with results of a few hundred bytes to a few KB.
 pub fn ensure_ledger(mb: u64) -> (PathBuf, String) {
+    ensure_ledger_with(mb, false)
+}
+
+/// [`ensure_ledger`], and with `compacted` a `compaction` record after every tenth finished
+/// message (manual: no work owed), summarising everything before the last two turns, as a
+/// long session in a small context window has.
+pub fn ensure_ledger_with(mb: u64, compacted: bool) -> (PathBuf, String) {
     let dir = bench_dir();
-    let id = session_id(mb);
+    let id = if compacted {
+        compacted_session_id(mb)
+    } else {
+        session_id(mb)
+    };
     let path = dir.join(format!("{id}.jsonl"));
     let marker = dir.join(format!("{id}.complete"));
     if marker.exists() && path.exists() {
@@ -174,6 +190,8 @@ pub fn ensure_ledger(mb: u64) -> (PathBuf, String) {
             .seq
     };
     let (mut turn, mut prev_turn_seq, mut msg, mut call) = (0u64, None, 0u64, 0u64);
+    let mut turn_start_seqs: Vec<u64> = Vec::new();
+    let mut next_from = 1u64;
     while w.len() < target {
         msg += 1;
         let input_seq = put(Record::Input(Input {
@@ -199,6 +217,7 @@ pub fn ensure_ledger(mb: u64) -> (PathBuf, String) {
                 inputs: std::mem::take(&mut inputs),
             }));
             prev_turn_seq = Some(ts);
+            turn_start_seqs.push(ts);
             let mut items = Vec::new();
             if rng.range(0, 2) == 0 {
                 items.push(Item::Reasoning {
@@ -294,6 +313,24 @@ pub fn ensure_ledger(mb: u64) -> (PathBuf, String) {
                     exit_code: (name == "shell").then_some(0),
                     duration_ms: Some(rng.range(1, 5000) as u64),
                 }));
+            }
+        }
+        if compacted && msg % 10 == 0 && turn >= 2 {
+            // keep the last two turns: cut before the previous turn's turn_start
+            let through = turn_start_seqs[turn as usize - 2] - 1;
+            if through >= next_from {
+                put(Record::Compaction(Compaction {
+                    trigger: "manual".into(),
+                    from_seq: next_from,
+                    through_seq: through,
+                    summary: prose_log(&mut rng, 500, 3000),
+                    tokens_before: rng.range(20000, 120000) as u64,
+                    tokens_after: rng.range(2000, 8000) as u64,
+                    model: Some("qwen2.5-coder-7b-instruct".into()),
+                    usage: None,
+                    attempts: Vec::new(),
+                }));
+                next_from = through + 1;
             }
         }
         if msg % 200 == 0 {

@@ -1,0 +1,160 @@
+//! A compaction frees what it summarised from the resume state: the texts of the context
+//! before the kept tail and the arguments and results of the summarised calls are dropped,
+//! while what the model is sent next (the summary and the kept tail) is exactly what it was,
+//! and a replay of the file builds the same state as the live session did.
+
+use lazarus_ledger::{Header, Payload};
+use lazarus_session::record::{FORMAT, Record};
+use lazarus_session::{ContextEntry, CreateOptions, LocalStore, SessionState, Store};
+use serde_json::{Value, json};
+
+const BIG: usize = 100_000;
+
+fn rec(kind: &str, data: Value) -> Record {
+    Record::deserialize_kind(kind, data).expect("a valid record")
+}
+
+/// Two turns, each with a big input, a big answer and a call with a big result, then an
+/// automatic compaction that summarises turn 1 and keeps turn 2.
+fn history() -> Vec<Record> {
+    let big = |c: char| c.to_string().repeat(BIG);
+    let call_turn = |turn: u64, prev: Option<u64>, input: u64, c: &str, ch: char| {
+        vec![
+            rec(
+                "input",
+                json!({"input_id": format!("m{turn}"), "source": "user", "text": big(ch)}),
+            ),
+            rec(
+                "turn_start",
+                json!({"turn": turn, "prev_seq": prev, "inputs": [input]}),
+            ),
+            rec(
+                "response",
+                json!({"turn": turn, "items": [
+                    {"type": "text", "text": big(ch)},
+                    {"type": "tool_call", "call_id": c, "name": "read_file", "arguments": format!("{{\"path\":\"{}\"}}", big(ch))}]}),
+            ),
+            rec(
+                "tool_intent",
+                json!({"call_id": c, "turn": turn, "tool": "read_file", "arguments": "{}", "idempotent": true, "idempotency_key": c}),
+            ),
+            rec("tool_start", json!({"call_id": c})),
+            rec(
+                "tool_outcome",
+                json!({"call_id": c, "status": "ok", "result": big(ch)}),
+            ),
+        ]
+    };
+    let mut h = call_turn(1, None, 1, "c1", 'a');
+    h.extend(call_turn(2, Some(2), 7, "c2", 'b'));
+    // seqs 1..=12; a cut ends where a turn_start follows: seq 7 (m2's input) before turn 2
+    h
+}
+
+fn text_bytes(st: &SessionState) -> usize {
+    let ctx: usize = st
+        .context
+        .iter()
+        .map(|e| match e {
+            ContextEntry::User { text, .. } => text.len(),
+            ContextEntry::Assistant { items, .. } => serde_json::to_string(items).unwrap().len(),
+            ContextEntry::ToolResult { .. } => 0,
+        })
+        .sum();
+    let calls: usize = st
+        .calls
+        .iter()
+        .map(|c| c.arguments.len() + c.outcome.as_ref().map_or(0, |o| o.result.len()))
+        .sum();
+    ctx + calls
+}
+
+#[test]
+fn a_compaction_frees_what_it_summarised_and_changes_nothing_sent() {
+    let mut st = SessionState::new(Header::new(FORMAT, "s"));
+    let mut all = history();
+    all.push(rec(
+        "compaction",
+        json!({"trigger": "auto", "from_seq": 1, "through_seq": 7, "summary": "turn 1 read a file",
+               "tokens_before": 200000, "tokens_after": 100000}),
+    ));
+    let n = all.len();
+    let mut before = None;
+    for (i, r) in all.into_iter().enumerate() {
+        st.check(&r)
+            .unwrap_or_else(|e| panic!("record {}: {e}", i + 1));
+        if i + 1 == n {
+            before = Some((text_bytes(&st), st.clone()));
+        }
+        st.apply(i as u64 + 1, r);
+    }
+    let (bytes_before, st_before) = before.unwrap();
+    let bytes_after = text_bytes(&st);
+    assert!(bytes_before >= 8 * BIG, "{bytes_before}");
+    // turn 1's input, answer, call arguments and result are gone; turn 2's stay
+    assert!(
+        bytes_after < bytes_before / 2 + 1000,
+        "{bytes_before} -> {bytes_after}"
+    );
+    assert!(
+        bytes_after >= 3 * BIG,
+        "the kept turn lost text: {bytes_after}"
+    );
+    let (summary, live) = st.live_context();
+    assert_eq!(summary, Some("turn 1 read a file"));
+    let (_, live_before) = st_before.live_context();
+    let kept_from = st.compaction.as_ref().unwrap().kept_from;
+    assert_eq!(
+        live,
+        &st_before.context[kept_from..],
+        "what is sent next did not change"
+    );
+    assert!(
+        live_before.len() > live.len(),
+        "the compaction cut the context sent"
+    );
+    for e in &st.context[..kept_from] {
+        match e {
+            ContextEntry::User { text, .. } => assert!(text.is_empty()),
+            ContextEntry::Assistant { items, .. } => assert!(items.is_empty()),
+            ContextEntry::ToolResult { .. } => {}
+        }
+    }
+    assert_eq!(st.calls[0].arguments, "");
+    assert_eq!(st.calls[1].outcome.as_ref().unwrap().result.len(), BIG);
+    assert_eq!(st.tool_result_text("c2").len(), BIG);
+}
+
+#[test]
+fn replay_after_a_compaction_equals_the_live_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    let mut s = store
+        .create(CreateOptions {
+            id: Some("c".parse().unwrap()),
+            meta: None,
+        })
+        .unwrap();
+    for r in history() {
+        if let Record::Input(i) = &r {
+            s.append_input(&i.input_id, &i.source, &i.text).unwrap();
+        } else {
+            s.append(r).unwrap();
+        }
+    }
+    s.append(rec(
+        "compaction",
+        json!({"trigger": "auto", "from_seq": 1, "through_seq": 7, "summary": "turn 1",
+               "tokens_before": 200000, "tokens_after": 100000}),
+    ))
+    .unwrap();
+    let live = s.state().clone();
+    drop(s);
+    let replayed = store.load(&"c".parse().unwrap()).unwrap();
+    assert_eq!(replayed.context, live.context);
+    assert_eq!(replayed.calls, live.calls);
+    assert_eq!(replayed.compaction, live.compaction);
+    // the file still holds every byte of turn 1
+    let recs = store.records(&"c".parse().unwrap(), 0, 100).unwrap();
+    assert_eq!(recs[5].data["result"].as_str().unwrap().len(), BIG);
+}
