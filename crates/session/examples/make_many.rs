@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let mut s = store.create(CreateOptions {
             id: Some(id.clone()),
-            meta: Some(serde_json::json!({"workspace": format!("/work/{id}")})),
+            meta: Some(serde_json::json!({"workspace": format!("/srv/projects/{id}")})),
         })?;
         let inp = s.append_input("m1", "user", &format!("look at file {k}"))?;
         let t = s.append(Record::TurnStart(TurnStart {
