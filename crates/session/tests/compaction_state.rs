@@ -158,3 +158,46 @@ fn replay_after_a_compaction_equals_the_live_state() {
     let recs = store.records(&"c".parse().unwrap(), 0, 100).unwrap();
     assert_eq!(recs[5].data["result"].as_str().unwrap().len(), BIG);
 }
+
+/// After a compaction, a call of the next turn that was cut off is still found: the search
+/// for unresolved calls starts after what the compaction summarised, not later.
+#[test]
+fn a_call_cut_off_after_a_compaction_is_still_unresolved() {
+    let mut st = SessionState::new(Header::new(FORMAT, "s"));
+    let mut all: Vec<Record> = history().into_iter().take(6).collect(); // turn 1, resolved
+    all.push(rec(
+        "compaction",
+        json!({"trigger": "auto", "from_seq": 1, "through_seq": 6, "summary": "turn 1",
+               "tokens_before": 900, "tokens_after": 100}),
+    ));
+    all.push(rec(
+        "turn_start",
+        json!({"turn": 2, "prev_seq": 2, "inputs": []}),
+    ));
+    all.push(rec(
+        "response",
+        json!({"turn": 2, "items": [{"type": "tool_call", "call_id": "c2", "name": "shell", "arguments": "{}"}]}),
+    ));
+    all.push(rec(
+        "tool_intent",
+        json!({"call_id": "c2", "turn": 2, "tool": "shell", "arguments": "{}", "idempotent": false, "idempotency_key": "k2"}),
+    ));
+    all.push(rec("tool_start", json!({"call_id": "c2"})));
+    for (i, r) in all.into_iter().enumerate() {
+        st.check(&r)
+            .unwrap_or_else(|e| panic!("record {}: {e}", i + 1));
+        st.apply(i as u64 + 1, r);
+    }
+    assert_eq!(st.compaction.as_ref().unwrap().through_turn, 1);
+    let open: Vec<&str> = st.unresolved_calls().map(|c| c.call_id.as_str()).collect();
+    assert_eq!(open, ["c2"]);
+    assert!(st.owes_work());
+    assert!(!st.every_call_has_one_result());
+    // a compaction now would break the rule (a call has no outcome)
+    let again = rec(
+        "compaction",
+        json!({"trigger": "auto", "from_seq": 7, "through_seq": 11, "summary": "x",
+               "tokens_before": 900, "tokens_after": 100}),
+    );
+    assert!(st.check(&again).is_err());
+}
