@@ -93,20 +93,25 @@ pub(crate) fn split_known(obj: &mut Map<String, Value>, known: &[&str]) -> Map<S
     out
 }
 
+/// `data` as a JSON object; `what` names it in the error (a response body, a stream event).
+pub(crate) fn parse_object(data: &[u8], what: &str) -> Result<Map<String, Value>, ProviderError> {
+    match serde_json::from_slice::<Value>(data) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(ProviderError::InvalidResponse {
+            detail: format!("{what} is not a JSON object"),
+        }),
+        Err(e) => Err(ProviderError::InvalidResponse {
+            detail: format!(
+                "{what} is not JSON ({e}): {}",
+                snippet(&String::from_utf8_lossy(data))
+            ),
+        }),
+    }
+}
+
 /// Parses a non-streaming chat-completions response body.
 pub fn parse_completion(body: &[u8]) -> Result<ModelResponse, ProviderError> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| ProviderError::InvalidResponse {
-            detail: format!(
-                "response body is not JSON ({e}): {}",
-                snippet(&String::from_utf8_lossy(body))
-            ),
-        })?;
-    let Value::Object(mut top) = value else {
-        return Err(ProviderError::InvalidResponse {
-            detail: "response body is not a JSON object".into(),
-        });
-    };
+    let mut top = parse_object(body, "response body")?;
     if let Some(err) = top.get("error") {
         return Err(ProviderError::StreamError {
             message: err.to_string(),

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::ProviderError;
-use super::parse::split_known;
+use super::parse::{parse_object, split_known};
 use super::sse::{Delta, snippet};
 use crate::model::{Message, ModelRequest, ModelResponse, OutputItem, ToolCall, Usage};
 
@@ -249,21 +249,6 @@ fn api_error(e: Option<&Value>) -> ProviderError {
         message: s("message")
             .map(|m| snippet(&m))
             .unwrap_or_else(|| e.map(|e| snippet(&e.to_string())).unwrap_or_default()),
-    }
-}
-
-fn parse_object(data: &[u8], what: &str) -> Result<Map<String, Value>, ProviderError> {
-    match serde_json::from_slice::<Value>(data) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(ProviderError::InvalidResponse {
-            detail: format!("{what} is not a JSON object"),
-        }),
-        Err(e) => Err(ProviderError::InvalidResponse {
-            detail: format!(
-                "{what} is not JSON ({e}): {}",
-                snippet(&String::from_utf8_lossy(data))
-            ),
-        }),
     }
 }
 
