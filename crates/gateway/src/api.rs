@@ -522,7 +522,7 @@ async fn post_message(
         // Another writer (a gateway, a `lazarus run`) holds the session, or this gateway has
         // all the sessions open it may: the session's inbox takes the message, durably, and
         // its writer (that one, or this gateway once a session closes) records and answers it.
-        Err(e) if e.code == "locked" || e.code == "too_many_open_sessions" => {
+        Err(e) if e.waits_in_inbox() => {
             let msg = InboxMessage::input(&message_id, "user", &b.text);
             let duplicate = st.hub.deliver(&id, msg).await?;
             return Ok((
@@ -591,7 +591,7 @@ async fn post_event(
         Ok(a) => a,
         // Another writer holds the session: the resume event waits in its inbox, once per
         // idempotency key, and that writer acts on it (its receipt says trigger `event`).
-        Err(e) if e.code == "locked" || e.code == "too_many_open_sessions" => {
+        Err(e) if e.waits_in_inbox() => {
             let key = b
                 .idempotency_key
                 .clone()

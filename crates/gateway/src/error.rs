@@ -46,6 +46,12 @@ impl ApiError {
             ..Self::new(StatusCode::TOO_MANY_REQUESTS, code, message)
         }
     }
+    /// The session cannot be opened here now — another writer holds it, or no open slot is
+    /// free — so an input for it is delivered to its inbox instead (202 queued).
+    pub fn waits_in_inbox(&self) -> bool {
+        self.code == "locked" || self.code == "too_many_open_sessions"
+    }
+
     pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, code, message)
     }

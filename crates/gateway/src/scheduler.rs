@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use lazarus_agent::provider::CancellationToken;
-use lazarus_agent::runner::{RunError, RunEvent, RunOutcome, Runner};
+use lazarus_agent::runner::{RunError, RunEvent, RunOutcome, Runner, RunnerConfig};
 use lazarus_session::StoredRecord;
 use serde_json::{Value, json};
 
@@ -50,18 +50,9 @@ impl Hub {
         if self.cfg.no_run || self.is_draining() {
             return false;
         }
-        let cancel = {
-            let mut f = lock(&actor.run);
-            if f.running {
-                f.again = true;
-                return true;
-            }
-            f.running = true;
-            f.again = false;
-            f.in_tool = false;
-            let c = self.shutdown.child_token();
-            f.cancel = Some(c.clone());
-            c
+        // already running: it looks again for inputs when its run ends
+        let Some(cancel) = self.claim_run(actor, true) else {
+            return true;
         };
         self.queued.fetch_add(1, Ordering::SeqCst);
         let hub = self.clone();
@@ -71,6 +62,33 @@ impl Hub {
             &self.run_rt,
         );
         true
+    }
+
+    /// Marks the session running with fresh flags and a cancel token under the shutdown's;
+    /// `None` when it runs already (then, with `again`, asks that run to look again for
+    /// inputs when it ends — under the same lock, so the request cannot miss the run's end).
+    /// The caller clears `running` when it is done.
+    fn claim_run(&self, actor: &OpenSession, again: bool) -> Option<CancellationToken> {
+        let mut f = lock(&actor.run);
+        if f.running {
+            f.again |= again;
+            return None;
+        }
+        f.running = true;
+        f.again = false;
+        f.in_tool = false;
+        let c = self.shutdown.child_token();
+        f.cancel = Some(c.clone());
+        Some(c)
+    }
+
+    /// The gateway's runner settings, in the session's workspace.
+    fn runner_config(&self, actor: &OpenSession) -> RunnerConfig {
+        let mut cfg = self.cfg.runner.clone();
+        cfg.workspace = self
+            .workspaces()
+            .for_existing_session(Some(&json!({ "workspace": actor.workspace })), &actor.id);
+        cfg
     }
 
     async fn run_loop(
@@ -91,11 +109,8 @@ impl Hub {
             return;
         };
         self.running.fetch_add(1, Ordering::SeqCst);
-        let mut cfg = self.cfg.runner.clone();
-        cfg.workspace = self
-            .workspaces()
-            .for_existing_session(Some(&json!({ "workspace": actor.workspace })), &actor.id);
-        let runner = Runner::new(cfg).map(|r| r.with_toolbox(self.cfg.toolbox.clone()));
+        let runner = Runner::new(self.runner_config(&actor))
+            .map(|r| r.with_toolbox(self.cfg.toolbox.clone()));
         let mut trigger = trigger;
         loop {
             let r = match &runner {
@@ -150,28 +165,16 @@ impl Hub {
         if self.is_draining() {
             return Err(ApiError::unavailable("the gateway is shutting down"));
         }
-        let cancel = {
-            let mut f = lock(&actor.run);
-            if f.running {
-                return Err(ApiError::conflict(
-                    "running",
-                    format!(
-                        "session {} is running; compact it once it is idle (with --context-window or --compact-at the gateway compacts by itself before a request would pass the window)",
-                        actor.id
-                    ),
-                ));
-            }
-            f.running = true;
-            f.again = false;
-            f.in_tool = false;
-            let c = self.shutdown.child_token();
-            f.cancel = Some(c.clone());
-            c
+        let Some(cancel) = self.claim_run(actor, false) else {
+            return Err(ApiError::conflict(
+                "running",
+                format!(
+                    "session {} is running; compact it once it is idle (with --context-window or --compact-at the gateway compacts by itself before a request would pass the window)",
+                    actor.id
+                ),
+            ));
         };
-        let mut cfg = self.cfg.runner.clone();
-        cfg.workspace = self
-            .workspaces()
-            .for_existing_session(Some(&json!({ "workspace": actor.workspace })), &actor.id);
+        let mut cfg = self.runner_config(actor);
         if let Some(k) = keep_turns {
             cfg.compaction.keep_turns = k;
         }
