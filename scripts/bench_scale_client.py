@@ -96,6 +96,16 @@ def deliver(gw, stats, rng, method, path, body, what):
     raise RuntimeError(f"{what}: not accepted after 200 attempts")
 
 
+def proc_stats(pid):
+    """(RSS in kB, open descriptors) of a process, (None, None) once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            rss_kb = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+        return rss_kb, len(os.listdir(f"/proc/{pid}/fd"))
+    except (OSError, StopIteration):
+        return None, None
+
+
 def sample(gw, stats_out, psql, stop, pg_pattern):
     """Peak RSS (kB) and descriptors per gateway, peak server connections."""
     peak = {"rss_kb": [0] * len(gw.pids), "fds": [0] * len(gw.pids), "pg_connections": 0}
@@ -103,14 +113,10 @@ def sample(gw, stats_out, psql, stop, pg_pattern):
         for i, pid in enumerate(gw.pids):
             if not gw.alive[i]:
                 continue
-            try:
-                with open(f"/proc/{pid}/status") as f:
-                    for line in f:
-                        if line.startswith("VmRSS:"):
-                            peak["rss_kb"][i] = max(peak["rss_kb"][i], int(line.split()[1]))
-                peak["fds"][i] = max(peak["fds"][i], len(os.listdir(f"/proc/{pid}/fd")))
-            except OSError:
-                pass
+            rss_kb, fds = proc_stats(pid)
+            if rss_kb is not None:
+                peak["rss_kb"][i] = max(peak["rss_kb"][i], rss_kb)
+                peak["fds"][i] = max(peak["fds"][i], fds)
         if psql:
             out = subprocess.run(psql + ["-Atc", "SELECT count(*) FROM pg_stat_activity "
                                  f"WHERE application_name LIKE '{pg_pattern}'"],
@@ -127,13 +133,10 @@ def held(gw):
     for i, pid in enumerate(gw.pids):
         if not gw.alive[i]:
             continue
-        row = {"gateway": i, "open_sessions": None, "rss_mb": None, "fds": None}
+        rss_kb, fds = proc_stats(pid)
+        row = {"gateway": i, "open_sessions": None,
+               "rss_mb": round(rss_kb / 1024, 1) if rss_kb is not None else None, "fds": fds}
         try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        row["rss_mb"] = round(int(line.split()[1]) / 1024, 1)
-            row["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
             st, text = gw.request(i, "GET", "/metrics")
             for line in text.decode().splitlines():
                 if line.startswith("lazarus_sessions_open "):
