@@ -766,9 +766,15 @@ fn to_record(
             }
             OutputItem::ToolCall(c) => {
                 let mut id = c.call_id;
-                if id.is_empty() || st.call(&id).is_some() || !seen.insert(id.clone()) {
-                    id = format!("call_t{turn}_{i}");
-                    seen.insert(id.clone());
+                // an id the session already used (providers that number calls per turn
+                // reuse them) gets one of ours; the ledger refuses a call id twice
+                let mut n = 0;
+                while id.is_empty() || st.call_id_used(&id) || !seen.insert(id.clone()) {
+                    id = match n {
+                        0 => format!("call_t{turn}_{i}"),
+                        _ => format!("call_t{turn}_{i}_{n}"),
+                    };
+                    n += 1;
                 }
                 Item::ToolCall {
                     call_id: id,

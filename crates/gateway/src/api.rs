@@ -270,7 +270,7 @@ fn describe(st: &SessionState, running: bool, workspace: &std::path::Path) -> Va
         "open_turn": st.open_turn,
         "pending_inputs": pending,
         "open_tool_calls": open_calls,
-        "in_doubt_calls": st.in_doubt_calls().count(),
+        "in_doubt_calls": st.in_doubt_count(),
         "last_receipt": st.last_receipt,
         // the workspace in use (the operator's policy decides, not the header)
         "workspace": workspace,

@@ -47,12 +47,14 @@
 
 pub mod error;
 pub mod id;
+pub mod ids;
 pub mod inbox;
 pub mod local;
 pub mod record;
 mod spool;
 pub mod state;
 pub mod store;
+pub mod window;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -5,11 +5,11 @@
 //! session checks a record *before* writing it, so a record that would make the log invalid
 //! is refused and never reaches the disk.
 
-use std::collections::HashMap;
-
 use lazarus_ledger::Header;
 
+use crate::ids::IdMap;
 use crate::record::{Control, Input, Interrupted, Item, OutcomeStatus, Record, ResumeReceipt};
+use crate::window::Window;
 
 /// A record that does not fit the session so far. Each names what was expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -172,22 +172,30 @@ pub struct SessionState {
     pub header: Header,
     /// Seq of the last record (0: header only).
     pub last_seq: u64,
-    /// The transcript as model context, in order.
-    pub context: Vec<ContextEntry>,
+    /// The transcript as model context, in order, from the kept tail of the compaction in
+    /// force on (what a compaction summarised is dropped; indices stay absolute).
+    pub context: Window<ContextEntry>,
+    /// The last context entry ever pushed is a tool result: the model has not seen it (kept
+    /// apart from `context`, which a compaction may empty).
+    last_entry_is_tool_result: bool,
     pub pending_inputs: Vec<PendingInput>,
     /// Every input and control id seen, with the seq that recorded it.
-    pub input_ids: HashMap<String, u64>,
+    pub input_ids: IdMap<u64>,
     /// Last turn number started (0: none).
     pub turn: u64,
     /// Seq of each turn's `turn_start`, index = turn - 1.
     pub turn_seqs: Vec<u64>,
-    /// Length of `context` when each turn started (its first entry), index = turn - 1.
+    /// Length of `context` (absolute) when each turn started, index = turn - 1.
     pub turn_context_starts: Vec<usize>,
     /// A turn started whose response is not recorded.
     pub open_turn: Option<u64>,
-    /// Tool calls in the order the model made them.
-    pub calls: Vec<Call>,
-    call_index: HashMap<String, usize>,
+    /// Tool calls in the order the model made them, from the first one still in the live
+    /// context on (summarised calls are dropped; indices stay absolute).
+    pub calls: Window<Call>,
+    /// Every call id the model ever used, with its (absolute) index in `calls`.
+    call_index: IdMap<usize>,
+    /// Calls that ended in doubt and were since dropped by a compaction.
+    summarised_in_doubt: usize,
     /// The last response, if any.
     pub last_response: Option<LastResponse>,
     pub last_receipt: Option<ResumeReceipt>,
@@ -221,15 +229,17 @@ impl SessionState {
         SessionState {
             header,
             last_seq: 0,
-            context: Vec::new(),
+            context: Window::new(),
+            last_entry_is_tool_result: false,
             pending_inputs: Vec::new(),
-            input_ids: HashMap::new(),
+            input_ids: IdMap::new(),
             turn: 0,
             turn_seqs: Vec::new(),
             turn_context_starts: Vec::new(),
             open_turn: None,
-            calls: Vec::new(),
-            call_index: HashMap::new(),
+            calls: Window::new(),
+            call_index: IdMap::new(),
+            summarised_in_doubt: 0,
             last_response: None,
             last_receipt: None,
             interrupted: None,
@@ -250,21 +260,28 @@ impl SessionState {
             .map_or("", |o| o.result.as_str())
     }
 
+    /// The call with this id, unless a compaction summarised it.
     pub fn call(&self, call_id: &str) -> Option<&Call> {
-        self.call_index.get(call_id).map(|&i| &self.calls[i])
+        self.call_index
+            .get(call_id)
+            .and_then(|&i| self.calls.get(i))
     }
 
-    /// Calls of the model's responses that have no outcome yet.
+    /// Whether a response of this session already used `call_id` (also one a compaction
+    /// dropped): a new call must not take it.
+    pub fn call_id_used(&self, call_id: &str) -> bool {
+        self.call_index.contains_key(call_id)
+    }
+
+    /// Calls of the model's responses that have no outcome yet. (Every call a compaction
+    /// summarised had its outcome: the compaction's rule.)
     pub fn unresolved_calls(&self) -> impl Iterator<Item = &Call> {
-        // every call a compaction summarised had its outcome (the compaction's rule)
-        let from = self.compaction.as_ref().map_or(0, |k| {
-            self.calls.partition_point(|c| c.turn <= k.through_turn)
-        });
-        self.calls[from..].iter().filter(|c| c.outcome.is_none())
+        self.calls.iter().filter(|c| c.outcome.is_none())
     }
 
     /// True when every tool call of every response has exactly one outcome (G9's check;
-    /// "at most one" is enforced on every append, so this checks "at least one").
+    /// "at most one" is enforced on every append, so this checks "at least one"). Calls a
+    /// compaction dropped all had theirs (the compaction's rule).
     pub fn every_call_has_one_result(&self) -> bool {
         self.calls.iter().all(|c| c.outcome.is_some())
     }
@@ -422,7 +439,7 @@ impl SessionState {
         self.interrupted = None;
         match rec {
             Record::Input(i) => {
-                self.input_ids.insert(i.input_id.clone(), seq);
+                self.input_ids.insert(&i.input_id, seq);
                 self.pending_inputs.push(PendingInput {
                     seq,
                     input_id: i.input_id,
@@ -430,7 +447,7 @@ impl SessionState {
                 });
             }
             Record::Control(c) => {
-                self.input_ids.insert(c.input_id.clone(), seq);
+                self.input_ids.insert(&c.input_id, seq);
                 self.pending_control = Some(c);
             }
             Record::TurnStart(t) => {
@@ -446,14 +463,14 @@ impl SessionState {
                             seq: p.seq,
                             text: p.text,
                         });
+                        self.last_entry_is_tool_result = false;
                     }
                 }
             }
             Record::Response(r) => {
                 self.open_turn = None;
                 for (call_id, name, arguments) in r.tool_calls() {
-                    self.call_index
-                        .insert(call_id.to_string(), self.calls.len());
+                    self.call_index.insert(call_id, self.calls.len());
                     self.calls.push(Call {
                         call_id: call_id.to_string(),
                         turn: r.turn,
@@ -477,24 +494,28 @@ impl SessionState {
                         turn: r.turn,
                         items: r.items,
                     });
+                    self.last_entry_is_tool_result = false;
                 }
             }
             Record::ToolIntent(i) => {
-                if let Some(&k) = self.call_index.get(&i.call_id) {
-                    self.calls[k].intent = Some(IntentInfo {
+                if let Some(call) = self.call_mut(&i.call_id) {
+                    call.intent = Some(IntentInfo {
                         idempotent: i.idempotent,
                         idempotency_key: i.idempotency_key,
                     });
                 }
             }
             Record::ToolStart(s) => {
-                if let Some(&k) = self.call_index.get(&s.call_id) {
-                    self.calls[k].start = Some(StartInfo { process: s.process });
+                if let Some(call) = self.call_mut(&s.call_id) {
+                    call.start = Some(StartInfo { process: s.process });
                 }
             }
             Record::ToolOutcome(o) => {
-                if let Some(&k) = self.call_index.get(&o.call_id) {
+                if let Some(&k) = self.call_index.get(&o.call_id)
+                    && self.calls.get(k).is_some()
+                {
                     self.context.push(ContextEntry::ToolResult { seq, call: k });
+                    self.last_entry_is_tool_result = true;
                     self.calls[k].outcome = Some(OutcomeInfo {
                         status: o.status,
                         result: o.result,
@@ -514,11 +535,7 @@ impl SessionState {
                 let (through_turn, kept_from) = self
                     .compaction_cut(c.through_seq)
                     .unwrap_or((self.turn, self.context.len()));
-                let (done_ctx, done_turn) = self
-                    .compaction
-                    .as_ref()
-                    .map_or((0, 0), |k| (k.kept_from, k.through_turn));
-                self.forget_summarised(done_ctx..kept_from, done_turn, through_turn);
+                self.forget_summarised(kept_from, through_turn);
                 self.compaction = Some(CompactionState {
                     seq,
                     through_seq: c.through_seq,
@@ -552,54 +569,46 @@ impl SessionState {
         }
     }
 
-    /// Frees the text a compaction summarised: the `context` entries it cut and the arguments,
-    /// idempotency keys and results of the calls of turns after `done_turn` (the previous
-    /// compaction's) up to `through_turn`. Nothing reads them
-    /// again — requests start at the summary, the next compaction summarises from
-    /// `kept_from` on, and a resume only looks at calls after the last complete turn — so a
-    /// replay holds the live context, not the whole transcript. The records stay in the
-    /// ledger, where `show`, the web view and forks read them. The entries themselves stay
-    /// (empty), so every index into `context` and `calls` keeps its meaning.
-    fn forget_summarised(
-        &mut self,
-        context: std::ops::Range<usize>,
-        done_turn: u64,
-        through_turn: u64,
-    ) {
-        // What an earlier compaction summarised is already forgotten: start after it, so a
-        // replay with many compactions stays linear.
-        let end = context.end.min(self.context.len());
-        for e in &mut self.context[context.start.min(end)..end] {
-            match e {
-                ContextEntry::User { text, .. } => *text = String::new(),
-                ContextEntry::Assistant { items, .. } => *items = Vec::new(),
-                ContextEntry::ToolResult { .. } => {}
+    /// Drops what a compaction summarised: the `context` entries before `kept_from` and the
+    /// calls of turns up to `through_turn` (except any a kept tool result still names).
+    /// Nothing reads them again — requests start at the summary, the next compaction
+    /// summarises from `kept_from` on, and a resume only looks at calls after the last
+    /// complete turn — so a replay holds the live context, not the whole transcript. The
+    /// records stay in the ledger, where `show`, the web view and forks read them; the ids
+    /// stay in `input_ids` and `call_index`, so a repeated id is still refused.
+    fn forget_summarised(&mut self, kept_from: usize, through_turn: u64) {
+        self.context.forget_before(kept_from);
+        let mut cut = self.calls.start()
+            + self
+                .calls
+                .iter()
+                .position(|c| c.turn > through_turn)
+                .unwrap_or(self.calls.iter().len());
+        for e in &self.context {
+            if let ContextEntry::ToolResult { call, .. } = e {
+                cut = cut.min(*call);
             }
         }
-        let first = self.calls.partition_point(|c| c.turn <= done_turn);
-        for c in self.calls[first..]
-            .iter_mut()
-            .take_while(|c| c.turn <= through_turn)
-        {
-            c.arguments = String::new();
-            if let Some(i) = &mut c.intent {
-                i.idempotency_key = String::new();
-            }
-            if let Some(o) = &mut c.outcome {
-                o.result = String::new();
-            }
-        }
+        self.summarised_in_doubt += self
+            .calls
+            .iter()
+            .take(cut.saturating_sub(self.calls.start()))
+            .filter(|c| is_in_doubt(c))
+            .count();
+        self.calls.forget_before(cut);
+    }
+
+    fn call_mut(&mut self, call_id: &str) -> Option<&mut Call> {
+        let &i = self.call_index.get(call_id)?;
+        self.calls.get_mut(i)
     }
 
     /// The context the model is sent: the summary of the compaction in force (if any) and
     /// the entries after it.
     pub fn live_context(&self) -> (Option<&str>, &[ContextEntry]) {
         match &self.compaction {
-            Some(c) => (
-                Some(&c.summary),
-                &self.context[c.kept_from.min(self.context.len())..],
-            ),
-            None => (None, &self.context),
+            Some(c) => (Some(&c.summary), self.context.since(c.kept_from)),
+            None => (None, self.context.since(0)),
         }
     }
 
@@ -611,6 +620,7 @@ impl SessionState {
         if turn > self.turn || self.open_turn == Some(turn) {
             return false;
         }
+        // calls a compaction dropped all had their outcome
         self.calls
             .iter()
             .filter(|c| c.turn == turn)
@@ -645,7 +655,7 @@ impl SessionState {
             || self.unresolved_calls().next().is_some()
             || !self.pending_inputs.is_empty()
             || self.pending_control.is_some()
-            || matches!(self.context.last(), Some(ContextEntry::ToolResult { .. }))
+            || self.last_entry_is_tool_result
     }
 
     /// What the model will see next: the status of the work, in one word.
@@ -670,11 +680,7 @@ impl SessionState {
             Some(r) if r.tool_calls > 0 => Status::Interrupted,
             Some(_) => {
                 // the last response's calls are all done: a following turn is owed
-                if self
-                    .context
-                    .last()
-                    .is_some_and(|c| matches!(c, ContextEntry::ToolResult { .. }))
-                {
+                if self.last_entry_is_tool_result {
                     Status::Interrupted
                 } else {
                     Status::Idle
@@ -685,14 +691,21 @@ impl SessionState {
         }
     }
 
-    /// Outcome statuses that mean "the effect of this call is unknown".
+    /// Calls still in the live context whose outcome says "the effect is unknown".
     pub fn in_doubt_calls(&self) -> impl Iterator<Item = &Call> {
-        self.calls.iter().filter(|c| {
-            c.outcome
-                .as_ref()
-                .is_some_and(|o| o.status == OutcomeStatus::InDoubt)
-        })
+        self.calls.iter().filter(|c| is_in_doubt(c))
     }
+
+    /// How many calls of the whole session ended in doubt (those a compaction dropped too).
+    pub fn in_doubt_count(&self) -> usize {
+        self.summarised_in_doubt + self.in_doubt_calls().count()
+    }
+}
+
+fn is_in_doubt(c: &Call) -> bool {
+    c.outcome
+        .as_ref()
+        .is_some_and(|o| o.status == OutcomeStatus::InDoubt)
 }
 
 /// A session's status in one word.

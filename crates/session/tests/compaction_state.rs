@@ -1,6 +1,5 @@
-//! A compaction frees what it summarised from the resume state: the texts of the context
-//! before the kept tail and the arguments and results of the summarised calls are dropped,
-//! while what the model is sent next (the summary and the kept tail) is exactly what it was,
+//! A compaction frees what it summarised from the resume state: the context entries before
+//! the kept tail and the summarised calls are dropped (their ids stay known), while what the model is sent next (the summary and the kept tail) is exactly what it was,
 //! and a replay of the file builds the same state as the live session did.
 
 use lazarus_ledger::{Header, Payload};
@@ -106,21 +105,17 @@ fn a_compaction_frees_what_it_summarised_and_changes_nothing_sent() {
     let kept_from = st.compaction.as_ref().unwrap().kept_from;
     assert_eq!(
         live,
-        &st_before.context[kept_from..],
+        st_before.context.since(kept_from),
         "what is sent next did not change"
     );
     assert!(
         live_before.len() > live.len(),
         "the compaction cut the context sent"
     );
-    for e in &st.context[..kept_from] {
-        match e {
-            ContextEntry::User { text, .. } => assert!(text.is_empty()),
-            ContextEntry::Assistant { items, .. } => assert!(items.is_empty()),
-            ContextEntry::ToolResult { .. } => {}
-        }
-    }
-    assert_eq!(st.calls[0].arguments, "");
+    // what it summarised is dropped, not kept empty; indices keep their meaning
+    assert_eq!(st.context.start(), kept_from);
+    assert_eq!(st.context.len(), st_before.context.len());
+    assert!(st.call("c1").is_none() && st.calls.get(0).is_none());
     assert_eq!(st.calls[1].outcome.as_ref().unwrap().result.len(), BIG);
     assert_eq!(st.tool_result_text("c2").len(), BIG);
 }
@@ -200,4 +195,74 @@ fn a_call_cut_off_after_a_compaction_is_still_unresolved() {
                "tokens_before": 900, "tokens_after": 100}),
     );
     assert!(st.check(&again).is_err());
+}
+
+/// The ids of what a compaction dropped are still known: a second input with a summarised
+/// input's id and a response reusing a summarised call's id are refused as before.
+#[test]
+fn ids_of_summarised_turns_are_still_refused_twice() {
+    let mut st = SessionState::new(Header::new(FORMAT, "s"));
+    let mut all: Vec<Record> = history().into_iter().take(6).collect();
+    all.push(rec(
+        "compaction",
+        json!({"trigger": "auto", "from_seq": 1, "through_seq": 6, "summary": "turn 1",
+               "tokens_before": 900, "tokens_after": 100}),
+    ));
+    for (i, r) in all.into_iter().enumerate() {
+        st.check(&r)
+            .unwrap_or_else(|e| panic!("record {}: {e}", i + 1));
+        st.apply(i as u64 + 1, r);
+    }
+    assert!(
+        st.calls.iter().next().is_none(),
+        "turn 1's call was dropped"
+    );
+    let again = rec(
+        "input",
+        json!({"input_id": "m1", "source": "user", "text": "again"}),
+    );
+    assert!(
+        matches!(
+            st.check(&again),
+            Err(lazarus_session::ReplayError::DuplicateInputId { first: 1, .. })
+        ),
+        "{:?}",
+        st.check(&again)
+    );
+    st.apply(
+        8,
+        rec(
+            "turn_start",
+            json!({"turn": 2, "prev_seq": 2, "inputs": []}),
+        ),
+    );
+    let reuse = rec(
+        "response",
+        json!({"turn": 2, "items": [{"type": "tool_call", "call_id": "c1", "name": "shell", "arguments": "{}"}]}),
+    );
+    assert!(matches!(
+        st.check(&reuse),
+        Err(lazarus_session::ReplayError::DuplicateCallId { .. })
+    ));
+}
+
+/// A compaction through the last record, right after tool results, drops every context
+/// entry; the session still owes the turn that answers those results.
+#[test]
+fn results_not_yet_answered_are_still_owed_after_a_compaction_drops_them() {
+    let mut st = SessionState::new(Header::new(FORMAT, "s"));
+    let mut all: Vec<Record> = history().into_iter().take(6).collect();
+    all.push(rec(
+        "compaction",
+        json!({"trigger": "auto", "from_seq": 1, "through_seq": 6, "summary": "turn 1",
+               "tokens_before": 900, "tokens_after": 100}),
+    ));
+    for (i, r) in all.into_iter().enumerate() {
+        st.check(&r)
+            .unwrap_or_else(|e| panic!("record {}: {e}", i + 1));
+        st.apply(i as u64 + 1, r);
+    }
+    assert!(st.live_context().1.is_empty() && st.context.last().is_none());
+    assert!(st.owes_work(), "the tool result is not answered yet");
+    assert_eq!(st.status(), lazarus_session::Status::Interrupted);
 }
