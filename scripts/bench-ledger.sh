@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ledger benchmarks, side by side, as ratios (issue 2's targets):
 #   append: durable append vs bare write+fdatasync loop (target >= 0.9), grouped 8/64 appenders
-#   replay: LocalStore::load vs plain serde_json typed parsing of the same file (target >= 0.7)
+#   replay: LocalStore::load vs plain serde_json typed parsing of the same file (target >= 0.7;
+#           issue 14's >= 1.0), on a plain ledger and on one with compactions
 #   memory: peak RSS (VmHWM) of replaying a big ledger vs its size, the same ledger with a
 #           compaction every tenth message (the state keeps only what is still sent), and
 #           the streaming reader
@@ -39,6 +40,9 @@ echo
 
 echo "== replay (one process, same file)"
 "$bin/replay_compare"
+echo
+echo "== replay of a ledger with a compaction every tenth message (one process, same file)"
+"$bin/replay_compare" compacted
 echo
 
 echo "== peak memory replaying a ${peak_mb} MB ledger (fresh process each)"

@@ -132,8 +132,13 @@ pub struct Envelope<'a, P> {
 
 /// Parses a CRC-checked line into its envelope, the data typed by `P` according to `kind`.
 pub fn decode_envelope<'a, P: Payload<'a>>(line: &'a [u8]) -> Result<Envelope<'a, P>, Problem> {
-    let text =
-        std::str::from_utf8(line).map_err(|e| Problem::Malformed(format!("not UTF-8: {e}")))?;
+    let text = match simdutf8::basic::from_utf8(line) {
+        Ok(text) => text,
+        // the slow check again, for where the bad byte is
+        Err(_) => {
+            std::str::from_utf8(line).map_err(|e| Problem::Malformed(format!("not UTF-8: {e}")))?
+        }
+    };
     let mut de = serde_json::Deserializer::from_str(text);
     let env = de
         .deserialize_map(EnvelopeVisitor::<P>(PhantomData))
@@ -257,6 +262,18 @@ mod tests {
             not_an_object.to_string().contains("ledger record object"),
             "{not_an_object}"
         );
+    }
+
+    #[test]
+    fn invalid_utf8_is_refused_with_where_it_is() {
+        let mut line =
+            br#"{"seq":1,"ts":"t","kind":"k","data":{"a":"xx"},"crc":"00000000"}"#.to_vec();
+        let at = line.iter().position(|&b| b == b'x').unwrap();
+        line[at] = 0xff;
+        let e = decode_envelope::<de::IgnoredAny>(&line).unwrap_err();
+        assert!(e.to_string().contains(&format!("from index {at}")), "{e}");
+        line[at] = b'x';
+        assert!(decode_envelope::<de::IgnoredAny>(&line).is_ok());
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! cargo run --release -p lazarus-session --example replay_compare            # compare
+//! cargo run --release -p lazarus-session --example replay_compare -- compacted  # same, on the
+//!                                                  # ledger with a compaction every 10 messages
 //! cargo run --release -p lazarus-session --example replay_compare -- peak MB load|stream|compacted
 //! ```
 //! Env: `LAZARUS_BENCH_MB` (default 200), `LAZARUS_BENCH_ROUNDS` (default 3; best round of
@@ -25,7 +27,8 @@ fn main() {
             common::ensure_ledger_with(mb, args.get(2).map(String::as_str) == Some("compacted"));
         }
         Some("peak") => peak(&args[1..]),
-        _ => compare(),
+        Some("compacted") => compare(true),
+        _ => compare(false),
     }
 }
 
@@ -91,10 +94,10 @@ fn peak(args: &[String]) {
     );
 }
 
-fn compare() {
+fn compare(compacted: bool) {
     let mb = common::size_mb_from_env("LAZARUS_BENCH_MB", 200);
     let rounds = common::size_mb_from_env("LAZARUS_BENCH_ROUNDS", 3).max(1);
-    let (dir, id) = common::ensure_ledger(mb);
+    let (dir, id) = common::ensure_ledger_with(mb, compacted);
     let path = dir.join(format!("{id}.jsonl"));
     let bytes = std::fs::metadata(&path).expect("stat").len();
     // Warm the page cache so every contender reads from memory alike.

@@ -435,6 +435,7 @@ pub enum Rec {
     Fork(ForkPoint),
     Resume(ResumeReceipt),
     Interrupted(Interrupted),
+    Compaction(Compaction),
 }
 
 /// The common idiom with the envelope typed too: `seq`, `ts` and `crc` read into a struct,
