@@ -99,7 +99,11 @@ enum Raw {
 /// Streams lines without ever holding more than one line (bounded by `line_bytes_max`).
 pub(crate) struct LineSource<R> {
     inner: BufReader<R>,
-    pub(crate) buf: Vec<u8>,
+    /// The current line when it spans two reads (else it is read where it lies).
+    buf: Vec<u8>,
+    /// The current line lies whole at the start of `inner`'s buffer, this long (its newline
+    /// not counted): it is read there, not copied, and consumed when the next line is read.
+    in_place: Option<usize>,
     pub(crate) offset: u64,
     pub(crate) line_no: u64,
     max: usize,
@@ -122,6 +126,7 @@ impl<R: Read> LineSource<R> {
         LineSource {
             inner: BufReader::with_capacity(capacity, r),
             buf: Vec::with_capacity(4096),
+            in_place: None,
             offset,
             line_no,
             max,
@@ -129,8 +134,19 @@ impl<R: Read> LineSource<R> {
         }
     }
 
-    /// Reads the next line into `buf` (without its newline).
+    /// The bytes of the line last read (newline excluded).
+    pub(crate) fn line(&self) -> &[u8] {
+        match self.in_place {
+            Some(n) => &self.inner.buffer()[..n],
+            None => &self.buf,
+        }
+    }
+
+    /// Reads the next line (without its newline); [`LineSource::line`] gives its bytes.
     fn next_raw(&mut self) -> Result<(Raw, LineInfo)> {
+        if let Some(n) = self.in_place.take() {
+            self.inner.consume(n + 1);
+        }
         self.buf.clear();
         let start = self.offset;
         let mut len: u64 = 0;
@@ -158,8 +174,12 @@ impl<R: Read> LineSource<R> {
                 None => (avail, false),
             };
             let n = chunk.len();
+            // a whole line already in the read buffer: read it there (saves copying the file)
+            let whole_here = found && len == 0 && n <= self.max;
             len += n as u64;
-            if !too_long {
+            if whole_here {
+                self.in_place = Some(n);
+            } else if !too_long {
                 if self.buf.len() + n > self.max {
                     too_long = true;
                     self.buf.clear();
@@ -167,8 +187,9 @@ impl<R: Read> LineSource<R> {
                     self.buf.extend_from_slice(chunk);
                 }
             }
-            let consumed = if found { n + 1 } else { n };
-            self.inner.consume(consumed);
+            if !whole_here {
+                self.inner.consume(if found { n + 1 } else { n });
+            }
             if found {
                 len += 1;
                 self.offset += len;
@@ -259,16 +280,17 @@ impl<R: Read> Scanner<R> {
             }
             Raw::Line => {}
         }
-        if src.buf.contains(&0) {
+        if src.line().contains(&0) {
             return Err(LedgerError::NoHeader {
                 path: path.to_path_buf(),
             });
         }
-        frame::check_crc(&src.buf).map_err(corrupt)?;
-        let env: Envelope<HeaderData> = frame::decode_envelope(&src.buf).map_err(|p| match p {
-            Problem::Malformed(m) => corrupt(Problem::Invalid(m)),
-            p => corrupt(p),
-        })?;
+        frame::check_crc(src.line()).map_err(corrupt)?;
+        let env: Envelope<HeaderData> =
+            frame::decode_envelope(src.line()).map_err(|p| match p {
+                Problem::Malformed(m) => corrupt(Problem::Invalid(m)),
+                p => corrupt(p),
+            })?;
         if env.seq != 0 {
             return Err(corrupt(Problem::SeqGap {
                 expected: 0,
@@ -326,7 +348,7 @@ impl<R: Read> Scanner<R> {
         }
         let info = self.current;
         let expected = self.expected_seq;
-        let env: Envelope<'s, P> = match frame::decode_envelope(&self.src.buf) {
+        let env: Envelope<'s, P> = match frame::decode_envelope(self.src.line()) {
             Ok(env) => env,
             Err(p) => {
                 let problem = match p {
@@ -374,14 +396,14 @@ impl<R: Read> Scanner<R> {
 
     /// Bytes (newline excluded) of the line last returned.
     pub fn current_bytes(&self) -> &[u8] {
-        &self.src.buf
+        self.src.line()
     }
 
     /// Decodes the line last returned again, typed by `P` (it was already checked).
     pub fn decode_current<'s, P: Payload<'s>>(
         &'s self,
     ) -> Result<Option<(LineInfo, Envelope<'s, P>)>> {
-        match frame::decode_envelope(&self.src.buf) {
+        match frame::decode_envelope(self.src.line()) {
             Ok(env) => Ok(Some((self.current, env))),
             Err(p) => Err(corruption(&self.path, self.current, p)),
         }
@@ -404,7 +426,7 @@ impl<R: Read> Scanner<R> {
                 len,
                 max: self.src.max as u64,
             }),
-            Raw::Line => line_framing(&self.src.buf),
+            Raw::Line => line_framing(self.src.line()),
         };
         if let Err(problem) = framing {
             self.classify_damage(info, problem)?;
@@ -432,8 +454,9 @@ impl<R: Read> Scanner<R> {
                 end = info.offset + info.len;
                 if later.is_none()
                     && let Raw::Line = raw
-                    && line_framing(&self.src.buf).is_ok()
-                    && let Ok(env) = frame::decode_envelope::<serde::de::IgnoredAny>(&self.src.buf)
+                    && line_framing(self.src.line()).is_ok()
+                    && let Ok(env) =
+                        frame::decode_envelope::<serde::de::IgnoredAny>(self.src.line())
                     && env.seq > self.expected_seq
                 {
                     later = Some((info.line, env.seq));
@@ -508,7 +531,7 @@ pub(crate) fn any_valid_line<R: Read>(path: &Path, r: R, max: usize) -> Result<b
             Raw::Eof | Raw::Torn { .. } => return Ok(false),
             Raw::TooLong { .. } => {}
             Raw::Line => {
-                if line_framing(&src.buf).is_ok() {
+                if line_framing(src.line()).is_ok() {
                     return Ok(true);
                 }
             }
@@ -552,4 +575,58 @@ where
         good_len: scanner.good_len(),
         cut: scanner.cut().cloned(),
     })
+}
+
+#[cfg(test)]
+mod line_source_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Lines read in place (whole in the read buffer) and lines copied (spanning two
+        /// reads) come out byte for byte, with the same offsets, for any buffer size; too
+        /// long lines and a torn tail are reported as such.
+        #[test]
+        fn lines_come_out_whole_whatever_the_buffer(
+            lines in proptest::collection::vec(proptest::collection::vec(0u8..=255, 0..40), 0..20),
+            torn in proptest::collection::vec(0u8..=255, 0..10),
+            capacity in 1usize..64,
+            max in 1usize..48,
+        ) {
+            let lines: Vec<Vec<u8>> = lines
+                .into_iter()
+                .map(|l| l.into_iter().filter(|&b| b != b'\n').collect())
+                .collect();
+            let torn: Vec<u8> = torn.into_iter().filter(|&b| b != b'\n').collect();
+            let mut file = Vec::new();
+            for l in &lines {
+                file.extend_from_slice(l);
+                file.push(b'\n');
+            }
+            file.extend_from_slice(&torn);
+            let mut src =
+                LineSource::with_capacity(Path::new("t"), &file[..], 0, 0, max, capacity);
+            let mut offset = 0u64;
+            for (k, l) in lines.iter().enumerate() {
+                let (raw, info) = src.next_raw().unwrap();
+                prop_assert_eq!((info.line, info.offset, info.len), (k as u64 + 1, offset, l.len() as u64 + 1));
+                if l.len() > max {
+                    let too_long = matches!(raw, Raw::TooLong { len } if len == l.len() as u64);
+                    prop_assert!(too_long, "line {} is too long", k + 1);
+                } else {
+                    prop_assert!(matches!(raw, Raw::Line), "a line");
+                    prop_assert_eq!(src.line(), &l[..]);
+                }
+                offset += l.len() as u64 + 1;
+            }
+            let (raw, info) = src.next_raw().unwrap();
+            prop_assert_eq!(info.offset, offset);
+            if torn.is_empty() {
+                prop_assert!(matches!(raw, Raw::Eof), "the end");
+            } else {
+                let is_torn = matches!(raw, Raw::Torn { len } if len == torn.len() as u64);
+                prop_assert!(is_torn, "a torn tail");
+            }
+        }
+    }
 }
