@@ -259,6 +259,8 @@ impl Runner {
         self.resume_if_needed(session, trigger, &ctx, observer)
             .await?;
         let mut turns_made = 0u32;
+        // a compact request is tried once per drive (nothing to summarise leaves it waiting)
+        let mut compact_tried = false;
         loop {
             if cancel.is_cancelled() {
                 return self.stop(session, self.cfg.stop_reason.get(), observer);
@@ -287,24 +289,34 @@ impl Runner {
             let turn = match st.open_turn {
                 Some(t) => t,
                 None => {
-                    if st.pending_control.is_some() {
+                    if st.pending_control.is_some() && !st.compact_requested() {
                         // A resume event that arrived while running: its answer is a receipt.
                         self.resume_if_needed(session, "event", &ctx, observer)
                             .await?;
                         continue;
                     }
-                    if !st.owes_work() {
+                    // A compact request (control input): compact before anything else.
+                    let requested = st.compact_requested() && !compact_tried;
+                    compact_tried |= requested;
+                    if !requested && !st.owes_work() {
                         return Ok(RunOutcome::Idle);
                     }
-                    if turns_made >= self.cfg.max_turns {
+                    if !requested && turns_made >= self.cfg.max_turns {
                         return Ok(RunOutcome::MaxTurns);
                     }
                     // Compaction comes before the turn starts (see `compaction`).
-                    if let Some(threshold) = self.cfg.compaction.threshold()
-                        && self.next_request_tokens(&st) > threshold
-                    {
-                        match self.compact(session, "auto", cancel, observer).await? {
+                    let over = self
+                        .cfg
+                        .compaction
+                        .threshold()
+                        .is_some_and(|threshold| self.next_request_tokens(&st) > threshold);
+                    if requested || over {
+                        // automatic ones while work is owed, manual ones when none is
+                        let trigger = if st.owes_work() { "auto" } else { "manual" };
+                        match self.compact(session, trigger, cancel, observer).await? {
                             compaction::Compacted::Done => continue,
+                            // nothing to summarise: look again at what is owed
+                            compaction::Compacted::Nothing if requested => continue,
                             compaction::Compacted::Nothing => {}
                             compaction::Compacted::Failed(failure) => {
                                 if matches!(failure.error, ProviderError::Cancelled)
@@ -448,7 +460,7 @@ impl Runner {
         let cut_off = matches!(
             status,
             Status::Interrupted | Status::InDoubt | Status::Stopped
-        ) || st.pending_control.is_some();
+        ) || (st.pending_control.is_some() && !st.compact_requested());
         if !cut_off && report.truncated_bytes == 0 {
             return Ok(());
         }

@@ -1,5 +1,7 @@
 //! `lazarus sessions compact ID`: compacts a session's context now (the runner's
-//! compaction, with trigger `manual`), on a session that owes no work.
+//! compaction, with trigger `manual`), on a session that owes no work. A session another
+//! process holds (a `lazarus run`, a gateway) gets a `compact` control input in its inbox
+//! instead: its writer compacts it before its next turn.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -8,14 +10,16 @@ use anyhow::{Context, Result};
 use clap::Args;
 use lazarus_agent::provider::CancellationToken;
 use lazarus_agent::runner::{RunEvent, Runner};
-use lazarus_session::{SessionId, Store};
+use lazarus_session::state::COMPACT_ACTION;
+use lazarus_session::{InboxMessage, SessionError, SessionId, Store};
 use serde_json::json;
 
 use crate::args::ModelArgs;
 
 #[derive(Debug, Args)]
 pub struct CompactArgs {
-    /// The session to compact (it must owe no work and not be running).
+    /// The session to compact (if another process holds it, the request waits in its inbox
+    /// and that process compacts it before its next turn).
     pub id: SessionId,
     /// Complete turns kept verbatim after the summary.
     #[arg(long, default_value_t = 2)]
@@ -29,7 +33,13 @@ pub fn run(store: &dyn Store, args: CompactArgs, json: bool) -> Result<i32> {
     let mut cfg = args.model.runner_config(cwd, true)?;
     cfg.compaction.keep_turns = args.keep_turns;
     let runner = Runner::new(cfg)?;
-    let session = store.open(&args.id)?;
+    let session = match store.open(&args.id) {
+        Ok(s) => s,
+        Err(SessionError::Locked { holder, .. }) => {
+            return queue(store, &args.id, &holder, json);
+        }
+        Err(e) => return Err(e.into()),
+    };
     let session = Arc::new(Mutex::new(session));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -81,6 +91,33 @@ pub fn run(store: &dyn Store, args: CompactArgs, json: bool) -> Result<i32> {
                 )?;
             }
         }
+    }
+    Ok(0)
+}
+
+/// Hands a `compact` control input to the process holding the session, through its inbox.
+fn queue(
+    store: &dyn Store,
+    id: &SessionId,
+    holder: &Option<lazarus_ledger::holder::Holder>,
+    json: bool,
+) -> Result<i32> {
+    let message_id = format!("compact-{}", uuid::Uuid::now_v7());
+    let msg = InboxMessage::control(&message_id, COMPACT_ACTION, Some("sessions compact"));
+    store.deliver(id, &msg)?;
+    let by = lazarus_ledger::holder::describe(holder);
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(
+            out,
+            "{}",
+            json!({"id": id.as_str(), "compacted": false, "queued": true, "message_id": message_id, "holder": by})
+        )?;
+    } else {
+        writeln!(
+            out,
+            "queued in the inbox of {id} (message {message_id}): {by} holds the session and compacts it before its next turn"
+        )?;
     }
     Ok(0)
 }

@@ -138,3 +138,133 @@ fn compact_over_the_gateway_summarises_once_and_the_next_request_carries_the_sum
     drop(g);
     drop(server);
 }
+
+/// Compaction as a control input: `POST /events {"type":"compact"}` records a `compact`
+/// control and the session's run compacts before its next turn — at once when idle, after
+/// the turn in flight when running — and `sessions compact` on a session the gateway holds
+/// queues the same request in its inbox.
+#[test]
+fn a_compact_event_is_recorded_and_answered_by_a_compaction() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([
+            Step::reply(ScriptedResponse::text(SUMMARY))
+                .when(When::HasTools { yes: false })
+                .repeat(),
+            Step::reply(ScriptedResponse::text("slow answer"))
+                .when(When::LastUserContains {
+                    text: "slowly".into(),
+                })
+                .delay_ms(1500)
+                .repeat(),
+            Step::reply(ScriptedResponse::text("an answer")).repeat(),
+        ])))
+        .unwrap();
+    let dir = tempdir();
+    let g = Gateway::start(&mut serve_cmd(dir.path(), &server.base_url(), &[]));
+    let (st, v) = call(&g.url, "POST", "/v1/sessions", Some(json!({"id": "ev"})));
+    assert_eq!(st, 201, "{v}");
+    let ask = |n: u64, text: &str| {
+        let (st, v) = call(
+            &g.url,
+            "POST",
+            "/v1/sessions/ev/messages",
+            Some(json!({"message_id": format!("m{n}"), "text": text})),
+        );
+        assert_eq!(st, 202, "{v}");
+    };
+    for n in 1..=3 {
+        ask(n, &format!("question {n}"));
+        wait_session(&g.url, "ev", Duration::from_secs(30), |v| {
+            v["status"] == "idle" && v["turns"] == n
+        });
+    }
+    let store = LocalStore::open(&dir.path().join("sessions")).unwrap();
+    let wait_compactions = |n: usize| {
+        let t0 = std::time::Instant::now();
+        while compactions(&store, "ev") < n {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "no compaction {n} after 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+
+    // idle: recorded, then compacted at once
+    let (st, v) = call(
+        &g.url,
+        "POST",
+        "/v1/sessions/ev/events",
+        Some(json!({"type": "compact", "idempotency_key": "c1"})),
+    );
+    assert_eq!(st, 202, "{v}");
+    assert_eq!(v["result"], "compacting", "{v}");
+    wait_compactions(1);
+    let recs = store.records(&SessionId::literal("ev"), 0, 10_000).unwrap();
+    let control = recs.iter().position(|r| r.kind == "control").unwrap();
+    assert_eq!(recs[control].data["action"], "compact");
+    assert_eq!(recs[control].data["input_id"], "c1");
+    let compaction = recs.iter().position(|r| r.kind == "compaction").unwrap();
+    assert!(compaction > control, "the compaction answers the request");
+    assert_eq!(recs[compaction].data["trigger"], "manual");
+    // the same key again is a duplicate: nothing more is recorded
+    let (st, v) = call(
+        &g.url,
+        "POST",
+        "/v1/sessions/ev/events",
+        Some(json!({"type": "compact", "idempotency_key": "c1"})),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["result"], "duplicate", "{v}");
+
+    // running: recorded now, compacted after the turn in flight
+    ask(4, "question 4");
+    wait_session(&g.url, "ev", Duration::from_secs(30), |v| {
+        v["status"] == "idle" && v["turns"] == 4
+    });
+    ask(5, "answer slowly");
+    wait_session(&g.url, "ev", Duration::from_secs(30), |v| {
+        v["status"] == "running"
+    });
+    let (st, v) = call(
+        &g.url,
+        "POST",
+        "/v1/sessions/ev/events",
+        Some(json!({"type": "compact"})),
+    );
+    assert_eq!(st, 202, "{v}");
+    wait_compactions(2);
+    let recs = store.records(&SessionId::literal("ev"), 0, 10_000).unwrap();
+    let last = recs.iter().rposition(|r| r.kind == "compaction").unwrap();
+    let slow = recs
+        .iter()
+        .position(|r| r.kind == "response" && r.data["turn"] == 5)
+        .unwrap();
+    assert!(last > slow, "compacted after the turn in flight answered");
+
+    // `sessions compact` on the session the gateway holds: queued in its inbox
+    ask(6, "question 6");
+    wait_session(&g.url, "ev", Duration::from_secs(30), |v| {
+        v["status"] == "idle" && v["turns"] == 6
+    });
+    let out = std::process::Command::new(BIN)
+        .args(["sessions", "compact", "--json", "--session-dir"])
+        .arg(dir.path().join("sessions"))
+        .args(["--base-url", &server.base_url(), "ev"])
+        .env("OPENAI_API_KEY", "test")
+        .output()
+        .unwrap();
+    let said: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert!(out.status.success(), "{said}");
+    assert_eq!(said["queued"], true, "{said}");
+    wait_compactions(3);
+    drop(g);
+    drop(server);
+}

@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::Stream;
+use lazarus_session::state::COMPACT_ACTION;
 use lazarus_session::{CallState, InboxMessage, SessionId, SessionState, Status, StoredRecord};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -569,12 +570,18 @@ async fn post_event(
 ) -> ApiResult<Response> {
     let id = path_id(id)?;
     let b: EventBody = body_json(body, st.hub.cfg.limits.max_body_bytes, false)?;
-    if b.kind != "resume" {
-        return Err(ApiError::bad_request(
-            "unsupported_event",
-            format!("event type {:?} is not supported (known: resume)", b.kind),
-        ));
-    }
+    // `resume`: continue a cut-off session (answered by a receipt); `compact`: summarise
+    // its history before the next turn (answered by a `compaction` record)
+    let action = match b.kind.as_str() {
+        "resume" => "resume",
+        "compact" => COMPACT_ACTION,
+        other => {
+            return Err(ApiError::bad_request(
+                "unsupported_event",
+                format!("event type {other:?} is not supported (known: resume, compact)"),
+            ));
+        }
+    };
     if let Some(k) = &b.idempotency_key {
         check_input_id(k, "idempotency_key")?;
     }
@@ -596,7 +603,7 @@ async fn post_event(
                 .idempotency_key
                 .clone()
                 .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-            let msg = InboxMessage::control(&key, "resume", b.reason.as_deref());
+            let msg = InboxMessage::control(&key, action, b.reason.as_deref());
             let duplicate = st.hub.deliver(&id, msg).await?;
             return Ok((
                 StatusCode::ACCEPTED,
@@ -621,6 +628,25 @@ async fn post_event(
         return answer(
             StatusCode::OK,
             json!({"result": "duplicate", "seq": seq, "status": if actor.is_running() { Status::Running } else { status }}),
+        );
+    }
+    if action == COMPACT_ACTION {
+        // recorded, then compacted by this run (or the one it starts) before its next turn
+        st.hub.admit(&actor)?;
+        let key = b
+            .idempotency_key
+            .unwrap_or_else(|| format!("compact-{}", uuid::Uuid::now_v7()));
+        let (seq, duplicate) = st.hub.append_control(&actor, key, action, b.reason).await?;
+        if duplicate {
+            return answer(
+                StatusCode::OK,
+                json!({"result": "duplicate", "seq": seq, "status": status}),
+            );
+        }
+        let scheduled = st.hub.schedule(&actor, "event");
+        return answer(
+            StatusCode::ACCEPTED,
+            json!({"result": "compacting", "seq": seq, "scheduled": scheduled}),
         );
     }
     if actor.is_running() {

@@ -201,7 +201,8 @@ pub struct SessionState {
     pub last_receipt: Option<ResumeReceipt>,
     /// The most recent stop, if nothing happened since.
     pub interrupted: Option<Interrupted>,
-    /// The most recent control input, if nothing happened since.
+    /// The most recent control input, if nothing happened since (a `resume` event waits for
+    /// its receipt, a `compact` request for a compaction or the next turn).
     pub pending_control: Option<Control>,
     /// Fork lineage recorded in this session (its `fork` record), if any.
     pub forked_at_turn: Option<u64>,
@@ -526,8 +527,10 @@ impl SessionState {
             }
             Record::Fork(f) => self.forked_at_turn = Some(f.at_turn),
             Record::Resume(r) => {
-                // The receipt is the answer to a resume event.
-                self.pending_control = None;
+                // The receipt is the answer to a resume event (not to a compact request).
+                if !self.compact_requested() {
+                    self.pending_control = None;
+                }
                 self.last_receipt = Some(r);
             }
             Record::Interrupted(i) => self.interrupted = Some(i),
@@ -536,6 +539,10 @@ impl SessionState {
                     .compaction_cut(c.through_seq)
                     .unwrap_or((self.turn, self.context.len()));
                 self.forget_summarised(kept_from, through_turn);
+                if self.compact_requested() {
+                    // the answer to a compact request
+                    self.pending_control = None;
+                }
                 self.compaction = Some(CompactionState {
                     seq,
                     through_seq: c.through_seq,
@@ -645,6 +652,19 @@ impl SessionState {
         })
     }
 
+    /// A `compact` control input is waiting: compact before the next turn (it owes no work by
+    /// itself; a turn start or a compaction answers it).
+    pub fn compact_requested(&self) -> bool {
+        self.pending_control
+            .as_ref()
+            .is_some_and(|c| c.action == COMPACT_ACTION)
+    }
+
+    /// A control input that owes work is waiting (a `resume` event owes its receipt).
+    fn control_owed(&self) -> bool {
+        self.pending_control.is_some() && !self.compact_requested()
+    }
+
     /// Whether the session owes work: a turn to request (again), a tool call without an
     /// outcome, an input not yet answered, or tool results the model has not seen. The one
     /// rule for it: the runner keeps going while it holds, the gateway requeues such sessions
@@ -654,7 +674,7 @@ impl SessionState {
         self.open_turn.is_some()
             || self.unresolved_calls().next().is_some()
             || !self.pending_inputs.is_empty()
-            || self.pending_control.is_some()
+            || self.control_owed()
             || self.last_entry_is_tool_result
     }
 
@@ -672,7 +692,7 @@ impl SessionState {
         if self.open_turn.is_some() || self.unresolved_calls().next().is_some() {
             return Status::Interrupted;
         }
-        if !self.pending_inputs.is_empty() || self.pending_control.is_some() {
+        if !self.pending_inputs.is_empty() || self.control_owed() {
             return Status::Pending;
         }
         match &self.last_response {
@@ -707,6 +727,9 @@ fn is_in_doubt(c: &Call) -> bool {
         .as_ref()
         .is_some_and(|o| o.status == OutcomeStatus::InDoubt)
 }
+
+/// The `action` of a control input that asks for a compaction.
+pub const COMPACT_ACTION: &str = "compact";
 
 /// A session's status in one word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

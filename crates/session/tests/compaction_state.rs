@@ -266,3 +266,55 @@ fn results_not_yet_answered_are_still_owed_after_a_compaction_drops_them() {
     assert!(st.owes_work(), "the tool result is not answered yet");
     assert_eq!(st.status(), lazarus_session::Status::Interrupted);
 }
+
+/// A `compact` control input asks for a compaction before the next turn: it owes no work by
+/// itself, a resume receipt does not answer it, a compaction (or a turn start) does.
+#[test]
+fn a_compact_request_waits_for_a_compaction_and_owes_no_work() {
+    let mut st = SessionState::new(Header::new(FORMAT, "s"));
+    let mut all: Vec<Record> = history().into_iter().take(6).collect();
+    // turn 2 answers the tool result, so nothing is owed
+    all.push(rec(
+        "turn_start",
+        json!({"turn": 2, "prev_seq": 2, "inputs": []}),
+    ));
+    all.push(rec(
+        "response",
+        json!({"turn": 2, "items": [{"type": "text", "text": "done"}]}),
+    ));
+    all.push(rec(
+        "control",
+        json!({"input_id": "k1", "action": "compact", "reason": "sessions compact"}),
+    ));
+    for (i, r) in all.into_iter().enumerate() {
+        st.check(&r)
+            .unwrap_or_else(|e| panic!("record {}: {e}", i + 1));
+        st.apply(i as u64 + 1, r);
+    }
+    assert!(st.compact_requested());
+    assert!(!st.owes_work(), "a compact request owes no work by itself");
+    assert_eq!(st.status(), lazarus_session::Status::Idle);
+    let receipt = rec(
+        "resume",
+        json!({"trigger": "event", "truncated_bytes": 0, "records_replayed": 9, "calls_reused": 0,
+               "calls_rerun": 0, "calls_in_doubt": 0, "calls_not_started": 0, "inputs_pending": 0,
+               "every_call_has_one_result": true}),
+    );
+    st.check(&receipt).unwrap();
+    st.apply(10, receipt);
+    assert!(st.compact_requested(), "a receipt does not answer it");
+    let compaction = rec(
+        "compaction",
+        json!({"trigger": "manual", "from_seq": 1, "through_seq": 6, "summary": "turn 1",
+               "tokens_before": 900, "tokens_after": 100}),
+    );
+    st.check(&compaction).unwrap();
+    st.apply(11, compaction);
+    assert!(!st.compact_requested(), "the compaction answers it");
+    // a resume event still owes its receipt, as before
+    st.apply(
+        12,
+        rec("control", json!({"input_id": "k2", "action": "resume"})),
+    );
+    assert!(st.owes_work() && !st.compact_requested());
+}
