@@ -387,6 +387,16 @@ pub fn lazarus_load_state(dir: &Path, id: &str) -> lazarus_session::SessionState
         .expect("load")
 }
 
+/// What a resume does: [`Store::open`] — the writer's recovery scan with the replay in the
+/// same pass, the lock taken — then the writer closed.
+pub fn lazarus_open(dir: &Path, id: &str) -> u64 {
+    let store = LocalStore::open(dir).expect("store");
+    let s = store
+        .open(&lazarus_session::SessionId::parse(id).expect("id"))
+        .expect("open");
+    s.state().last_seq
+}
+
 /// The ledger reader alone (CRC + framing + typed parse, no state): splits the cost.
 pub fn ledger_read_typed(path: &Path) -> u64 {
     let opts = Options {
