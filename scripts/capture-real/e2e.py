@@ -11,6 +11,11 @@
    unattended) to its final answer.
 3. pi (`pi -p`) and Codex (`codex exec`), each SIGKILLed in its tool and resumed exactly once
    by its preset to its final answer.
+4. The opaque reasoning round trip, real clients against the testkit's streams: Claude Code
+   (`claude -p`, thinking on) must send the `thinking` block the scripted Anthropic server
+   issued, with its `signature`, back byte-identical with the tool result; this is what
+   proves the testkit's `thinking_delta` / `signature_delta` events are what a real client
+   consumes (Codex's encrypted reasoning items are checked in its capture).
 
 Needs NODE_BIN OPENCLAW_BIN CLAUDE_BIN (scripts/capture-real/install.sh), LAZARUS (the
 binary) and SCRIPTED_MODEL_SERVER. Exit 0 when every check held; prints each check.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -194,6 +200,56 @@ def claude_e2e(bins: dict, lazarus: str, root: Path):
         server.stop()
 
 
+# The scripted servers' opaque value for request N (crates/testkit `ScriptedResponse::opaque`).
+OPAQUE = re.compile(r"^RXNjcmlwdGVk[0-9]{6}/c2lnbmF0dXJl\+Zw==$")
+THOUGHT = "I should run the echo first, then answer."
+
+
+def claude_thinking_e2e(bins: dict, root: Path):
+    box = root / "claude-thinking"
+    box.mkdir(parents=True)
+    steps = [
+        cc.step(cc.reply_text("THOUGHT ROUND TRIP DONE"),
+                when={"kind": "any_tool_result", "call_id": "toolu_th1"}, repeat=True),
+        cc.step({"kind": "response", "reasoning": THOUGHT,
+                 "tool_calls": [{"id": "toolu_th1", "name": "Bash",
+                                 "arguments": {"command": "echo thought", "description": "echo"}}]},
+                when={"kind": "any_message_contains", "text": "THINK TASK"}),
+        cc.FALLBACK,
+    ]
+    server = Server({"steps": steps}, box)
+    c = cc.Claude(box, bins, server)
+    c.env["MAX_THINKING_TOKENS"] = "2048"
+    try:
+        t0 = time.monotonic()
+        c.print_mode(["--dangerously-skip-permissions", "THINK TASK: echo, then answer"])
+        wait_for("claude -p to exit", lambda: c.proc.poll() is not None, 180)
+        out = (box / "print.out").read_text(errors="replace")
+        check("THOUGHT ROUND TRIP DONE" in out, f"claude thinking: the run reached its answer ({out[-200:]!r})")
+        issued_in = None
+        echoed = []
+        for n, r in enumerate(server.requests()):
+            for m in r.get("messages", []):
+                if m.get("role") != "assistant" or not isinstance(m.get("content"), list):
+                    continue
+                for b in m["content"]:
+                    if b.get("type") == "thinking":
+                        echoed.append((n, b.get("thinking"), b.get("signature")))
+            if issued_in is None and "THINK TASK" in json.dumps(r.get("messages", [])) \
+                    and "toolu_th1" not in json.dumps(r):
+                issued_in = n
+        # request N (1-based) is answered with opaque value N
+        issued = f"RXNjcmlwdGVk{(issued_in or 0) + 1:06}/c2lnbmF0dXJl+Zw=="
+        exact = [e for e in echoed if e[1] == THOUGHT and e[2] == issued and OPAQUE.match(issued)]
+        check(bool(exact) and len(exact) == len(echoed),
+              f"claude thinking: the thinking block came back with its signature byte-identical "
+              f"({len(exact)} of {len(echoed)} echoed; issued in request {issued_in})")
+        log(f"claude thinking e2e took {time.monotonic() - t0:.0f} s")
+    finally:
+        c.kill()
+        server.stop()
+
+
 def simple_e2e(name: str, mod, runner_cls, start, files, bins: dict, lazarus: str, root: Path,
                preset: str, fmt: str, source_dir):
     """A print-mode agent killed in its tool, resumed by its preset (codex, pi)."""
@@ -248,10 +304,12 @@ def main():
         raise SystemExit("set NODE_BIN OPENCLAW_BIN CLAUDE_BIN CODEX_BIN PI_BIN LAZARUS "
                          "(see scripts/e2e-real-agents.sh)")
     root = Path(tempfile.mkdtemp(prefix="lazarus-e2e-"))
-    which = sys.argv[1:] or ["claude", "openclaw", "pi", "codex"]
+    which = sys.argv[1:] or ["claude", "openclaw", "pi", "codex", "claude-thinking"]
     try:
         if "claude" in which:
             claude_e2e(bins, lazarus, root)
+        if "claude-thinking" in which:
+            claude_thinking_e2e(bins, root)
         if "openclaw" in which:
             openclaw_e2e(bins, lazarus, root)
         if "pi" in which:
