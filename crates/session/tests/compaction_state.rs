@@ -50,6 +50,17 @@ fn history() -> Vec<Record> {
     h
 }
 
+/// Checks and applies `records` (seqs 1, 2, …) to a new state, as a replay does.
+fn replay(records: Vec<Record>) -> SessionState {
+    let mut st = SessionState::new(Header::new(FORMAT, "s"));
+    for (i, r) in records.into_iter().enumerate() {
+        st.check(&r)
+            .unwrap_or_else(|e| panic!("record {}: {e}", i + 1));
+        st.apply(i as u64 + 1, r);
+    }
+    st
+}
+
 fn text_bytes(st: &SessionState) -> usize {
     let ctx: usize = st
         .context
@@ -158,7 +169,6 @@ fn replay_after_a_compaction_equals_the_live_state() {
 /// for unresolved calls starts after what the compaction summarised, not later.
 #[test]
 fn a_call_cut_off_after_a_compaction_is_still_unresolved() {
-    let mut st = SessionState::new(Header::new(FORMAT, "s"));
     let mut all: Vec<Record> = history().into_iter().take(6).collect(); // turn 1, resolved
     all.push(rec(
         "compaction",
@@ -178,11 +188,7 @@ fn a_call_cut_off_after_a_compaction_is_still_unresolved() {
         json!({"call_id": "c2", "turn": 2, "tool": "shell", "arguments": "{}", "idempotent": false, "idempotency_key": "k2"}),
     ));
     all.push(rec("tool_start", json!({"call_id": "c2"})));
-    for (i, r) in all.into_iter().enumerate() {
-        st.check(&r)
-            .unwrap_or_else(|e| panic!("record {}: {e}", i + 1));
-        st.apply(i as u64 + 1, r);
-    }
+    let st = replay(all);
     assert_eq!(st.compaction.as_ref().unwrap().through_turn, 1);
     let open: Vec<&str> = st.unresolved_calls().map(|c| c.call_id.as_str()).collect();
     assert_eq!(open, ["c2"]);
@@ -201,18 +207,13 @@ fn a_call_cut_off_after_a_compaction_is_still_unresolved() {
 /// input's id and a response reusing a summarised call's id are refused as before.
 #[test]
 fn ids_of_summarised_turns_are_still_refused_twice() {
-    let mut st = SessionState::new(Header::new(FORMAT, "s"));
     let mut all: Vec<Record> = history().into_iter().take(6).collect();
     all.push(rec(
         "compaction",
         json!({"trigger": "auto", "from_seq": 1, "through_seq": 6, "summary": "turn 1",
                "tokens_before": 900, "tokens_after": 100}),
     ));
-    for (i, r) in all.into_iter().enumerate() {
-        st.check(&r)
-            .unwrap_or_else(|e| panic!("record {}: {e}", i + 1));
-        st.apply(i as u64 + 1, r);
-    }
+    let mut st = replay(all);
     assert!(
         st.calls.iter().next().is_none(),
         "turn 1's call was dropped"
@@ -250,18 +251,13 @@ fn ids_of_summarised_turns_are_still_refused_twice() {
 /// entry; the session still owes the turn that answers those results.
 #[test]
 fn results_not_yet_answered_are_still_owed_after_a_compaction_drops_them() {
-    let mut st = SessionState::new(Header::new(FORMAT, "s"));
     let mut all: Vec<Record> = history().into_iter().take(6).collect();
     all.push(rec(
         "compaction",
         json!({"trigger": "auto", "from_seq": 1, "through_seq": 6, "summary": "turn 1",
                "tokens_before": 900, "tokens_after": 100}),
     ));
-    for (i, r) in all.into_iter().enumerate() {
-        st.check(&r)
-            .unwrap_or_else(|e| panic!("record {}: {e}", i + 1));
-        st.apply(i as u64 + 1, r);
-    }
+    let st = replay(all);
     assert!(st.live_context().1.is_empty() && st.context.last().is_none());
     assert!(st.owes_work(), "the tool result is not answered yet");
     assert_eq!(st.status(), lazarus_session::Status::Interrupted);
@@ -271,7 +267,6 @@ fn results_not_yet_answered_are_still_owed_after_a_compaction_drops_them() {
 /// itself, a resume receipt does not answer it, a compaction (or a turn start) does.
 #[test]
 fn a_compact_request_waits_for_a_compaction_and_owes_no_work() {
-    let mut st = SessionState::new(Header::new(FORMAT, "s"));
     let mut all: Vec<Record> = history().into_iter().take(6).collect();
     // turn 2 answers the tool result, so nothing is owed
     all.push(rec(
@@ -286,11 +281,7 @@ fn a_compact_request_waits_for_a_compaction_and_owes_no_work() {
         "control",
         json!({"input_id": "k1", "action": "compact", "reason": "sessions compact"}),
     ));
-    for (i, r) in all.into_iter().enumerate() {
-        st.check(&r)
-            .unwrap_or_else(|e| panic!("record {}: {e}", i + 1));
-        st.apply(i as u64 + 1, r);
-    }
+    let mut st = replay(all);
     assert!(st.compact_requested());
     assert!(!st.owes_work(), "a compact request owes no work by itself");
     assert_eq!(st.status(), lazarus_session::Status::Idle);
