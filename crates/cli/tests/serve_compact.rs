@@ -29,40 +29,59 @@ fn compactions(store: &LocalStore, id: &str) -> usize {
         .count()
 }
 
+/// Summaries for requests without tools, a slow answer for "slowly", else a short answer.
+fn summarising_server(rt: &tokio::runtime::Runtime) -> ScriptedServer {
+    rt.block_on(ScriptedServer::start(Script::new([
+        // the summarising request is the one without tools
+        Step::reply(ScriptedResponse::text(SUMMARY))
+            .when(When::HasTools { yes: false })
+            .repeat(),
+        Step::reply(ScriptedResponse::text("slow answer"))
+            .when(When::LastUserContains {
+                text: "slowly".into(),
+            })
+            .delay_ms(1500)
+            .repeat(),
+        Step::reply(ScriptedResponse::text("an answer")).repeat(),
+    ])))
+    .unwrap()
+}
+
+/// Message `m{n}` to session `id`, accepted.
+fn ask(url: &str, id: &str, n: u64, text: &str) {
+    let (st, v) = call(
+        url,
+        "POST",
+        &format!("/v1/sessions/{id}/messages"),
+        Some(json!({"message_id": format!("m{n}"), "text": text})),
+    );
+    assert_eq!(st, 202, "{v}");
+}
+
+/// [`ask`], then wait until its turn `n` is answered.
+fn ask_and_wait(url: &str, id: &str, n: u64, text: &str) {
+    ask(url, id, n, text);
+    wait_session(url, id, Duration::from_secs(30), |v| {
+        v["status"] == "idle" && v["turns"] == n
+    });
+}
+
+/// Creates session `id` and runs three question turns in it.
+fn three_turns(url: &str, id: &str) {
+    let (st, v) = call(url, "POST", "/v1/sessions", Some(json!({"id": id})));
+    assert_eq!(st, 201, "{v}");
+    for n in 1..=3 {
+        ask_and_wait(url, id, n, &format!("question {n}"));
+    }
+}
+
 #[test]
 fn compact_over_the_gateway_summarises_once_and_the_next_request_carries_the_summary() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt
-        .block_on(ScriptedServer::start(Script::new([
-            // the summarising request is the one without tools
-            Step::reply(ScriptedResponse::text(SUMMARY))
-                .when(When::HasTools { yes: false })
-                .repeat(),
-            Step::reply(ScriptedResponse::text("slow answer"))
-                .when(When::LastUserContains {
-                    text: "slowly".into(),
-                })
-                .delay_ms(1500)
-                .repeat(),
-            Step::reply(ScriptedResponse::text("an answer")).repeat(),
-        ])))
-        .unwrap();
+    let server = summarising_server(&rt);
     let dir = tempdir();
     let g = Gateway::start(&mut serve_cmd(dir.path(), &server.base_url(), &[]));
-    let (st, v) = call(&g.url, "POST", "/v1/sessions", Some(json!({"id": "long"})));
-    assert_eq!(st, 201, "{v}");
-    for n in 1..=3 {
-        let (st, v) = call(
-            &g.url,
-            "POST",
-            "/v1/sessions/long/messages",
-            Some(json!({"message_id": format!("m{n}"), "text": format!("question {n}")})),
-        );
-        assert_eq!(st, 202, "{v}");
-        wait_session(&g.url, "long", Duration::from_secs(30), |v| {
-            v["status"] == "idle" && v["turns"] == n
-        });
-    }
+    three_turns(&g.url, "long");
     let store = LocalStore::open(&dir.path().join("sessions")).unwrap();
 
     // an unknown body field is refused before anything happens
@@ -96,16 +115,7 @@ fn compact_over_the_gateway_summarises_once_and_the_next_request_carries_the_sum
     assert_eq!(rec[0].data["summary"], SUMMARY);
 
     // the next turn sends the summary, not the summarised questions
-    let (st, v) = call(
-        &g.url,
-        "POST",
-        "/v1/sessions/long/messages",
-        Some(json!({"message_id": "m4", "text": "question 4"})),
-    );
-    assert_eq!(st, 202, "{v}");
-    wait_session(&g.url, "long", Duration::from_secs(30), |v| {
-        v["status"] == "idle" && v["turns"] == 4
-    });
+    ask_and_wait(&g.url, "long", 4, "question 4");
     let reqs = rt.block_on(async { server.requests() });
     let last = reqs.last().unwrap();
     assert!(last.get("tools").is_some(), "{last}");
@@ -114,13 +124,7 @@ fn compact_over_the_gateway_summarises_once_and_the_next_request_carries_the_sum
     assert!(last.to_string().contains("question 4"), "{last}");
 
     // while the session runs, compacting is refused and writes nothing
-    let (st, v) = call(
-        &g.url,
-        "POST",
-        "/v1/sessions/long/messages",
-        Some(json!({"message_id": "m5", "text": "answer slowly"})),
-    );
-    assert_eq!(st, 202, "{v}");
+    ask(&g.url, "long", 5, "answer slowly");
     wait_session(&g.url, "long", Duration::from_secs(30), |v| {
         v["status"] == "running"
     });
@@ -146,39 +150,10 @@ fn compact_over_the_gateway_summarises_once_and_the_next_request_carries_the_sum
 #[test]
 fn a_compact_event_is_recorded_and_answered_by_a_compaction() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt
-        .block_on(ScriptedServer::start(Script::new([
-            Step::reply(ScriptedResponse::text(SUMMARY))
-                .when(When::HasTools { yes: false })
-                .repeat(),
-            Step::reply(ScriptedResponse::text("slow answer"))
-                .when(When::LastUserContains {
-                    text: "slowly".into(),
-                })
-                .delay_ms(1500)
-                .repeat(),
-            Step::reply(ScriptedResponse::text("an answer")).repeat(),
-        ])))
-        .unwrap();
+    let server = summarising_server(&rt);
     let dir = tempdir();
     let g = Gateway::start(&mut serve_cmd(dir.path(), &server.base_url(), &[]));
-    let (st, v) = call(&g.url, "POST", "/v1/sessions", Some(json!({"id": "ev"})));
-    assert_eq!(st, 201, "{v}");
-    let ask = |n: u64, text: &str| {
-        let (st, v) = call(
-            &g.url,
-            "POST",
-            "/v1/sessions/ev/messages",
-            Some(json!({"message_id": format!("m{n}"), "text": text})),
-        );
-        assert_eq!(st, 202, "{v}");
-    };
-    for n in 1..=3 {
-        ask(n, &format!("question {n}"));
-        wait_session(&g.url, "ev", Duration::from_secs(30), |v| {
-            v["status"] == "idle" && v["turns"] == n
-        });
-    }
+    three_turns(&g.url, "ev");
     let store = LocalStore::open(&dir.path().join("sessions")).unwrap();
     let wait_compactions = |n: usize| {
         let t0 = std::time::Instant::now();
@@ -219,11 +194,8 @@ fn a_compact_event_is_recorded_and_answered_by_a_compaction() {
     assert_eq!(v["result"], "duplicate", "{v}");
 
     // running: recorded now, compacted after the turn in flight
-    ask(4, "question 4");
-    wait_session(&g.url, "ev", Duration::from_secs(30), |v| {
-        v["status"] == "idle" && v["turns"] == 4
-    });
-    ask(5, "answer slowly");
+    ask_and_wait(&g.url, "ev", 4, "question 4");
+    ask(&g.url, "ev", 5, "answer slowly");
     wait_session(&g.url, "ev", Duration::from_secs(30), |v| {
         v["status"] == "running"
     });
@@ -244,10 +216,7 @@ fn a_compact_event_is_recorded_and_answered_by_a_compaction() {
     assert!(last > slow, "compacted after the turn in flight answered");
 
     // `sessions compact` on the session the gateway holds: queued in its inbox
-    ask(6, "question 6");
-    wait_session(&g.url, "ev", Duration::from_secs(30), |v| {
-        v["status"] == "idle" && v["turns"] == 6
-    });
+    ask_and_wait(&g.url, "ev", 6, "question 6");
     let out = std::process::Command::new(BIN)
         .args(["sessions", "compact", "--json", "--session-dir"])
         .arg(dir.path().join("sessions"))
