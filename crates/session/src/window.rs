@@ -71,10 +71,6 @@ impl<T> Window<T> {
         self.items.iter()
     }
 
-    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, T> {
-        self.items.iter_mut()
-    }
-
     /// The held items from absolute index `i` on (all held items if `i` was dropped).
     pub fn since(&self, i: usize) -> &[T] {
         &self.items[i.saturating_sub(self.start).min(self.items.len())..]
