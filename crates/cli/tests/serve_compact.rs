@@ -8,7 +8,8 @@ mod serve_common;
 use std::time::Duration;
 
 use lazarus_agent::runner::COMPACTED_PREFIX;
-use lazarus_session::{LocalStore, SessionId, Store};
+use lazarus_session::record::{Record, Response, TurnStart};
+use lazarus_session::{CreateOptions, LocalStore, SessionId, Store};
 use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step, When};
 use serde_json::{Value, json};
 use serve_common::*;
@@ -27,6 +28,18 @@ fn compactions(store: &LocalStore, id: &str) -> usize {
         .iter()
         .filter(|r| r.kind == "compaction")
         .count()
+}
+
+/// Waits (30 s at most) until session `id` holds `n` compaction records.
+fn wait_compactions(store: &LocalStore, id: &str, n: usize) {
+    let t0 = std::time::Instant::now();
+    while compactions(store, id) < n {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no compaction {n} in {id} after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Summaries for requests without tools, a slow answer for "slowly", else a short answer.
@@ -155,16 +168,7 @@ fn a_compact_event_is_recorded_and_answered_by_a_compaction() {
     let g = Gateway::start(&mut serve_cmd(dir.path(), &server.base_url(), &[]));
     three_turns(&g.url, "ev");
     let store = LocalStore::open(&dir.path().join("sessions")).unwrap();
-    let wait_compactions = |n: usize| {
-        let t0 = std::time::Instant::now();
-        while compactions(&store, "ev") < n {
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "no compaction {n} after 30 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
+    let wait_compactions = |n: usize| wait_compactions(&store, "ev", n);
 
     // idle: recorded, then compacted at once
     let (st, v) = call(
@@ -234,6 +238,61 @@ fn a_compact_event_is_recorded_and_answered_by_a_compaction() {
     assert!(out.status.success(), "{said}");
     assert_eq!(said["queued"], true, "{said}");
     wait_compactions(3);
+    drop(g);
+    drop(server);
+}
+
+/// A compact event for a session another process holds waits in the session's inbox
+/// (`202 queued`), and the gateway compacts the session once it can open it.
+#[test]
+fn a_compact_event_for_a_session_held_elsewhere_waits_in_its_inbox() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = summarising_server(&rt);
+    let dir = tempdir();
+    let g = Gateway::start(&mut serve_cmd(dir.path(), &server.base_url(), &[]));
+    // this process writes one complete turn and keeps the session open (its writer lock)
+    let store = LocalStore::open(&dir.path().join("sessions")).unwrap();
+    let mut held = store
+        .create(CreateOptions {
+            id: Some(SessionId::literal("held")),
+            meta: None,
+        })
+        .unwrap();
+    let input = held.append_input("m1", "user", "question 1").unwrap().seq;
+    held.append(Record::TurnStart(TurnStart {
+        turn: 1,
+        prev_seq: None,
+        inputs: vec![input],
+    }))
+    .unwrap();
+    let answer: Response = serde_json::from_value(
+        json!({"turn": 1, "items": [{"type": "text", "text": "an answer"}]}),
+    )
+    .unwrap();
+    held.append(Record::Response(answer)).unwrap();
+
+    let (st, v) = call(
+        &g.url,
+        "POST",
+        "/v1/sessions/held/events",
+        Some(json!({"type": "compact", "idempotency_key": "q1"})),
+    );
+    assert_eq!(st, 202, "{v}");
+    assert_eq!(v["result"], "queued", "{v}");
+    assert_eq!(v["duplicate"], false, "{v}");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(compactions(&store, "held"), 0, "nothing happens while held");
+
+    drop(held);
+    // the queued compact request is answered
+    wait_compactions(&store, "held", 1);
+    let recs = store.records(&SessionId::literal("held"), 0, 100).unwrap();
+    let control = recs.iter().position(|r| r.kind == "control").unwrap();
+    assert_eq!(recs[control].data["action"], "compact");
+    assert_eq!(recs[control].data["input_id"], "q1");
+    let compaction = recs.iter().position(|r| r.kind == "compaction").unwrap();
+    assert!(compaction > control);
+    assert_eq!(recs[compaction].data["summary"], SUMMARY);
     drop(g);
     drop(server);
 }
