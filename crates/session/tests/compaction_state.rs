@@ -309,3 +309,27 @@ fn a_compact_request_waits_for_a_compaction_and_owes_no_work() {
     );
     assert!(st.owes_work() && !st.compact_requested());
 }
+
+/// A call that ended in doubt still counts after a compaction drops it (the gateway reports
+/// the session's in-doubt calls), though it is no longer in the live context.
+#[test]
+fn calls_in_doubt_are_still_counted_after_a_compaction_drops_them() {
+    let mut all: Vec<Record> = history().into_iter().take(5).collect();
+    all.push(rec(
+        "tool_outcome",
+        json!({"call_id": "c1", "status": "in_doubt", "result": "the effect is unknown"}),
+    ));
+    let before = replay(all.clone());
+    assert_eq!(
+        (before.in_doubt_count(), before.in_doubt_calls().count()),
+        (1, 1)
+    );
+    all.push(rec(
+        "compaction",
+        json!({"trigger": "auto", "from_seq": 1, "through_seq": 6, "summary": "turn 1",
+               "tokens_before": 900, "tokens_after": 100}),
+    ));
+    let st = replay(all);
+    assert_eq!(st.in_doubt_calls().count(), 0, "dropped with its turn");
+    assert_eq!(st.in_doubt_count(), 1);
+}
