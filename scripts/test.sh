@@ -26,7 +26,9 @@ echo "== end-to-end: a real model, kill -9 mid-tool, resume"
 bash scripts/demo.sh </dev/null   # not a terminal: it ends after printing the page's URL
 
 echo "== the real-model client test"
-cargo nextest run -p lazarus-agent --run-ignored only -E 'test(local_model)' --no-tests=pass
+# --workspace, so this build is the one the suite below reuses (a -p build resolves features
+# differently and compiles the dependencies twice).
+cargo nextest run --workspace --run-ignored only -E 'package(lazarus-agent) & binary(local_model)'
 
 echo "== the workspace test suite"
 cargo nextest run --workspace
