@@ -44,10 +44,10 @@ async fn sh(c: &ToolContext, command: &str) -> ToolOutput {
         .await
 }
 
-/// Processes running `sh -c 'sleep 1000; : MARKER'` (not the shell whose command line
-/// merely mentions it).
+/// Processes running `sh -c '…; sleep 1000; : MARKER'` (not the shell whose command line
+/// merely mentions it, where a quote follows the marker).
 fn processes_with(marker: &str) -> Vec<i32> {
-    let marker = format!("-c\0sleep 1000; : {marker}");
+    let marker = format!("sleep 1000; : {marker}\0");
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
@@ -199,8 +199,12 @@ async fn credentials_in_the_environment_are_not_passed() {
 async fn nothing_outlives_the_call() {
     let f = fixture();
     let marker = format!("lazarus-outlive-{}", std::process::id());
+    // The call ends only once both children are running (each writes a file after it has
+    // left the process group or been orphaned): without that wait, a child still on its way to
+    // setsid is killed with the group on a loaded machine and the escape below is not seen.
     let cmd = format!(
-        "setsid sh -c 'sleep 1000; : {marker}' >/dev/null 2>&1 & (nohup sh -c 'sleep 1000; : {marker}' >/dev/null 2>&1 &); echo started"
+        "rm -f up1 up2; setsid sh -c 'echo > up1; sleep 1000; : {marker}' >/dev/null 2>&1 & (nohup sh -c 'echo > up2; sleep 1000; : {marker}' >/dev/null 2>&1 &); \
+         n=0; while [ ! -e up1 ] || [ ! -e up2 ]; do n=$((n+1)); [ $n -gt 3000 ] && echo 'children did not start' && exit 1; sleep 0.01; done; echo started"
     );
     let c = ctx(
         f.ws.path(),
