@@ -156,6 +156,32 @@ fn compact_over_the_gateway_summarises_once_and_the_next_request_carries_the_sum
     drop(server);
 }
 
+/// Posts a `compact` event for session `id`.
+fn post_compact(url: &str, id: &str, key: Option<&str>) -> (u16, Value) {
+    let mut event = json!({"type": "compact"});
+    if let Some(key) = key {
+        event["idempotency_key"] = json!(key);
+    }
+    call(
+        url,
+        "POST",
+        &format!("/v1/sessions/{id}/events"),
+        Some(event),
+    )
+}
+
+/// The data of the first compaction of session `id`, after checking that the `compact`
+/// control with input id `key` was recorded before it (the compaction answers it).
+fn compaction_answering(store: &LocalStore, id: &'static str, key: &str) -> Value {
+    let recs = store.records(&SessionId::literal(id), 0, 10_000).unwrap();
+    let control = recs.iter().position(|r| r.kind == "control").unwrap();
+    assert_eq!(recs[control].data["action"], "compact");
+    assert_eq!(recs[control].data["input_id"], key);
+    let compaction = recs.iter().position(|r| r.kind == "compaction").unwrap();
+    assert!(compaction > control, "the compaction answers the request");
+    recs[compaction].data.clone()
+}
+
 /// Compaction as a control input: `POST /events {"type":"compact"}` records a `compact`
 /// control and the session's run compacts before its next turn — at once when idle, after
 /// the turn in flight when running — and `sessions compact` on a session the gateway holds
@@ -171,29 +197,14 @@ fn a_compact_event_is_recorded_and_answered_by_a_compaction() {
     let wait_compactions = |n: usize| wait_compactions(&store, "ev", n);
 
     // idle: recorded, then compacted at once
-    let (st, v) = call(
-        &g.url,
-        "POST",
-        "/v1/sessions/ev/events",
-        Some(json!({"type": "compact", "idempotency_key": "c1"})),
-    );
+    let (st, v) = post_compact(&g.url, "ev", Some("c1"));
     assert_eq!(st, 202, "{v}");
     assert_eq!(v["result"], "compacting", "{v}");
     wait_compactions(1);
-    let recs = store.records(&SessionId::literal("ev"), 0, 10_000).unwrap();
-    let control = recs.iter().position(|r| r.kind == "control").unwrap();
-    assert_eq!(recs[control].data["action"], "compact");
-    assert_eq!(recs[control].data["input_id"], "c1");
-    let compaction = recs.iter().position(|r| r.kind == "compaction").unwrap();
-    assert!(compaction > control, "the compaction answers the request");
-    assert_eq!(recs[compaction].data["trigger"], "manual");
+    let compaction = compaction_answering(&store, "ev", "c1");
+    assert_eq!(compaction["trigger"], "manual");
     // the same key again is a duplicate: nothing more is recorded
-    let (st, v) = call(
-        &g.url,
-        "POST",
-        "/v1/sessions/ev/events",
-        Some(json!({"type": "compact", "idempotency_key": "c1"})),
-    );
+    let (st, v) = post_compact(&g.url, "ev", Some("c1"));
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["result"], "duplicate", "{v}");
 
@@ -203,12 +214,7 @@ fn a_compact_event_is_recorded_and_answered_by_a_compaction() {
     wait_session(&g.url, "ev", Duration::from_secs(30), |v| {
         v["status"] == "running"
     });
-    let (st, v) = call(
-        &g.url,
-        "POST",
-        "/v1/sessions/ev/events",
-        Some(json!({"type": "compact"})),
-    );
+    let (st, v) = post_compact(&g.url, "ev", None);
     assert_eq!(st, 202, "{v}");
     wait_compactions(2);
     let recs = store.records(&SessionId::literal("ev"), 0, 10_000).unwrap();
@@ -271,12 +277,7 @@ fn a_compact_event_for_a_session_held_elsewhere_waits_in_its_inbox() {
     .unwrap();
     held.append(Record::Response(answer)).unwrap();
 
-    let (st, v) = call(
-        &g.url,
-        "POST",
-        "/v1/sessions/held/events",
-        Some(json!({"type": "compact", "idempotency_key": "q1"})),
-    );
+    let (st, v) = post_compact(&g.url, "held", Some("q1"));
     assert_eq!(st, 202, "{v}");
     assert_eq!(v["result"], "queued", "{v}");
     assert_eq!(v["duplicate"], false, "{v}");
@@ -286,13 +287,8 @@ fn a_compact_event_for_a_session_held_elsewhere_waits_in_its_inbox() {
     drop(held);
     // the queued compact request is answered
     wait_compactions(&store, "held", 1);
-    let recs = store.records(&SessionId::literal("held"), 0, 100).unwrap();
-    let control = recs.iter().position(|r| r.kind == "control").unwrap();
-    assert_eq!(recs[control].data["action"], "compact");
-    assert_eq!(recs[control].data["input_id"], "q1");
-    let compaction = recs.iter().position(|r| r.kind == "compaction").unwrap();
-    assert!(compaction > control);
-    assert_eq!(recs[compaction].data["summary"], SUMMARY);
+    let compaction = compaction_answering(&store, "held", "q1");
+    assert_eq!(compaction["summary"], SUMMARY);
     drop(g);
     drop(server);
 }

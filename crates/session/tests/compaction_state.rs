@@ -203,17 +203,22 @@ fn a_call_cut_off_after_a_compaction_is_still_unresolved() {
     assert!(st.check(&again).is_err());
 }
 
-/// The ids of what a compaction dropped are still known: a second input with a summarised
-/// input's id and a response reusing a summarised call's id are refused as before.
-#[test]
-fn ids_of_summarised_turns_are_still_refused_twice() {
+/// The first turn (through its tool result, seq 6), then a compaction of all of it.
+fn turn_one_summarised() -> Vec<Record> {
     let mut all: Vec<Record> = history().into_iter().take(6).collect();
     all.push(rec(
         "compaction",
         json!({"trigger": "auto", "from_seq": 1, "through_seq": 6, "summary": "turn 1",
                "tokens_before": 900, "tokens_after": 100}),
     ));
-    let mut st = replay(all);
+    all
+}
+
+/// The ids of what a compaction dropped are still known: a second input with a summarised
+/// input's id and a response reusing a summarised call's id are refused as before.
+#[test]
+fn ids_of_summarised_turns_are_still_refused_twice() {
+    let mut st = replay(turn_one_summarised());
     assert!(
         st.calls.iter().next().is_none(),
         "turn 1's call was dropped"
@@ -251,13 +256,7 @@ fn ids_of_summarised_turns_are_still_refused_twice() {
 /// entry; the session still owes the turn that answers those results.
 #[test]
 fn results_not_yet_answered_are_still_owed_after_a_compaction_drops_them() {
-    let mut all: Vec<Record> = history().into_iter().take(6).collect();
-    all.push(rec(
-        "compaction",
-        json!({"trigger": "auto", "from_seq": 1, "through_seq": 6, "summary": "turn 1",
-               "tokens_before": 900, "tokens_after": 100}),
-    ));
-    let st = replay(all);
+    let st = replay(turn_one_summarised());
     assert!(st.live_context().1.is_empty() && st.context.last().is_none());
     assert!(st.owes_work(), "the tool result is not answered yet");
     assert_eq!(st.status(), lazarus_session::Status::Interrupted);
