@@ -144,6 +144,11 @@ fn compact_over_the_gateway_summarises_once_and_the_next_request_carries_the_sum
     let (st, v) = call(&g.url, "POST", "/v1/sessions/long/compact", None);
     assert_eq!(st, 409, "{v}");
     assert_eq!(v["error"]["code"], "running", "{v}");
+    let said = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains(r#"/v1/sessions/long/events {"type":"compact"}"#),
+        "{v}"
+    );
     wait_session(&g.url, "long", Duration::from_secs(30), |v| {
         v["status"] == "idle" && v["turns"] == 5
     });

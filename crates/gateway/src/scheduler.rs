@@ -169,8 +169,8 @@ impl Hub {
             return Err(ApiError::conflict(
                 "running",
                 format!(
-                    "session {} is running; compact it once it is idle (with --context-window or --compact-at the gateway compacts by itself before a request would pass the window)",
-                    actor.id
+                    "session {} is running; POST /v1/sessions/{}/events {{\"type\":\"compact\"}} to compact it after the turn in flight, or compact it once it is idle (with --context-window or --compact-at the gateway compacts by itself before a request would pass the window)",
+                    actor.id, actor.id
                 ),
             ));
         };
