@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::ProviderError;
-use super::parse::{parse_object, split_known};
-use super::sse::{Delta, snippet};
+use super::dialect::{Dialect, StreamAssembly};
+use super::error::ProviderError;
+use super::wire::{Delta, parse_object, snippet, split_known};
 use crate::model::{Message, ModelRequest, ModelResponse, OutputItem, ToolCall, Usage};
 
 /// The API name in [`OutputItem::ProviderReasoning::api`].
@@ -250,6 +250,41 @@ pub fn parse_message(body: &[u8]) -> Result<ModelResponse, ProviderError> {
     from_message(parse_object(body, "response body")?)
 }
 
+/// The Anthropic Messages API (`POST {base_url}/v1/messages`).
+#[derive(Debug, Clone, Copy)]
+pub struct Anthropic;
+
+impl Dialect for Anthropic {
+    fn request_body(&self, req: &ModelRequest, extra: &Map<String, Value>) -> Value {
+        request_body(req, extra)
+    }
+
+    fn parse_body(&self, body: &[u8]) -> Result<ModelResponse, ProviderError> {
+        parse_message(body)
+    }
+
+    fn assembler(&self) -> Box<dyn StreamAssembly> {
+        Box::new(AnthropicAssembler::new())
+    }
+
+    /// `x-api-key` instead of a bearer token, and the API version every request names.
+    fn authorize(
+        &self,
+        request: reqwest::RequestBuilder,
+        api_key: Option<&str>,
+    ) -> reqwest::RequestBuilder {
+        let request = request.header("anthropic-version", VERSION);
+        match api_key {
+            Some(key) => request.header("x-api-key", key),
+            None => request,
+        }
+    }
+
+    fn missing_end(&self) -> &'static str {
+        "no stop_reason and no message_stop"
+    }
+}
+
 /// A content block being streamed.
 #[derive(Debug)]
 struct Block {
@@ -274,24 +309,26 @@ impl AnthropicAssembler {
     pub fn new() -> Self {
         Self::default()
     }
+}
 
+impl StreamAssembly for AnthropicAssembler {
     /// True once `message_stop` was seen.
-    pub fn is_done(&self) -> bool {
+    fn is_done(&self) -> bool {
         self.done
     }
 
     /// True once the response is whole: `message_stop`, or a `message_delta` with its
     /// `stop_reason` (the connection may break before `message_stop`).
-    pub fn is_complete(&self) -> bool {
+    fn is_complete(&self) -> bool {
         self.done || self.stop_reason.is_some()
     }
 
-    pub fn events(&self) -> u64 {
+    fn events(&self) -> u64 {
         self.events
     }
 
     /// Applies one SSE event's data.
-    pub fn push_event(&mut self, data: &str) -> Result<Vec<Delta>, ProviderError> {
+    fn push_event(&mut self, data: &str) -> Result<Vec<Delta>, ProviderError> {
         let data = data.trim();
         if data.is_empty() {
             return Ok(Vec::new());
@@ -416,7 +453,7 @@ impl AnthropicAssembler {
     }
 
     /// The assembled response.
-    pub fn finish(self) -> Result<ModelResponse, ProviderError> {
+    fn finish(self: Box<Self>) -> Result<ModelResponse, ProviderError> {
         let mut top = self.message.unwrap_or_default();
         let mut content = Vec::new();
         for (_, b) in self.blocks {

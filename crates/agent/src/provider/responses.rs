@@ -13,9 +13,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::ProviderError;
-use super::parse::{parse_object, split_known};
-use super::sse::{Delta, snippet};
+use super::dialect::{Dialect, StreamAssembly};
+use super::error::ProviderError;
+use super::wire::{Delta, parse_object, snippet, split_known};
 use crate::model::{Message, ModelRequest, ModelResponse, OutputItem, ToolCall, Usage};
 
 /// The API name in [`OutputItem::ProviderReasoning::api`].
@@ -263,6 +263,28 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, ProviderError> {
     from_response(top)
 }
 
+/// The OpenAI Responses API (`POST {base_url}/responses`).
+#[derive(Debug, Clone, Copy)]
+pub struct Responses;
+
+impl Dialect for Responses {
+    fn request_body(&self, req: &ModelRequest, extra: &Map<String, Value>) -> Value {
+        request_body(req, extra)
+    }
+
+    fn parse_body(&self, body: &[u8]) -> Result<ModelResponse, ProviderError> {
+        parse_response(body)
+    }
+
+    fn assembler(&self) -> Box<dyn StreamAssembly> {
+        Box::new(ResponsesAssembler::new())
+    }
+
+    fn missing_end(&self) -> &'static str {
+        "no response.completed"
+    }
+}
+
 /// Assembles a Responses event stream into one response. The final `response.completed`
 /// object is authoritative; the items assembled from the events stand in for its `output`
 /// when it comes without one.
@@ -279,22 +301,24 @@ impl ResponsesAssembler {
     pub fn new() -> Self {
         Self::default()
     }
+}
 
+impl StreamAssembly for ResponsesAssembler {
     /// True once the final event (`response.completed` or `response.incomplete`) was seen.
-    pub fn is_done(&self) -> bool {
+    fn is_done(&self) -> bool {
         self.done
     }
 
-    pub fn is_complete(&self) -> bool {
+    fn is_complete(&self) -> bool {
         self.done
     }
 
-    pub fn events(&self) -> u64 {
+    fn events(&self) -> u64 {
         self.events
     }
 
     /// Applies one SSE event's data.
-    pub fn push_event(&mut self, data: &str) -> Result<Vec<Delta>, ProviderError> {
+    fn push_event(&mut self, data: &str) -> Result<Vec<Delta>, ProviderError> {
         let data = data.trim();
         if data.is_empty() || data == "[DONE]" {
             return Ok(Vec::new());
@@ -367,7 +391,7 @@ impl ResponsesAssembler {
     }
 
     /// The assembled response.
-    pub fn finish(self) -> Result<ModelResponse, ProviderError> {
+    fn finish(self: Box<Self>) -> Result<ModelResponse, ProviderError> {
         let mut top = self.last.unwrap_or_default();
         let empty = top
             .get("output")

@@ -1,5 +1,11 @@
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use serde_json::{Map, Value};
+
+use super::client::parse_retry_after;
 use super::*;
-use crate::model::{Message, OutputItem, ToolCall, ToolSpec};
+use crate::model::{Message, ModelRequest, ModelResponse, OutputItem, ToolCall, ToolSpec};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -269,7 +275,7 @@ proptest! {
 /// Feeds an SSE body to a protocol's assembler in pieces of `piece` bytes.
 fn assemble_api(api: Api, body: &str, piece: usize) -> Result<ModelResponse, ProviderError> {
     let mut p = SseParser::new(1 << 20);
-    let mut a = Assembler::new(api);
+    let mut a = api.dialect().assembler();
     for chunk in body.as_bytes().chunks(piece.max(1)) {
         for ev in p.feed(chunk)? {
             a.push_event(&ev)?;
@@ -372,7 +378,7 @@ fn anthropic_error_event_is_an_api_error_and_transient_when_overloaded() {
         "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"content\":[],\"usage\":{}}}\n\n",
         "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
     );
-    let mut a = Assembler::new(Api::Anthropic);
+    let mut a = Api::Anthropic.dialect().assembler();
     let mut p = SseParser::new(1 << 20);
     let err = p
         .feed(s.as_bytes())
@@ -406,7 +412,7 @@ fn responses_incomplete_and_failed_streams() {
         "as far as it came"
     );
     let failed = "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}}}\n\n";
-    let mut a = Assembler::new(Api::Responses);
+    let mut a = Api::Responses.dialect().assembler();
     let mut p = SseParser::new(1 << 20);
     let err = p
         .feed(failed.as_bytes())
@@ -418,7 +424,7 @@ fn responses_incomplete_and_failed_streams() {
     assert!(err.is_retryable());
     // a stream cut before response.completed is incomplete, not a response
     let cut = &incomplete[..incomplete.find("event: response.incomplete").unwrap()];
-    let mut a = Assembler::new(Api::Responses);
+    let mut a = Api::Responses.dialect().assembler();
     let mut p = SseParser::new(1 << 20);
     for e in p.feed(cut.as_bytes()).unwrap() {
         a.push_event(&e).unwrap();
@@ -477,7 +483,7 @@ proptest! {
             bytes.truncate(cut % (bytes.len() + 1));
         }
         let mut p = SseParser::new(1 << 20);
-        let mut a = Assembler::new(api);
+        let mut a = api.dialect().assembler();
         'feed: for chunk in bytes.chunks(piece) {
             match p.feed(chunk) {
                 Ok(evs) => {
