@@ -10,7 +10,8 @@
 use lazarus_session::record::{Compaction, Item, Record, Usage as RecUsage};
 use lazarus_session::{ContextEntry, SessionState};
 
-use super::{Observer, RunError, Runner, SharedSession, append, lock, record_attempts};
+use super::transcript::record_attempts;
+use super::{Observer, RunError, Runner, SharedSession, append, lock};
 use crate::model::{Message, ModelRequest};
 use crate::provider::{CancellationToken, CompletionFailure, ProviderError};
 
@@ -48,6 +49,26 @@ pub(super) enum Compacted {
 }
 
 impl Runner {
+    /// Compacts the context of a session that owes no work now (`sessions compact`): true
+    /// when a `compaction` record was written, false when there was nothing to summarise.
+    pub async fn compact_now(
+        &self,
+        session: &SharedSession,
+        cancel: &CancellationToken,
+        observer: &mut Observer<'_>,
+    ) -> Result<bool, RunError> {
+        if lock(session).state().owes_work() {
+            return Err(RunError::Internal(
+                "the session owes work; run it first (it compacts by itself with --context-window or --compact-at)".into(),
+            ));
+        }
+        match self.compact(session, "manual", cancel, observer).await? {
+            Compacted::Done => Ok(true),
+            Compacted::Nothing => Ok(false),
+            Compacted::Failed(f) => Err(RunError::Provider(f.error)),
+        }
+    }
+
     /// The request the next turn would make (pending inputs included).
     pub(super) fn next_request(&self, st: &SessionState) -> ModelRequest {
         let mut messages = self.messages(st);

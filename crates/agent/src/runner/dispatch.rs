@@ -1,0 +1,138 @@
+//! Tool dispatch: one call of the model's last response run (or closed in doubt) in the
+//! durable order intent -> start (at the tool's gate) -> effect -> outcome.
+
+use std::time::{Duration, Instant};
+
+use lazarus_session::SessionState;
+use lazarus_session::record::{
+    OutcomeStatus, ProcessRef, Record, ToolIntent, ToolOutcome, ToolStart,
+};
+
+use super::{IN_DOUBT_NOTICE, Observer, RunError, RunEvent, Runner, SharedSession, append, lock};
+use crate::process::ProcessGroupRef;
+use crate::tools::{ToolContext, ToolHooks, ToolOutput, ToolStatus};
+
+/// What resume must do with one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Plan {
+    RunFresh { has_intent: bool },
+    Rerun,
+    InDoubt,
+}
+
+impl Runner {
+    /// Runs (or closes) one call of the model's last response and records its outcome.
+    pub(super) async fn execute_call(
+        &self,
+        session: &SharedSession,
+        st: &SessionState,
+        call_id: &str,
+        plan: Plan,
+        ctx: &ToolContext,
+        observer: &mut Observer<'_>,
+    ) -> Result<(), RunError> {
+        let call = st
+            .call(call_id)
+            .ok_or_else(|| RunError::Internal(format!("call {call_id} vanished")))?
+            .clone();
+        let outcome = match plan {
+            Plan::InDoubt => ToolOutcome {
+                call_id: call.call_id.clone(),
+                status: OutcomeStatus::InDoubt,
+                result: IN_DOUBT_NOTICE.to_string(),
+                exit_code: None,
+                duration_ms: None,
+            },
+            Plan::RunFresh { .. } | Plan::Rerun => {
+                if plan == (Plan::RunFresh { has_intent: false }) {
+                    let idempotent = self.toolbox.get(&call.name).is_some_and(|t| t.idempotent());
+                    append(
+                        session,
+                        Record::ToolIntent(ToolIntent {
+                            call_id: call.call_id.clone(),
+                            turn: call.turn,
+                            tool: call.name.clone(),
+                            arguments: call.arguments.clone(),
+                            idempotent,
+                            idempotency_key: format!("{}:{}", st.id(), call.call_id),
+                        }),
+                        observer,
+                    )?;
+                }
+                observer(RunEvent::ToolRunning {
+                    call_id: &call.call_id,
+                    name: &call.name,
+                    arguments: &call.arguments,
+                });
+                let mut hooks = StartRecorder {
+                    session,
+                    call_id: &call.call_id,
+                    // a re-run's start is already recorded
+                    record: plan != Plan::Rerun,
+                    observer: &mut *observer,
+                };
+                let began = Instant::now();
+                let out = self
+                    .toolbox
+                    .run(ctx, &call.name, &call.arguments, &mut hooks)
+                    .await;
+                if out.status == ToolStatus::Cancelled && ctx.cancel.is_cancelled() {
+                    // Stopped by a signal: leave the call for resume (started → in doubt,
+                    // or not started → runs again).
+                    return Ok(());
+                }
+                to_outcome(&call.call_id, out, began.elapsed())
+            }
+        };
+        append(session, Record::ToolOutcome(outcome), observer)?;
+        Ok(())
+    }
+}
+
+fn to_outcome(call_id: &str, out: ToolOutput, took: Duration) -> ToolOutcome {
+    let status = match out.status {
+        ToolStatus::Ok => OutcomeStatus::Ok,
+        ToolStatus::Error => OutcomeStatus::Error,
+        ToolStatus::Timeout => OutcomeStatus::Timeout,
+        ToolStatus::Cancelled => OutcomeStatus::Cancelled,
+    };
+    ToolOutcome {
+        call_id: call_id.to_string(),
+        status,
+        result: out.text,
+        exit_code: out.exit_code,
+        duration_ms: Some(took.as_millis() as u64),
+    }
+}
+
+/// Records `tool_start` durably before the tool's side effect begins.
+struct StartRecorder<'a, 'o> {
+    session: &'a SharedSession,
+    call_id: &'a str,
+    record: bool,
+    observer: &'a mut Observer<'o>,
+}
+
+impl ToolHooks for StartRecorder<'_, '_> {
+    fn started(&mut self, process: Option<ProcessGroupRef>) -> Result<(), String> {
+        if !self.record {
+            return Ok(());
+        }
+        let rec = Record::ToolStart(ToolStart {
+            call_id: self.call_id.to_string(),
+            process: process.map(|p| ProcessRef {
+                pgid: p.pgid,
+                start_time_ticks: p.start_time_ticks,
+            }),
+        });
+        let data = rec.data_value();
+        let stored = lock(self.session).append(rec).map_err(|e| e.to_string())?;
+        (self.observer)(RunEvent::Record {
+            seq: stored.seq,
+            ts: &stored.ts,
+            kind: "tool_start",
+            data,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,112 @@
+//! The turn loop: run a session until it is idle, and resume one exactly where it stopped.
+//!
+//! Order of durable steps (what makes resume exact):
+//! 1. an input is recorded before it is used;
+//! 2. `turn_start` is recorded before the model request;
+//! 3. the `response` is recorded before any tool runs;
+//! 4. `tool_intent` is recorded before the tool starts, `tool_start` (with the process group)
+//!    right before its side effect begins — a shell command waits at a gate until then;
+//! 5. `tool_outcome` with the result text is recorded after.
+//!
+//! On resume: recorded inputs are never recorded again; a turn with a recorded response is
+//! never requested again, an open turn is; finished calls keep their recorded result; a call
+//! that started without an outcome is re-run only when its tool is idempotent, otherwise it
+//! is closed "in doubt" (its leftover process group terminated) and the model is told so; a
+//! call that never started simply runs. A `resume` receipt records all of it.
+//!
+//! Rooms: `config` (what a run is told and reports), `turns` (the loop), `resume` (settling
+//! a cut-off session, the receipt), `dispatch` (one tool call in the durable order),
+//! `transcript` (ledger state <-> model messages and records), `compaction`.
+
+mod compaction;
+mod config;
+mod dispatch;
+mod resume;
+mod transcript;
+mod turns;
+
+pub use compaction::{CompactionPolicy, SUMMARY_PROMPT};
+pub use config::{Observer, RunError, RunEvent, RunOutcome, RunnerConfig, StopReason};
+pub use resume::sandbox_record;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use lazarus_session::Session;
+use lazarus_session::record::Record;
+
+use crate::provider::OpenAiClient;
+use crate::tools::Toolbox;
+
+/// A session shared between its runner and whoever feeds it inputs (the gateway).
+pub type SharedSession = Arc<Mutex<Session>>;
+
+/// What the summary of a compaction is introduced with, in the user message that carries it.
+pub const COMPACTED_PREFIX: &str =
+    "[The earlier conversation was compacted to save context. Its summary:]\n";
+
+/// The text a call closed "in doubt" returns to the model.
+pub const IN_DOUBT_NOTICE: &str = "This tool call was interrupted before its result was recorded (the process was stopped or the machine went down). Its effect is unknown: it may have run completely, partly, or not at all. Check the current state before retrying it.";
+
+/// Runs sessions.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    client: OpenAiClient,
+    toolbox: Toolbox,
+    cfg: RunnerConfig,
+}
+
+fn lock(s: &SharedSession) -> MutexGuard<'_, Session> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn append(
+    session: &SharedSession,
+    rec: Record,
+    observer: &mut Observer<'_>,
+) -> Result<u64, RunError> {
+    let kind = rec.kind();
+    let data = rec.data_value();
+    let stored = lock(session).append(rec)?;
+    observer(RunEvent::Record {
+        seq: stored.seq,
+        ts: &stored.ts,
+        kind,
+        data,
+    });
+    Ok(stored.seq)
+}
+
+/// Records what waits in the session's inbox (messages delivered by `sessions send`, another
+/// gateway, boot-resume while this process holds the session), each once.
+fn drain_inbox(session: &SharedSession, observer: &mut Observer<'_>) -> Result<(), RunError> {
+    let drained = lock(session).drain_inbox()?;
+    for d in drained.into_iter().filter(|d| !d.duplicate) {
+        observer(RunEvent::Record {
+            seq: d.seq,
+            ts: d.ts.as_deref().unwrap_or_default(),
+            kind: d.kind,
+            data: d.data,
+        });
+    }
+    Ok(())
+}
+
+impl Runner {
+    pub fn new(cfg: RunnerConfig) -> Result<Self, RunError> {
+        Ok(Runner {
+            client: OpenAiClient::new(cfg.provider.clone())?,
+            toolbox: Toolbox::standard(),
+            cfg,
+        })
+    }
+
+    /// Replaces the tools (tests register their own).
+    pub fn with_toolbox(mut self, toolbox: Toolbox) -> Self {
+        self.toolbox = toolbox;
+        self
+    }
+
+    pub fn config(&self) -> &RunnerConfig {
+        &self.cfg
+    }
+}

@@ -1,0 +1,121 @@
+//! Resume: what a cut-off session owes is settled before anything new happens. Finished
+//! calls keep their recorded results, a started call without an outcome is re-run only when
+//! its tool allows it from the facts recorded in its intent, otherwise it is closed in doubt
+//! (its leftover process group terminated), and a receipt records all of it.
+
+use std::time::Duration;
+
+use lazarus_session::record::{ProcessRef, Record, ResumeReceipt, SandboxRecord};
+use lazarus_session::{CallState, Status};
+
+use super::dispatch::Plan;
+use super::{Observer, RunError, Runner, SharedSession, append, lock};
+use crate::process::{self, ProcessGroupRef};
+use crate::sandbox::Sandbox;
+use crate::tools::ToolContext;
+
+impl Runner {
+    /// Resume actions and receipt, when the session was cut off (or stopped) mid-work.
+    pub(super) async fn resume_if_needed(
+        &self,
+        session: &SharedSession,
+        trigger: &str,
+        ctx: &ToolContext,
+        observer: &mut Observer<'_>,
+    ) -> Result<(), RunError> {
+        let (st, report) = {
+            let s = lock(session);
+            (s.state().clone(), s.open_report().clone())
+        };
+        let status = st.status();
+        // A resume event counts as a resume even when only inputs are owed.
+        let cut_off = matches!(
+            status,
+            Status::Interrupted | Status::InDoubt | Status::Stopped
+        ) || (st.pending_control.is_some() && !st.compact_requested());
+        if !cut_off && report.truncated_bytes == 0 {
+            return Ok(());
+        }
+        let mut receipt = ResumeReceipt {
+            trigger: trigger.to_string(),
+            truncated_bytes: report.truncated_bytes,
+            truncated_saved_to: report.truncated_saved_to.clone(),
+            records_replayed: report.records_replayed,
+            inputs_pending: st.pending_inputs.len() as u64,
+            open_turn: st.open_turn,
+            sandbox: Some(sandbox_record(&self.cfg.sandbox)),
+            ..ResumeReceipt::default()
+        };
+        // Results of finished calls of the last turn with calls are reused as recorded.
+        let last_call_turn = st.calls.last().map(|c| c.turn);
+        receipt.calls_reused = st
+            .calls
+            .iter()
+            .filter(|c| Some(c.turn) == last_call_turn && c.state() == CallState::Finished)
+            .count() as u64;
+        for call in st.unresolved_calls() {
+            let plan = match call.state() {
+                CallState::Finished => continue,
+                CallState::NotStarted => Plan::RunFresh { has_intent: false },
+                CallState::IntentOnly => Plan::RunFresh { has_intent: true },
+                CallState::StartedNoOutcome => {
+                    let idempotent = call.intent.as_ref().is_some_and(|i| i.idempotent)
+                        && self.toolbox.get(&call.name).is_some_and(|t| t.idempotent());
+                    if idempotent {
+                        Plan::Rerun
+                    } else {
+                        Plan::InDoubt
+                    }
+                }
+            };
+            match plan {
+                Plan::RunFresh { .. } => receipt.calls_not_started += 1,
+                Plan::Rerun => receipt.calls_rerun += 1,
+                Plan::InDoubt => {
+                    receipt.calls_in_doubt += 1;
+                    if let Some(p) = call.start.as_ref().and_then(|s| s.process)
+                        && self.terminate_leftover(p).await
+                    {
+                        receipt.processes_terminated += 1;
+                    }
+                }
+            }
+            self.execute_call(session, &st, &call.call_id, plan, ctx, observer)
+                .await?;
+        }
+        receipt.every_call_has_one_result = lock(session).state().every_call_has_one_result();
+        append(session, Record::Resume(receipt), observer)?;
+        Ok(())
+    }
+
+    /// Terminates a leftover process group if it is still ours and alive. True if it was.
+    async fn terminate_leftover(&self, p: ProcessRef) -> bool {
+        let group = ProcessGroupRef {
+            pgid: p.pgid,
+            start_time_ticks: p.start_time_ticks,
+        };
+        let grace = Duration::from_millis(self.cfg.leftover_kill_grace_ms);
+        let outcome = tokio::task::spawn_blocking(move || process::terminate_group(&group, grace))
+            .await
+            .ok();
+        tracing::info!(
+            pgid = p.pgid,
+            ?outcome,
+            "leftover process group of an interrupted call"
+        );
+        matches!(
+            outcome,
+            Some(process::TerminateOutcome::Terminated) | Some(process::TerminateOutcome::Killed)
+        )
+    }
+}
+
+/// The receipt's account of the sandbox in force.
+pub fn sandbox_record(sandbox: &Sandbox) -> SandboxRecord {
+    let note = sandbox.note();
+    SandboxRecord {
+        mode: note.mode.as_str().to_string(),
+        network: note.network,
+        detail: note.detail,
+    }
+}
