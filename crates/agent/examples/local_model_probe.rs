@@ -34,7 +34,7 @@ pub fn probe_request(stream: bool) -> ModelRequest {
             },
             Message::user("What is in the folder docs?"),
         ],
-        tools: vec![ListDirTool.spec()],
+        tools: vec![ListDirTool.spec().clone()],
         max_tokens: Some(48),
         temperature: Some(0.0),
         stream,

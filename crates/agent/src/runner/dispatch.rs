@@ -45,7 +45,12 @@ impl Runner {
             },
             Plan::RunFresh { .. } | Plan::Rerun => {
                 if plan == (Plan::RunFresh { has_intent: false }) {
-                    let idempotent = self.toolbox.get(&call.name).is_some_and(|t| t.idempotent());
+                    // decided now, with its facts, and recorded before the call can start
+                    let rerun = self
+                        .toolbox
+                        .get(&call.name)
+                        .map(|t| t.rerun())
+                        .unwrap_or_default();
                     append(
                         session,
                         Record::ToolIntent(ToolIntent {
@@ -53,7 +58,7 @@ impl Runner {
                             turn: call.turn,
                             tool: call.name.clone(),
                             arguments: call.arguments.clone(),
-                            idempotent,
+                            idempotent: rerun.idempotent,
                             idempotency_key: format!("{}:{}", st.id(), call.call_id),
                         }),
                         observer,

@@ -12,7 +12,7 @@ use super::dispatch::Plan;
 use super::{Observer, RunError, Runner, SharedSession, append, lock};
 use crate::process::{self, ProcessGroupRef};
 use crate::sandbox::Sandbox;
-use crate::tools::ToolContext;
+use crate::tools::{Rerun, ToolContext};
 
 impl Runner {
     /// Resume actions and receipt, when the session was cut off (or stopped) mid-work.
@@ -59,9 +59,19 @@ impl Runner {
                 CallState::NotStarted => Plan::RunFresh { has_intent: false },
                 CallState::IntentOnly => Plan::RunFresh { has_intent: true },
                 CallState::StartedNoOutcome => {
-                    let idempotent = call.intent.as_ref().is_some_and(|i| i.idempotent)
-                        && self.toolbox.get(&call.name).is_some_and(|t| t.idempotent());
-                    if idempotent {
+                    // what was recorded when the call started, and the tool's own word on it
+                    let recorded = call.intent.as_ref().map(|i| Rerun {
+                        idempotent: i.idempotent,
+                        basis: None,
+                    });
+                    let may_rerun = recorded.is_some_and(|r| {
+                        r.idempotent
+                            && self
+                                .toolbox
+                                .get(&call.name)
+                                .is_some_and(|t| t.may_rerun(&r))
+                    });
+                    if may_rerun {
                         Plan::Rerun
                     } else {
                         Plan::InDoubt

@@ -10,13 +10,15 @@
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use lazarus_ledger::durable_replace::{ReplaceOptions, replace_in_dir};
 use rustix::fs::{AtFlags, FileType, OFlags};
 use serde_json::{Value, json};
 
 use super::path::{PathError, Workspace, errno, split_last};
-use super::{Args, Tool, ToolContext, ToolFuture, ToolHooks, ToolOutput};
+use super::{Args, Rerun, Tool, ToolContext, ToolFuture, ToolHooks, ToolOutput};
+use crate::model::ToolSpec;
 
 fn refused(reason: String) -> ToolOutput {
     ToolOutput::rejected(format!("error: not started: {reason}"))
@@ -267,21 +269,22 @@ fn read_window(
 pub struct ReadFileTool;
 
 impl Tool for ReadFileTool {
-    fn name(&self) -> &'static str {
-        "read_file"
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+            ToolSpec {
+            name: "read_file".into(),
+            description: "Read a text file in the workspace. Optional `offset` (first line, 1-based) and `limit` (number of lines). Long files are cut; use offset/limit to read further.".into(),
+            parameters: json!({"type": "object", "properties": {
+                    "path": {"type": "string", "description": "File path relative to the workspace"},
+                    "offset": {"type": "integer", "minimum": 1, "description": "First line to return (1-based)"},
+                    "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to return"}
+                }, "required": ["path"], "additionalProperties": false}),
+        }
+        });
+        &SPEC
     }
-    fn description(&self) -> &'static str {
-        "Read a text file in the workspace. Optional `offset` (first line, 1-based) and `limit` (number of lines). Long files are cut; use offset/limit to read further."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {
-            "path": {"type": "string", "description": "File path relative to the workspace"},
-            "offset": {"type": "integer", "minimum": 1, "description": "First line to return (1-based)"},
-            "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to return"}
-        }, "required": ["path"], "additionalProperties": false})
-    }
-    fn idempotent(&self) -> bool {
-        true
+    fn rerun(&self) -> Rerun {
+        Rerun::fixed(true)
     }
     fn run<'a>(
         &'a self,
@@ -371,20 +374,21 @@ impl Tool for ReadFileTool {
 pub struct WriteFileTool;
 
 impl Tool for WriteFileTool {
-    fn name(&self) -> &'static str {
-        "write_file"
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+            ToolSpec {
+            name: "write_file".into(),
+            description: "Write a whole text file in the workspace (created or replaced; parent directories are created).".into(),
+            parameters: json!({"type": "object", "properties": {
+                    "path": {"type": "string", "description": "File path relative to the workspace"},
+                    "content": {"type": "string", "description": "The complete new content"}
+                }, "required": ["path", "content"], "additionalProperties": false}),
+        }
+        });
+        &SPEC
     }
-    fn description(&self) -> &'static str {
-        "Write a whole text file in the workspace (created or replaced; parent directories are created)."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {
-            "path": {"type": "string", "description": "File path relative to the workspace"},
-            "content": {"type": "string", "description": "The complete new content"}
-        }, "required": ["path", "content"], "additionalProperties": false})
-    }
-    fn idempotent(&self) -> bool {
-        true
+    fn rerun(&self) -> Rerun {
+        Rerun::fixed(true)
     }
     fn run<'a>(
         &'a self,
@@ -430,21 +434,22 @@ impl Tool for WriteFileTool {
 pub struct EditFileTool;
 
 impl Tool for EditFileTool {
-    fn name(&self) -> &'static str {
-        "edit_file"
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+            ToolSpec {
+            name: "edit_file".into(),
+            description: "Replace exactly one occurrence of `old_string` by `new_string` in a file. Fails if the text is not found or found more than once (then include more surrounding text).".into(),
+            parameters: json!({"type": "object", "properties": {
+                    "path": {"type": "string", "description": "File path relative to the workspace"},
+                    "old_string": {"type": "string", "description": "Exact text to replace (must occur once)"},
+                    "new_string": {"type": "string", "description": "Replacement text"}
+                }, "required": ["path", "old_string", "new_string"], "additionalProperties": false}),
+        }
+        });
+        &SPEC
     }
-    fn description(&self) -> &'static str {
-        "Replace exactly one occurrence of `old_string` by `new_string` in a file. Fails if the text is not found or found more than once (then include more surrounding text)."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {
-            "path": {"type": "string", "description": "File path relative to the workspace"},
-            "old_string": {"type": "string", "description": "Exact text to replace (must occur once)"},
-            "new_string": {"type": "string", "description": "Replacement text"}
-        }, "required": ["path", "old_string", "new_string"], "additionalProperties": false})
-    }
-    fn idempotent(&self) -> bool {
-        false
+    fn rerun(&self) -> Rerun {
+        Rerun::fixed(false)
     }
     fn run<'a>(
         &'a self,
@@ -532,19 +537,20 @@ impl Tool for EditFileTool {
 pub struct ListDirTool;
 
 impl Tool for ListDirTool {
-    fn name(&self) -> &'static str {
-        "list_dir"
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+            ToolSpec {
+            name: "list_dir".into(),
+            description: "List a directory of the workspace (default: the workspace root). Directories end with '/', symbolic links with '@'.".into(),
+            parameters: json!({"type": "object", "properties": {
+                    "path": {"type": "string", "description": "Directory relative to the workspace (default \".\")"}
+                }, "additionalProperties": false}),
+        }
+        });
+        &SPEC
     }
-    fn description(&self) -> &'static str {
-        "List a directory of the workspace (default: the workspace root). Directories end with '/', symbolic links with '@'."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {
-            "path": {"type": "string", "description": "Directory relative to the workspace (default \".\")"}
-        }, "additionalProperties": false})
-    }
-    fn idempotent(&self) -> bool {
-        true
+    fn rerun(&self) -> Rerun {
+        Rerun::fixed(true)
     }
     fn run<'a>(
         &'a self,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 pub use fs::{EditFileTool, ListDirTool, ReadFileTool, WriteFileTool};
@@ -178,15 +178,50 @@ impl ToolContext {
 /// Boxed future returned by [`Tool::run`] (object safe).
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutput> + Send + 'a>>;
 
-/// A tool the model can call.
+/// Whether a call may run again after a crash left it started without an outcome, and the
+/// facts that answer was decided from. Recorded in the call's `tool_intent` when it starts
+/// (`idempotent`, `rerun_basis`), so resume decides from what was true then.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rerun {
+    /// Running the same call twice leaves the same state as running it once.
+    pub idempotent: bool,
+    /// The run-time facts behind `idempotent` for tools whose answer is not fixed by their
+    /// code (an MCP server's name and version, the tool's annotations, whether the server
+    /// is trusted). `None` for built-in tools.
+    pub basis: Option<Map<String, Value>>,
+}
+
+impl Rerun {
+    /// An answer fixed by the tool's code (the built-in tools).
+    pub fn fixed(idempotent: bool) -> Self {
+        Rerun {
+            idempotent,
+            basis: None,
+        }
+    }
+}
+
+/// A tool the model can call: the extension point of the runner. Built-in tools implement it
+/// with fixed specs; a tool source discovered at run time (an MCP server) builds its specs
+/// when it starts, which is why they are owned values.
 pub trait Tool: Send + Sync {
-    fn name(&self) -> &'static str;
-    fn description(&self) -> &'static str;
-    /// JSON Schema of the arguments object.
-    fn parameters(&self) -> Value;
-    /// Whether running the same call twice leaves the same state as running it once. On
-    /// resume, a started call without an outcome is re-run only if this is true.
-    fn idempotent(&self) -> bool;
+    /// Name, description and JSON Schema of the arguments, as offered to the model.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Whether a call of this tool may be re-run after a crash, with the facts behind that
+    /// answer; asked when a call starts and recorded in its intent.
+    fn rerun(&self) -> Rerun;
+
+    /// On resume, for a call that started without an outcome and whose intent said it may
+    /// be re-run (`recorded`): whether it may run again. The runner only asks when the
+    /// recorded answer was yes, so the result is never more permissive than what was true
+    /// when the call started. The default also asks today's answer (the conservative AND);
+    /// a tool source whose answer rests on run-time facts re-decides from `recorded.basis`
+    /// and never re-runs on a weaker basis than it records.
+    fn may_rerun(&self, recorded: &Rerun) -> bool {
+        recorded.idempotent && self.rerun().idempotent
+    }
+
     /// Runs the call. Must call `hooks.started` right before the side effect and perform no
     /// effect if it returns `Err`.
     fn run<'a>(
@@ -196,19 +231,16 @@ pub trait Tool: Send + Sync {
         hooks: &'a mut dyn ToolHooks,
     ) -> ToolFuture<'a>;
 
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.name().to_string(),
-            description: self.description().to_string(),
-            parameters: self.parameters(),
-        }
+    /// The tool's name (its spec's).
+    fn name(&self) -> &str {
+        &self.spec().name
     }
 }
 
 /// The tools offered to the model, by name.
 #[derive(Clone, Default)]
 pub struct Toolbox {
-    tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+    tools: BTreeMap<String, Arc<dyn Tool>>,
 }
 
 impl std::fmt::Debug for Toolbox {
@@ -235,20 +267,20 @@ impl Toolbox {
 
     /// Adds (or replaces) a tool.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.tools.insert(tool.name(), tool);
+        self.tools.insert(tool.name().to_string(), tool);
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools.get(name)
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.tools.keys().copied()
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.tools.keys().map(String::as_str)
     }
 
     /// Specs for the model, sorted by name.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.values().map(|t| t.spec()).collect()
+        self.tools.values().map(|t| t.spec().clone()).collect()
     }
 
     /// Parses the raw argument text and runs the named tool. Unknown tools and invalid JSON

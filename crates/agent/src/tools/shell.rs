@@ -22,15 +22,17 @@
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::process::{ExitStatus, Stdio};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{
-    Args, Tool, ToolContext, ToolFuture, ToolHooks, ToolLimits, ToolOutput, ToolStatus,
+    Args, Rerun, Tool, ToolContext, ToolFuture, ToolHooks, ToolLimits, ToolOutput, ToolStatus,
     duration_secs,
 };
+use crate::model::ToolSpec;
 use crate::process::{
     ProcessGroupRef, TerminateOutcome, group_has_running_members, terminate_group,
 };
@@ -139,20 +141,21 @@ async fn terminate(group: ProcessGroupRef, grace: Duration) -> TerminateOutcome 
 }
 
 impl Tool for ShellTool {
-    fn name(&self) -> &'static str {
-        "shell"
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+            ToolSpec {
+            name: "shell".into(),
+            description: "Run a shell command (sh -c) in the workspace directory. Output (stdout and stderr) is returned with the exit code; long output is cut in the middle. Processes left running in the background are terminated when the command finishes. Unless the operator turned the sandbox off, commands can write only in the workspace and $TMPDIR and have no network.".into(),
+            parameters: json!({"type": "object", "properties": {
+                    "command": {"type": "string", "description": "The command line, run with sh -c"},
+                    "timeout_secs": {"type": "integer", "minimum": 1, "description": "Time limit in seconds (default 120)"}
+                }, "required": ["command"], "additionalProperties": false}),
+        }
+        });
+        &SPEC
     }
-    fn description(&self) -> &'static str {
-        "Run a shell command (sh -c) in the workspace directory. Output (stdout and stderr) is returned with the exit code; long output is cut in the middle. Processes left running in the background are terminated when the command finishes. Unless the operator turned the sandbox off, commands can write only in the workspace and $TMPDIR and have no network."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {
-            "command": {"type": "string", "description": "The command line, run with sh -c"},
-            "timeout_secs": {"type": "integer", "minimum": 1, "description": "Time limit in seconds (default 120)"}
-        }, "required": ["command"], "additionalProperties": false})
-    }
-    fn idempotent(&self) -> bool {
-        false
+    fn rerun(&self) -> Rerun {
+        Rerun::fixed(false)
     }
     fn run<'a>(
         &'a self,

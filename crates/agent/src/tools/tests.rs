@@ -38,7 +38,7 @@ fn toolbox_specs_and_idempotency() {
         names,
         ["edit_file", "list_dir", "read_file", "shell", "write_file"]
     );
-    let idem = |n: &str| tb.get(n).map(|t| t.idempotent());
+    let idem = |n: &str| tb.get(n).map(|t| t.rerun().idempotent);
     assert_eq!(idem("shell"), Some(false));
     assert_eq!(idem("edit_file"), Some(false));
     assert_eq!(idem("read_file"), Some(true));
