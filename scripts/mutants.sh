@@ -68,7 +68,10 @@ for g in "${groups[@]}"; do
   case "$g" in
     ledger)
       run_group ledger -p lazarus-ledger \
-        -f crates/ledger/src/writer.rs -f crates/ledger/src/scan.rs \
+        -f crates/ledger/src/writer/mod.rs -f crates/ledger/src/writer/options.rs \
+        -f crates/ledger/src/writer/create.rs -f crates/ledger/src/writer/append.rs \
+        -f crates/ledger/src/writer/sync.rs -f crates/ledger/src/writer/aside.rs \
+        -f crates/ledger/src/scan.rs \
         -f crates/ledger/src/frame.rs -f crates/ledger/src/repair.rs ;;
     session)
       run_group session -p lazarus-session --test-package lazarus-session \
