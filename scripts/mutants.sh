@@ -75,7 +75,10 @@ for g in "${groups[@]}"; do
         -f crates/ledger/src/frame.rs -f crates/ledger/src/repair.rs ;;
     session)
       run_group session -p lazarus-session --test-package lazarus-session \
-        -f crates/session/src/state.rs -f crates/session/src/store.rs \
+        -f crates/session/src/state/mod.rs -f crates/session/src/state/call.rs \
+        -f crates/session/src/state/check.rs -f crates/session/src/state/apply.rs \
+        -f crates/session/src/state/compaction.rs -f crates/session/src/state/status.rs \
+        -f crates/session/src/store.rs \
         -f crates/session/src/local.rs ;;
     runner)
       # The resume path: what resume decides and does. Its tests are the agent's own and
