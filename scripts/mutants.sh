@@ -68,11 +68,17 @@ for g in "${groups[@]}"; do
   case "$g" in
     ledger)
       run_group ledger -p lazarus-ledger \
-        -f crates/ledger/src/writer.rs -f crates/ledger/src/scan.rs \
+        -f crates/ledger/src/writer/mod.rs -f crates/ledger/src/writer/options.rs \
+        -f crates/ledger/src/writer/create.rs -f crates/ledger/src/writer/append.rs \
+        -f crates/ledger/src/writer/sync.rs -f crates/ledger/src/writer/aside.rs \
+        -f crates/ledger/src/scan.rs \
         -f crates/ledger/src/frame.rs -f crates/ledger/src/repair.rs ;;
     session)
       run_group session -p lazarus-session --test-package lazarus-session \
-        -f crates/session/src/state.rs -f crates/session/src/store.rs \
+        -f crates/session/src/state/mod.rs -f crates/session/src/state/call.rs \
+        -f crates/session/src/state/check.rs -f crates/session/src/state/apply.rs \
+        -f crates/session/src/state/compaction.rs -f crates/session/src/state/status.rs \
+        -f crates/session/src/store.rs \
         -f crates/session/src/local.rs ;;
     runner)
       # The resume path: what resume decides and does. Its tests are the agent's own and

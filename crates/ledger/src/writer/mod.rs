@@ -1,0 +1,115 @@
+//! The writer: atomic create, open with recovery, durable append, group commit.
+//!
+//! This module holds the [`Writer`] handle itself, what an append and an open report, and the
+//! two file operations its children share; the work is split by responsibility:
+//! * `options`: the [`Durability`] modes, [`Options`] and their default limits;
+//! * `create`: creating, importing and opening a ledger (the lock, the atomic write into
+//!   place, recovery on open);
+//! * `append`: appending a record and the writer's accessors;
+//! * `sync`: group commit, a failed `fdatasync` and the poisoned writer;
+//! * `aside`: saving bytes aside before they are cut, and reclaiming a name whose creation
+//!   never completed.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Condvar, Mutex};
+
+use crate::error::{LedgerError, Result};
+use crate::fs::LedgerFile;
+use crate::header::Header;
+use crate::lock::WriterLock;
+use crate::scan::Cut;
+
+mod append;
+mod aside;
+mod create;
+mod options;
+mod sync;
+
+pub(crate) use aside::save_aside;
+pub(crate) use create::check_header_id;
+pub use options::{Durability, LINE_BYTES_MAX_DEFAULT, Options, UNSYNCED_BYTES_MAX_DEFAULT};
+
+/// Where an acknowledged record landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Appended {
+    pub seq: u64,
+    /// The record's timestamp as written.
+    pub ts: String,
+    /// Byte offset of the line.
+    pub offset: u64,
+    /// Line length, newline included.
+    pub len: u64,
+}
+
+struct State {
+    next_seq: u64,
+    len: u64,
+    buf: Vec<u8>,
+}
+
+struct SyncState {
+    synced_len: u64,
+    syncing: bool,
+}
+
+/// The one writer of a ledger. Appends are acknowledged per [`Durability`].
+///
+/// Safe to share between threads (`&self` methods); in [`Durability::Grouped`] mode that is
+/// how many appenders share one `fdatasync`.
+pub struct Writer {
+    path: PathBuf,
+    header: Header,
+    file: Box<dyn LedgerFile>,
+    opts: Options,
+    state: Mutex<State>,
+    sync: Mutex<SyncState>,
+    synced: Condvar,
+    written_len: AtomicU64,
+    poisoned: AtomicBool,
+    poison_cause: Mutex<String>,
+    _lock: Option<WriterLock>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What opening an existing ledger for writing found.
+#[derive(Debug, Clone)]
+pub struct Recovery {
+    /// Debris that was cut from the end of the file, if any.
+    pub cut: Option<Cut>,
+    /// Where the cut bytes were saved (always, before the cut).
+    pub saved_to: Option<PathBuf>,
+    /// Number of good records, header excluded.
+    pub records: u64,
+}
+
+fn write_in_pieces(file: &dyn LedgerFile, buf: &[u8], opts: &Options, path: &Path) -> Result<()> {
+    let pieces = opts.write_pieces.max(1);
+    if pieces == 1 {
+        return file
+            .append(buf)
+            .map_err(|e| LedgerError::io("write", path, e));
+    }
+    let step = buf.len().div_ceil(pieces).max(1);
+    for chunk in buf.chunks(step) {
+        file.append(chunk)
+            .map_err(|e| LedgerError::io("write", path, e))?;
+        if !opts.piece_pause.is_zero() {
+            std::thread::sleep(opts.piece_pause);
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn open_read(opts: &Options, path: &Path) -> Result<Box<dyn std::io::Read + Send>> {
+    opts.fs
+        .open_read(path)
+        .map_err(|e| LedgerError::open_failed(path, e))
+}

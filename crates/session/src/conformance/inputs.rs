@@ -1,0 +1,140 @@
+//! Exactly-once inputs (G6): an input or control id is recorded once, across reopens and
+//! whoever delivers it; messages delivered through the inbox while a writer holds the
+//! session are recorded once by its drain, also when a crash came between the two.
+
+use crate::SessionId;
+use crate::inbox::InboxMessage;
+use crate::state::Status;
+use crate::store::SessionError;
+
+use super::{Factory, create};
+
+pub(super) fn inputs_are_recorded_once(f: Factory) {
+    let store = f();
+    let mut s = create(&*store, "s1");
+    let a = s.append_input("m1", "user", "hello").unwrap();
+    let b = s.append_input("m1", "user", "hello again").unwrap();
+    assert!(
+        !a.duplicate && b.duplicate && a.seq == b.seq,
+        "inputs_are_recorded_once"
+    );
+    drop(s);
+    let mut s = store.open(&SessionId::literal("s1")).unwrap();
+    let c = s.append_input("m1", "user", "hello").unwrap();
+    assert_eq!((c.seq, c.duplicate), (a.seq, true), "dedup across reopen");
+    let d = s.append_control("m1", "resume", None).unwrap();
+    assert!(d.duplicate, "input and control ids share one space");
+    assert_eq!(s.state().pending_inputs.len(), 1);
+    assert_eq!(store.load(&SessionId::literal("s1")).unwrap().last_seq, 1);
+}
+
+pub(super) fn inbox_delivers_once_while_a_writer_holds_the_session(f: Factory) {
+    let name = "inbox_delivers_once_while_a_writer_holds_the_session";
+    let store = f();
+    let id = SessionId::literal("s1");
+    let mut s = create(&*store, "s1");
+    let m1 = InboxMessage::input("m1", "user", "first");
+    let m2 = InboxMessage::input("m2", "api", "second");
+    assert!(
+        !store.deliver(&id, &m1).unwrap().duplicate,
+        "{name}: m1 new"
+    );
+    assert!(
+        store.deliver(&id, &m1).unwrap().duplicate,
+        "{name}: m1 again"
+    );
+    assert!(
+        !store.deliver(&id, &m2).unwrap().duplicate,
+        "{name}: m2 new"
+    );
+    let missing = store.deliver(&SessionId::literal("nope"), &m1).unwrap_err();
+    assert!(
+        matches!(missing, SessionError::NotFound { .. }),
+        "{name}: delivery to a missing session: {missing}"
+    );
+    let waiting: Vec<_> = store
+        .inbox(&id, 10)
+        .unwrap()
+        .iter()
+        .map(|m| m.message_id().to_string())
+        .collect();
+    assert_eq!(waiting, ["m1", "m2"], "{name}: oldest first");
+    assert_eq!(
+        store.sessions_with_mail().unwrap(),
+        vec![id.clone()],
+        "{name}: the session with mail"
+    );
+    // nothing is in the log until the writer drains
+    assert_eq!(s.state().last_seq, 0, "{name}: delivery writes no record");
+    let drained = s.drain_inbox().unwrap();
+    assert_eq!(drained.len(), 2, "{name}: both drained");
+    assert!(drained.iter().all(|d| !d.duplicate), "{name}: {drained:?}");
+    assert_eq!((drained[0].seq, drained[1].seq), (1, 2), "{name}: in order");
+    assert!(store.inbox(&id, 10).unwrap().is_empty(), "{name}: consumed");
+    assert_eq!(s.state().pending_inputs.len(), 2, "{name}: both owed");
+    // a redelivery after the drain: placed, then only consumed
+    store.deliver(&id, &m1).unwrap();
+    let again = s.drain_inbox().unwrap();
+    assert!(
+        again.len() == 1 && again[0].duplicate && again[0].seq == 1,
+        "{name}: redelivered id: {again:?}"
+    );
+    assert_eq!(s.state().last_seq, 2, "{name}: nothing written twice");
+    assert!(store.inbox(&id, 10).unwrap().is_empty(), "{name}: consumed");
+    assert!(s.drain_inbox().unwrap().is_empty(), "{name}: empty drain");
+    assert!(
+        store.sessions_with_mail().unwrap().is_empty(),
+        "{name}: no mail after the drain"
+    );
+    drop(s);
+    let st = store.load(&id).unwrap();
+    assert_eq!(st.last_seq, 2, "{name}: replayed");
+    assert_eq!(st.pending_inputs[1].text, "second", "{name}: text kept");
+}
+
+pub(super) fn inbox_message_recorded_before_a_crash_is_only_consumed(f: Factory) {
+    let name = "inbox_message_recorded_before_a_crash_is_only_consumed";
+    let store = f();
+    let id = SessionId::literal("s1");
+    let mut s = create(&*store, "s1");
+    store
+        .deliver(&id, &InboxMessage::input("m1", "user", "hi"))
+        .unwrap();
+    // the drain's append happened, the process died before consuming the message
+    s.append_input("m1", "user", "hi").unwrap();
+    drop(s);
+    assert_eq!(
+        store.inbox(&id, 10).unwrap().len(),
+        1,
+        "{name}: still waiting"
+    );
+    let mut s = store.open(&id).unwrap();
+    let d = s.drain_inbox().unwrap();
+    assert!(d.len() == 1 && d[0].duplicate, "{name}: {d:?}");
+    assert_eq!(s.state().last_seq, 1, "{name}: recorded once");
+    assert!(store.inbox(&id, 10).unwrap().is_empty(), "{name}: consumed");
+}
+
+pub(super) fn inbox_waiting_makes_an_idle_session_pending(f: Factory) {
+    let name = "inbox_waiting_makes_an_idle_session_pending";
+    let store = f();
+    let id = SessionId::literal("s1");
+    drop(create(&*store, "s1"));
+    assert_eq!(store.summary(&id).unwrap().status, Status::New, "{name}");
+    store
+        .deliver(&id, &InboxMessage::control("r1", "resume", Some("boot")))
+        .unwrap();
+    assert_eq!(
+        store.summary(&id).unwrap().status,
+        Status::Pending,
+        "{name}: a waiting message is owed work"
+    );
+    let mut s = store.open(&id).unwrap();
+    s.drain_inbox().unwrap();
+    assert!(
+        s.state().pending_control.is_some(),
+        "{name}: control drained"
+    );
+    drop(s);
+    assert_ne!(store.summary(&id).unwrap().status, Status::New, "{name}");
+}

@@ -1,0 +1,176 @@
+//! The shared table of session histories for the "does this session owe work" rule: not a
+//! check of a store, but fixtures other tests (and other crates) replay prefix by prefix.
+
+use crate::record::{
+    Item, OutcomeStatus, Record, Response, ToolIntent, ToolOutcome, ToolStart, TurnStart,
+};
+
+/// Session histories whose every prefix is a fixture for the "does this session owe work"
+/// rule: [`crate::SessionState::owes_work`] (full replay) and its tail-only twin
+/// [`crate::state::owes_work_from_tail`] are both checked against them here, and any other
+/// reader of native sessions (boot-resume's classifier) can be checked against the same
+/// table. Each entry: a name and the records after the header, in order.
+pub fn owes_work_histories() -> Vec<(&'static str, Vec<Record>)> {
+    use crate::record::{Control, Failure, Input, Interrupted, ResumeReceipt};
+    let input = |id: &str| {
+        Record::Input(Input {
+            input_id: id.into(),
+            source: "user".into(),
+            text: format!("please do {id}"),
+        })
+    };
+    let turn = |t: u64, prev: Option<u64>, inputs: Vec<u64>| {
+        Record::TurnStart(TurnStart {
+            turn: t,
+            prev_seq: prev,
+            inputs,
+        })
+    };
+    let answer = |t: u64, items: Vec<Item>, failure: Option<Failure>| {
+        Record::Response(Response {
+            turn: t,
+            items,
+            usage: None,
+            stop_reason: None,
+            failure,
+            model: None,
+            provider_extra: None,
+            attempts: vec![],
+        })
+    };
+    let call = |id: &str| Item::ToolCall {
+        call_id: id.into(),
+        name: "shell".into(),
+        arguments: r#"{"command":"true"}"#.into(),
+    };
+    let text = || Item::Text {
+        text: "done".into(),
+    };
+    let intent = |id: &str, t: u64| {
+        Record::ToolIntent(ToolIntent {
+            call_id: id.into(),
+            turn: t,
+            tool: "shell".into(),
+            arguments: r#"{"command":"true"}"#.into(),
+            idempotent: false,
+            idempotency_key: format!("s:{id}"),
+        })
+    };
+    let start = |id: &str| {
+        Record::ToolStart(ToolStart {
+            call_id: id.into(),
+            process: None,
+        })
+    };
+    let outcome = |id: &str, status: OutcomeStatus| {
+        Record::ToolOutcome(ToolOutcome {
+            call_id: id.into(),
+            status,
+            result: "ok".into(),
+            exit_code: Some(0),
+            duration_ms: Some(1),
+        })
+    };
+    let receipt = |open_turn: Option<u64>| {
+        Record::Resume(ResumeReceipt {
+            trigger: "event".into(),
+            open_turn,
+            every_call_has_one_result: true,
+            ..ResumeReceipt::default()
+        })
+    };
+    vec![
+        (
+            "a tool turn, then an answer",
+            vec![
+                input("m1"),
+                turn(1, None, vec![1]),
+                answer(1, vec![text(), call("c1")], None),
+                intent("c1", 1),
+                start("c1"),
+                outcome("c1", OutcomeStatus::Ok),
+                turn(2, Some(2), vec![]),
+                answer(2, vec![text()], None),
+            ],
+        ),
+        (
+            "a failed request",
+            vec![
+                input("m1"),
+                turn(1, None, vec![1]),
+                answer(
+                    1,
+                    vec![],
+                    Some(Failure {
+                        message: "HTTP 500".into(),
+                        transient: true,
+                        status: Some(500),
+                    }),
+                ),
+            ],
+        ),
+        (
+            "a call closed in doubt after a crash, then a resume event on an idle session",
+            vec![
+                input("m1"),
+                turn(1, None, vec![1]),
+                answer(1, vec![call("c1")], None),
+                intent("c1", 1),
+                start("c1"),
+                outcome("c1", OutcomeStatus::InDoubt),
+                receipt(None),
+                turn(2, Some(2), vec![]),
+                answer(2, vec![text()], None),
+                Record::Control(Control {
+                    input_id: "r1".into(),
+                    action: "resume".into(),
+                    reason: Some("gateway-restart".into()),
+                }),
+                receipt(None),
+            ],
+        ),
+        (
+            "stopped mid-turn, resumed",
+            vec![
+                input("m1"),
+                turn(1, None, vec![1]),
+                Record::Interrupted(Interrupted {
+                    reason: "sigint".into(),
+                    turn: Some(1),
+                }),
+                receipt(Some(1)),
+                answer(1, vec![text()], None),
+                input("m2"),
+            ],
+        ),
+        (
+            "compacted before a turn (work owed), then again when idle",
+            vec![
+                input("m1"),
+                turn(1, None, vec![1]),
+                answer(1, vec![text(), call("c1")], None),
+                intent("c1", 1),
+                start("c1"),
+                outcome("c1", OutcomeStatus::Ok),
+                compaction("auto", 1, 6),
+                turn(2, Some(2), vec![]),
+                answer(2, vec![text()], None),
+                compaction("manual", 7, 9),
+            ],
+        ),
+    ]
+}
+
+fn compaction(trigger: &str, from_seq: u64, through_seq: u64) -> Record {
+    Record::Compaction(crate::record::Compaction {
+        trigger: trigger.into(),
+        from_seq,
+        through_seq,
+        summary: "The user asked for c1; it ran.".into(),
+        tokens_before: 900,
+        tokens_after: 100,
+        model: None,
+        usage: None,
+        attempts: vec![],
+    })
+}

@@ -1,0 +1,136 @@
+//! Applying a record already checked: how each kind changes the state.
+
+use crate::record::Record;
+
+use super::call::{Call, IntentInfo, OutcomeInfo, StartInfo};
+use super::compaction::CompactionState;
+use super::{ContextEntry, LastResponse, PendingInput, SessionState};
+
+impl SessionState {
+    /// Applies a record already checked with [`SessionState::check`], written at `seq`.
+    pub fn apply(&mut self, seq: u64, rec: Record) {
+        self.last_seq = seq;
+        // Anything after a stop (a resume receipt included) means the stop was dealt with.
+        self.interrupted = None;
+        match rec {
+            Record::Input(i) => {
+                self.input_ids.insert(&i.input_id, seq);
+                self.pending_inputs.push(PendingInput {
+                    seq,
+                    input_id: i.input_id,
+                    text: i.text,
+                });
+            }
+            Record::Control(c) => {
+                self.input_ids.insert(&c.input_id, seq);
+                self.pending_control = Some(c);
+            }
+            Record::TurnStart(t) => {
+                self.turn = t.turn;
+                self.turn_seqs.push(seq);
+                self.turn_context_starts.push(self.context.len());
+                self.open_turn = Some(t.turn);
+                self.pending_control = None;
+                for s in &t.inputs {
+                    if let Some(pos) = self.pending_inputs.iter().position(|p| p.seq == *s) {
+                        let p = self.pending_inputs.remove(pos);
+                        self.context.push(ContextEntry::User {
+                            seq: p.seq,
+                            text: p.text,
+                        });
+                        self.last_entry_is_tool_result = false;
+                    }
+                }
+            }
+            Record::Response(r) => {
+                self.open_turn = None;
+                for (call_id, name, arguments) in r.tool_calls() {
+                    self.call_index.insert(call_id, self.calls.len());
+                    self.calls.push(Call {
+                        call_id: call_id.to_string(),
+                        turn: r.turn,
+                        name: name.to_string(),
+                        arguments: arguments.to_string(),
+                        intent: None,
+                        start: None,
+                        outcome: None,
+                    });
+                }
+                self.last_response = Some(LastResponse {
+                    seq,
+                    turn: r.turn,
+                    tool_calls: r.tool_calls().count(),
+                    stop_reason: r.stop_reason,
+                    failure: r.failure,
+                });
+                if !r.items.is_empty() {
+                    self.context.push(ContextEntry::Assistant {
+                        seq,
+                        turn: r.turn,
+                        items: r.items,
+                    });
+                    self.last_entry_is_tool_result = false;
+                }
+            }
+            Record::ToolIntent(i) => {
+                if let Some(call) = self.call_mut(&i.call_id) {
+                    call.intent = Some(IntentInfo {
+                        idempotent: i.idempotent,
+                        idempotency_key: i.idempotency_key,
+                    });
+                }
+            }
+            Record::ToolStart(s) => {
+                if let Some(call) = self.call_mut(&s.call_id) {
+                    call.start = Some(StartInfo { process: s.process });
+                }
+            }
+            Record::ToolOutcome(o) => {
+                if let Some(&k) = self.call_index.get(&o.call_id)
+                    && self.calls.get(k).is_some()
+                {
+                    self.context.push(ContextEntry::ToolResult { seq, call: k });
+                    self.last_entry_is_tool_result = true;
+                    self.calls[k].outcome = Some(OutcomeInfo {
+                        status: o.status,
+                        result: o.result,
+                        exit_code: o.exit_code,
+                        duration_ms: o.duration_ms,
+                    });
+                }
+            }
+            Record::Fork(f) => self.forked_at_turn = Some(f.at_turn),
+            Record::Resume(r) => {
+                // The receipt is the answer to a resume event (not to a compact request).
+                if !self.compact_requested() {
+                    self.pending_control = None;
+                }
+                self.last_receipt = Some(r);
+            }
+            Record::Interrupted(i) => self.interrupted = Some(i),
+            Record::Compaction(c) => {
+                let (through_turn, kept_from) = self
+                    .compaction_cut(c.through_seq)
+                    .unwrap_or((self.turn, self.context.len()));
+                self.forget_summarised(kept_from, through_turn);
+                if self.compact_requested() {
+                    // the answer to a compact request
+                    self.pending_control = None;
+                }
+                self.compaction = Some(CompactionState {
+                    seq,
+                    through_seq: c.through_seq,
+                    through_turn,
+                    kept_from,
+                    summary: c.summary,
+                })
+            }
+            Record::Header => {}
+        }
+    }
+
+    fn call_mut(&mut self, call_id: &str) -> Option<&mut Call> {
+        let &i = self.call_index.get(call_id)?;
+        self.calls.get_mut(i)
+    }
+}

@@ -1,0 +1,155 @@
+//! The status rules: whether a session owes work and its status in one word, from the
+//! replayed state, and their tail-only twins that judge from the last record alone (for
+//! listings and boot-resume). Kept together so the twins stay in step.
+
+use super::SessionState;
+use super::call::CallState;
+
+impl SessionState {
+    /// A control input that owes work is waiting (a `resume` event owes its receipt).
+    fn control_owed(&self) -> bool {
+        self.pending_control.is_some() && !self.compact_requested()
+    }
+
+    /// Whether the session owes work: a turn to request (again), a tool call without an
+    /// outcome, an input not yet answered, or tool results the model has not seen. The one
+    /// rule for it: the runner keeps going while it holds, the gateway requeues such sessions
+    /// at start and takes them over, and [`Status::owes_work`] is its tail-only twin for
+    /// listings and boot-resume. A pending `resume` event owes its receipt.
+    pub fn owes_work(&self) -> bool {
+        self.open_turn.is_some()
+            || self.unresolved_calls().next().is_some()
+            || !self.pending_inputs.is_empty()
+            || self.control_owed()
+            || self.last_entry_is_tool_result
+    }
+
+    /// What the model will see next: the status of the work, in one word.
+    pub fn status(&self) -> Status {
+        if self.interrupted.is_some() {
+            return Status::Stopped;
+        }
+        if self
+            .unresolved_calls()
+            .any(|c| c.state() == CallState::StartedNoOutcome)
+        {
+            return Status::InDoubt;
+        }
+        if self.open_turn.is_some() || self.unresolved_calls().next().is_some() {
+            return Status::Interrupted;
+        }
+        if !self.pending_inputs.is_empty() || self.control_owed() {
+            return Status::Pending;
+        }
+        match &self.last_response {
+            Some(r) if r.failure.is_some() => Status::Failed,
+            Some(r) if r.tool_calls > 0 => Status::Interrupted,
+            Some(_) => {
+                // the last response's calls are all done: a following turn is owed
+                if self.last_entry_is_tool_result {
+                    Status::Interrupted
+                } else {
+                    Status::Idle
+                }
+            }
+            None if self.turn == 0 && self.last_seq == 0 => Status::New,
+            None => Status::Idle,
+        }
+    }
+}
+
+/// A session's status in one word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Header only.
+    New,
+    /// Nothing owed: the last turn finished.
+    Idle,
+    /// Inputs recorded and not yet answered.
+    Pending,
+    /// A writer is working on it now.
+    Running,
+    /// Cut off mid-turn: resume continues it.
+    Interrupted,
+    /// Cut off while a tool call was running: its effect is unknown until resume re-runs it
+    /// (idempotent) or closes it as in doubt and tells the model.
+    InDoubt,
+    /// Stopped cleanly on request (signal, shutdown); resumable.
+    Stopped,
+    /// The last model request failed after retries.
+    Failed,
+    /// The session's file (or rows) cannot be read as a session: listed, never run.
+    Corrupt,
+}
+
+impl Status {
+    /// Whether a session in this status may owe work, judged from its last record alone (as
+    /// [`owes_work_from_tail`] does, for listings): inputs not answered, cut off mid-turn, or
+    /// stopped with work left (a stop is recorded only then).
+    pub fn owes_work(self) -> bool {
+        matches!(
+            self,
+            Status::Pending | Status::Interrupted | Status::InDoubt | Status::Stopped
+        )
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = match self {
+            Status::New => "new",
+            Status::Idle => "idle",
+            Status::Pending => "pending",
+            Status::Running => "running",
+            Status::Interrupted => "interrupted",
+            Status::InDoubt => "in_doubt",
+            Status::Corrupt => "corrupt",
+            Status::Stopped => "stopped",
+            Status::Failed => "failed",
+        };
+        f.write_str(s)
+    }
+}
+
+/// Whether a session whose last record is `kind`/`data` may owe work: the tail-only twin of
+/// [`SessionState::owes_work`], for listings and boot-resume (no replay). It never says "no"
+/// where a replay says "yes"; where only a replay can tell (the last record is a resume
+/// receipt, a stop or a fork point) it says "yes", and whoever acts on it replays anyway.
+pub fn owes_work_from_tail(kind: &str, data: &serde_json::Value) -> bool {
+    match kind {
+        "header" => false,
+        "response" => status_from_tail(kind, data) == Status::Interrupted,
+        "input" | "control" | "turn_start" | "tool_intent" | "tool_start" | "tool_outcome"
+        | "resume" | "interrupted" | "fork" => true,
+        // automatic ones are written only while work is owed, manual ones only when not
+        "compaction" => data["trigger"] != "manual",
+        // A kind this build does not know: say "maybe" rather than leave work behind.
+        _ => true,
+    }
+}
+
+/// Status from the last record alone (for listings: no replay).
+pub fn status_from_tail(kind: &str, data: &serde_json::Value) -> Status {
+    match kind {
+        "header" => Status::New,
+        "input" | "control" => Status::Pending,
+        "tool_start" => Status::InDoubt,
+        "turn_start" | "tool_intent" | "tool_outcome" | "resume" => Status::Interrupted,
+        "interrupted" => Status::Stopped,
+        "compaction" if data["trigger"] != "manual" => Status::Interrupted,
+        "response" => {
+            if data.get("failure").is_some_and(|f| !f.is_null()) {
+                Status::Failed
+            } else if data["items"]
+                .as_array()
+                .is_some_and(|items| items.iter().any(|i| i["type"] == "tool_call"))
+            {
+                Status::Interrupted
+            } else {
+                Status::Idle
+            }
+        }
+        _ => Status::Idle,
+    }
+}
