@@ -108,6 +108,7 @@ fn intent() -> Record {
         arguments: r#"{"command":"npm test"}"#.into(),
         idempotent: false,
         idempotency_key: format!("{ID}:c1"),
+        rerun_basis: None,
     })
 }
 

@@ -66,6 +66,7 @@ fn session_with_call(store: &LocalStore, tool: &str, args: Value, idempotent: bo
         arguments: args.to_string(),
         idempotent,
         idempotency_key: "s:c1".into(),
+        rerun_basis: None,
     }))
     .unwrap();
     s

@@ -306,6 +306,7 @@ fn interrupted_session(store: &LocalStore, meta: Option<Value>) {
         arguments: json!({"path": "where.txt"}).to_string(),
         idempotent: true,
         idempotency_key: "s:c1".into(),
+        rerun_basis: None,
     }))
     .unwrap();
 }

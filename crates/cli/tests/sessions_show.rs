@@ -64,6 +64,7 @@ fn resumed_session(store: &LocalStore) {
         arguments: r#"{"command":"./deploy"}"#.into(),
         idempotent: false,
         idempotency_key: "s:c1".into(),
+        rerun_basis: None,
     }))
     .unwrap();
     s.append(Record::ToolStart(ToolStart {

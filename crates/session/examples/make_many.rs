@@ -56,6 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             arguments: format!(r#"{{"path":"src/file{k}.rs"}}"#),
             idempotent: true,
             idempotency_key: format!("{id}:c1"),
+            rerun_basis: None,
         }))?;
         s.append(Record::ToolOutcome(ToolOutcome {
             call_id: "c1".into(),

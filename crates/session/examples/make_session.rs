@@ -65,6 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             arguments: format!(r#"{{"path":"src/file{k}.rs"}}"#),
             idempotent: true,
             idempotency_key: format!("k{k}"),
+            rerun_basis: None,
         }))?;
         s.append(Record::ToolStart(ToolStart {
             call_id: call_id.clone(),

@@ -304,6 +304,12 @@ pub struct ToolIntent {
     pub idempotent: bool,
     /// Same key on a re-run of the same call.
     pub idempotency_key: String,
+    /// The facts `idempotent` was decided from, for tools whose answer is not fixed by their
+    /// code (an MCP server's identity, the tool's annotations, whether the server was
+    /// trusted). Resume decides from these, never from what is true later. Absent for the
+    /// built-in tools (and in ledgers written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun_basis: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// A process group, identified so a reused pid is never mistaken for it.

@@ -70,6 +70,7 @@ fn records() -> Vec<Record> {
             arguments: r#"{"command":"ls src | wc -l"}"#.into(),
             idempotent: false,
             idempotency_key: "golden:call_1".into(),
+            rerun_basis: None,
         }),
         Record::ToolStart(ToolStart {
             call_id: "call_1".into(),

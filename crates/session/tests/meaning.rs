@@ -78,6 +78,7 @@ fn intent_for(id: &str, tool: &str) -> Record {
         arguments: r#"{"command":"true"}"#.into(),
         idempotent: false,
         idempotency_key: format!("s:{id}"),
+        rerun_basis: None,
     })
 }
 

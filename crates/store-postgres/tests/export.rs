@@ -64,6 +64,7 @@ fn build(store: &dyn Store, id: &str) -> Session {
         arguments: r#"{"path":"."}"#.into(),
         idempotent: true,
         idempotency_key: format!("{id}:c1"),
+        rerun_basis: None,
     }))
     .unwrap();
     s.append(Record::ToolStart(ToolStart {

@@ -60,6 +60,7 @@ impl Runner {
                             arguments: call.arguments.clone(),
                             idempotent: rerun.idempotent,
                             idempotency_key: format!("{}:{}", st.id(), call.call_id),
+                            rerun_basis: rerun.basis,
                         }),
                         observer,
                     )?;

@@ -62,7 +62,7 @@ impl Runner {
                     // what was recorded when the call started, and the tool's own word on it
                     let recorded = call.intent.as_ref().map(|i| Rerun {
                         idempotent: i.idempotent,
-                        basis: None,
+                        basis: i.rerun_basis.as_deref().cloned(),
                     });
                     let may_rerun = recorded.is_some_and(|r| {
                         r.idempotent

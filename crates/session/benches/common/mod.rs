@@ -294,6 +294,7 @@ pub fn ensure_ledger_with(mb: u64, compacted: bool) -> (PathBuf, String) {
                     arguments,
                     idempotent,
                     idempotency_key: format!("{id}:{call_id}"),
+                    rerun_basis: None,
                 }));
                 put(Record::ToolStart(ToolStart {
                     call_id: call_id.clone(),

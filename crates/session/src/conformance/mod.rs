@@ -145,6 +145,7 @@ fn run_one_tool_turn(s: &mut crate::Session) {
         arguments: r#"{"path":"."}"#.into(),
         idempotent: true,
         idempotency_key: "s1:c1".into(),
+        rerun_basis: None,
     }))
     .unwrap();
     s.append(Record::ToolStart(ToolStart {

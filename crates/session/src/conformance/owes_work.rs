@@ -54,6 +54,7 @@ pub fn owes_work_histories() -> Vec<(&'static str, Vec<Record>)> {
             arguments: r#"{"command":"true"}"#.into(),
             idempotent: false,
             idempotency_key: format!("s:{id}"),
+            rerun_basis: None,
         })
     };
     let start = |id: &str| {

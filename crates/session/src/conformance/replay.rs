@@ -108,6 +108,7 @@ pub(super) fn calls_by_state(f: Factory) {
             arguments: "{}".into(),
             idempotent: false,
             idempotency_key: format!("k-{id}"),
+            rerun_basis: None,
         }))
         .unwrap();
     }

@@ -77,6 +77,7 @@ impl SessionState {
                     call.intent = Some(IntentInfo {
                         idempotent: i.idempotent,
                         idempotency_key: i.idempotency_key,
+                        rerun_basis: i.rerun_basis.map(Box::new),
                     });
                 }
             }

@@ -35,6 +35,9 @@ pub struct Call {
 pub struct IntentInfo {
     pub idempotent: bool,
     pub idempotency_key: String,
+    /// The facts `idempotent` rests on, as recorded (boxed: rare, and a call is kept per
+    /// call of the session).
+    pub rerun_basis: Option<Box<serde_json::Map<String, serde_json::Value>>>,
 }
 
 /// What a `tool_start` recorded.
