@@ -7,15 +7,14 @@ use clap::{Parser, Subcommand};
 
 mod args;
 mod boot_resume;
-mod compact;
 mod config;
 mod config_cmd;
 mod db;
+mod fmt;
 mod paths;
 mod run;
 mod serve;
 mod sessions;
-mod show;
 mod term;
 mod ui;
 

@@ -1,9 +1,14 @@
 //! `lazarus run`: run an agent session from the terminal; run it again after any crash and
-//! it continues where it stopped.
+//! it continues where it stopped. `picker` holds `lazarus resume`, `live` what a run prints.
 
-use std::io::{IsTerminal, Read, Write};
+mod live;
+mod picker;
+
+pub use picker::resume;
+
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
@@ -17,7 +22,8 @@ use serde_json::json;
 
 use crate::Usage;
 use crate::args::{ModelArgs, StoreArgs};
-use crate::term::{escape, escape_text};
+use crate::term::escape;
+use live::{Live, end_open_line, print_line};
 
 /// Exit code when stopped by SIGINT/SIGTERM.
 pub const EXIT_INTERRUPTED: i32 = 130;
@@ -82,168 +88,6 @@ struct Checked {
 pub fn run(args: RunArgs) -> Result<i32> {
     let checked = check_arguments(&args)?;
     run_checked(args, checked)
-}
-
-/// `lazarus resume`: pick the session on a terminal (arrow keys, type to filter), show its
-/// last turns, then resume it as `run --session ID` would.
-pub fn resume(mut args: RunArgs) -> Result<i32> {
-    if args.session.is_none() && !args.continue_ {
-        if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-            return Err(Usage(
-                "lazarus resume picks a session on a terminal; elsewhere give --session ID (or -c for this workspace's newest)".into(),
-            )
-            .into());
-        }
-        args.store.check()?;
-        let store = args.store.open()?;
-        match pick(&*store)? {
-            Some(chosen) => {
-                preview(&*store, &chosen.id);
-                if let Some(recorded) = &chosen.workspace
-                    && args.workspace.is_none()
-                    && std::env::current_dir()
-                        .ok()
-                        .and_then(|d| d.canonicalize().ok())
-                        .is_none_or(|d| d.to_string_lossy() != recorded.as_str())
-                {
-                    eprintln!(
-                        "note: {} was created in {}; its tools now work in the current directory (give --workspace to choose)",
-                        chosen.id,
-                        escape(recorded)
-                    );
-                }
-                args.session = Some(chosen.id);
-            }
-            None => {
-                eprintln!("nothing chosen; nothing resumed");
-                return Ok(EXIT_INTERRUPTED);
-            }
-        }
-    }
-    let checked = check_arguments(&args)?;
-    run_checked(args, checked)
-}
-
-/// One line of the picker: title, status, workspace, age, id.
-struct Choice(lazarus_session::SessionSummary);
-
-impl std::fmt::Display for Choice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use crate::sessions::{ago, fit, short_path};
-        let s = &self.0;
-        let title = s.title.as_deref().unwrap_or("(no input yet)");
-        let ws = s.workspace.as_deref().map(short_path).unwrap_or_default();
-        write!(
-            f,
-            "{:<40}  {:<11}  {:<24}  {:<12}  {}",
-            fit(&escape(title), 40, false),
-            s.status.to_string(),
-            fit(&escape(&ws), 24, true),
-            ago(&s.updated_at),
-            s.id
-        )
-    }
-}
-
-fn pick(store: &dyn Store) -> Result<Option<lazarus_session::SessionSummary>> {
-    let mut list: Vec<_> = store
-        .list()?
-        .into_iter()
-        .filter(|s| s.status != lazarus_session::Status::Corrupt)
-        .collect();
-    if list.is_empty() {
-        bail!(
-            "no sessions in {} to resume; start one with lazarus run -p PROMPT",
-            store.location()
-        );
-    }
-    list.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
-    let choices: Vec<Choice> = list.into_iter().map(Choice).collect();
-    let answer = inquire::Select::new("Resume which session?", choices)
-        .with_page_size(12)
-        .with_help_message("↑↓ move · type to filter · Enter resumes · Esc cancels")
-        // typed text filters on the whole title, id and workspace (the row shows them cut)
-        .with_scorer(&|typed, choice, _, _| {
-            let typed = typed.to_lowercase();
-            let s = &choice.0;
-            let hit = [
-                Some(s.id.as_str()),
-                s.title.as_deref(),
-                s.workspace.as_deref(),
-            ]
-            .into_iter()
-            .flatten()
-            .any(|field| field.to_lowercase().contains(&typed));
-            hit.then_some(0)
-        })
-        .prompt();
-    match answer {
-        Ok(c) => Ok(Some(c.0)),
-        Err(
-            inquire::InquireError::OperationCanceled | inquire::InquireError::OperationInterrupted,
-        ) => Ok(None),
-        Err(e) => Err(anyhow::Error::from(e).context("the session picker")),
-    }
-}
-
-/// The chosen session's last turns, so the user sees where it stands before it continues.
-fn preview(store: &dyn Store, id: &SessionId) {
-    let Ok(st) = store.load(id) else { return };
-    let mut lines: Vec<String> = st
-        .pending_inputs
-        .iter()
-        .rev()
-        .map(|p| format!("> {} (pending)", p.text))
-        .map(|l| {
-            escape(
-                &l.lines()
-                    .next()
-                    .unwrap_or("")
-                    .chars()
-                    .take(100)
-                    .collect::<String>(),
-            )
-            .into_owned()
-        })
-        .collect();
-    // what the model is sent (a compaction's summarised text is not kept in the state)
-    for entry in st.live_context().1.iter().rev() {
-        if lines.len() >= 4 {
-            break;
-        }
-        let line = match entry {
-            lazarus_session::ContextEntry::User { text, .. } => format!("> {}", text),
-            lazarus_session::ContextEntry::Assistant { items, .. } => items
-                .iter()
-                .find_map(|i| match i {
-                    lazarus_session::record::Item::Text { text } => Some(text.clone()),
-                    lazarus_session::record::Item::ToolCall { name, .. } => {
-                        Some(format!("→ {name}"))
-                    }
-                    _ => None,
-                })
-                .unwrap_or_default(),
-            lazarus_session::ContextEntry::ToolResult { .. } => continue,
-        };
-        if line.is_empty() {
-            continue;
-        }
-        let one: String = line
-            .lines()
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take(100)
-            .collect();
-        lines.push(escape(&one).into_owned());
-        if lines.len() == 4 {
-            break;
-        }
-    }
-    eprintln!("last turns of {id}:");
-    for l in lines.iter().rev() {
-        eprintln!("  {l}");
-    }
 }
 
 fn run_checked(args: RunArgs, checked: Checked) -> Result<i32> {
@@ -378,9 +222,7 @@ async fn run_async(args: RunArgs, checked: Checked) -> Result<i32> {
             .drive(&session, "run", &cancel, &mut observer)
             .await?;
         drop(observer);
-        if LINE_OPEN.load(Ordering::Relaxed) {
-            print_line("");
-        }
+        end_open_line();
         let code = report_outcome(&id, outcome, &retries, interactive);
         // SIGTERM is the system stopping us, not the user cancelling a turn.
         let terminated = code == EXIT_INTERRUPTED && cfg.stop_reason.get() == "sigterm";
@@ -571,156 +413,4 @@ fn spawn_signal_handler(current: Arc<Mutex<CancellationToken>>, reason: StopReas
             }
         }
     });
-}
-
-/// `workspace-write (no network; Landlock ABI 7, …)` from a receipt's `sandbox`.
-fn describe_sandbox_record(v: &serde_json::Value) -> String {
-    let Some(mode) = v["mode"].as_str() else {
-        return "not recorded".into();
-    };
-    let net = if v["network"].as_bool() == Some(true) {
-        "network allowed"
-    } else {
-        "no network"
-    };
-    format!("{mode} ({net}; {})", v["detail"].as_str().unwrap_or("?"))
-}
-
-/// Whether stdout's last line is unfinished (streamed text without its newline yet).
-static LINE_OPEN: AtomicBool = AtomicBool::new(false);
-
-/// Prints one line; a closed stdout must not stop the run (every record is durable already).
-fn print_line(s: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{s}").and_then(|_| out.flush());
-    LINE_OPEN.store(false, Ordering::Relaxed);
-}
-
-fn print_raw(s: &str) {
-    if s.is_empty() {
-        return;
-    }
-    let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{s}").and_then(|_| out.flush());
-    LINE_OPEN.store(!s.ends_with('\n'), Ordering::Relaxed);
-}
-
-/// Live output of a run: records or text on stdout; model retries as one transient status
-/// line on a terminal's stderr (gone once the request succeeds) and one line at the end if
-/// it never does — never one line per attempt.
-struct Live {
-    json: bool,
-    /// Retries of the current model request.
-    retries: Arc<AtomicU32>,
-    /// The retry status line, while a request is being retried (terminals only).
-    status: Option<indicatif::ProgressBar>,
-}
-
-impl Live {
-    fn new(json: bool) -> Self {
-        Live {
-            json,
-            retries: Arc::new(AtomicU32::new(0)),
-            status: None,
-        }
-    }
-
-    fn show(&mut self, ev: &RunEvent<'_>) {
-        match ev {
-            RunEvent::Retry { error, wait } => {
-                let n = self.retries.fetch_add(1, Ordering::Relaxed) + 1;
-                tracing::info!(attempt = n, error, "model request failed; retrying");
-                if !std::io::stderr().is_terminal() {
-                    return;
-                }
-                let bar = self.status.get_or_insert_with(|| {
-                    let b = indicatif::ProgressBar::new_spinner();
-                    b.enable_steady_tick(std::time::Duration::from_millis(120));
-                    b
-                });
-                let short: String = error.chars().take(100).collect();
-                bar.set_message(format!(
-                    "model request failed ({}); attempt {} in {} ms",
-                    escape(&short),
-                    n + 1,
-                    wait.as_millis()
-                ));
-                return;
-            }
-            RunEvent::Record { kind, .. } if *kind == "turn_start" => {
-                self.retries.store(0, Ordering::Relaxed);
-                // one turn's text never runs into the next one's
-                if !self.json && LINE_OPEN.load(Ordering::Relaxed) {
-                    print_line("");
-                }
-            }
-            _ => {}
-        }
-        // Anything else means the model answered (or the run moved on): the status goes.
-        if let Some(bar) = self.status.take() {
-            bar.finish_and_clear();
-        }
-        show_event(ev, self.json);
-    }
-}
-
-fn show_event(ev: &RunEvent<'_>, json: bool) {
-    if json {
-        if let RunEvent::Record {
-            seq,
-            ts,
-            kind,
-            data,
-        } = ev
-        {
-            print_line(&json!({"seq": seq, "ts": ts, "kind": kind, "data": data}).to_string());
-        }
-        return;
-    }
-    match ev {
-        RunEvent::Text(t) => print_raw(&escape_text(t)),
-        RunEvent::Reasoning(_) => {}
-        RunEvent::Retry { .. } => {}
-        RunEvent::ToolRunning {
-            name, arguments, ..
-        } => print_line(&format!("\n→ {} {}", escape(name), escape(arguments))),
-        RunEvent::Record { kind, data, .. } => match *kind {
-            "tool_outcome" => {
-                let result = data["result"].as_str().unwrap_or("");
-                let mut lines: Vec<&str> = result.lines().take(12).collect();
-                if result.lines().count() > 12 {
-                    lines.push("…");
-                }
-                print_line(&format!(
-                    "← [{}] {}",
-                    data["status"].as_str().unwrap_or("?"),
-                    escape_text(&lines.join("\n  "))
-                ));
-            }
-            "resume" => print_line(&format!(
-                "resumed ({}): {} bytes of crash debris cut{}, {} records replayed, {} calls reused, {} re-run, {} in doubt, {} not started, {} leftover process groups terminated, {} inputs pending{}; every tool call has exactly one result: {}; sandbox: {}",
-                data["trigger"].as_str().unwrap_or("?"),
-                data["truncated_bytes"],
-                data["truncated_saved_to"]
-                    .as_str()
-                    .map(|f| format!(" (saved to {f})"))
-                    .unwrap_or_default(),
-                data["records_replayed"],
-                data["calls_reused"],
-                data["calls_rerun"],
-                data["calls_in_doubt"],
-                data["calls_not_started"],
-                data["processes_terminated"],
-                data["inputs_pending"],
-                data["open_turn"]
-                    .as_u64()
-                    .map(|t| format!(", turn {t} requested again"))
-                    .unwrap_or_default(),
-                data["every_call_has_one_result"],
-                describe_sandbox_record(&data["sandbox"])
-            )),
-            // A failed response ends the run; its one line goes to stderr then.
-            _ => {}
-        },
-    }
 }

@@ -8,7 +8,7 @@ use anyhow::Result;
 use lazarus_session::{SessionId, Store, StoredRecord};
 use serde_json::Value;
 
-use crate::sessions::{ago, short_path};
+use crate::fmt::{ago, short_path};
 use crate::term::{escape, escape_text};
 
 /// Characters of a tool result shown (head and tail) before the middle is elided.
