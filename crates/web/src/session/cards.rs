@@ -1,0 +1,136 @@
+//! The tool-call cards of a turn: intent → start → outcome, the arguments, the result, and
+//! the notices for a call cut off while running or closed as in doubt.
+
+use lazarus_session::record::OutcomeStatus;
+use maud::{Markup, html};
+
+use super::text::long_text;
+use super::{Ctx, seq_time};
+use crate::timeline::{CallCard, CallStage, Entry, Turn};
+
+fn outcome_word(s: OutcomeStatus) -> &'static str {
+    match s {
+        OutcomeStatus::Ok => "ok",
+        OutcomeStatus::Error => "error",
+        OutcomeStatus::Timeout => "timeout",
+        OutcomeStatus::Cancelled => "cancelled",
+        OutcomeStatus::InDoubt => "in doubt",
+        OutcomeStatus::NotRun => "not run",
+    }
+}
+
+pub(super) fn card(ctx: &Ctx, e: &Entry, t: &Turn, c: &CallCard) -> Markup {
+    let stage = c.stage();
+    let cut_off = stage == CallStage::Started && !ctx.running;
+    let (stage_class, state) = match stage {
+        CallStage::Asked => ("asked", "not started".to_string()),
+        CallStage::Intended => ("intended", "intended, not started".to_string()),
+        CallStage::Started if ctx.running => ("started", "running".to_string()),
+        CallStage::Started => (
+            "started",
+            "cut off while running: effect unknown".to_string(),
+        ),
+        CallStage::Done => (
+            "done",
+            c.outcome
+                .as_ref()
+                .map(|o| outcome_word(o.data.status).to_string())
+                .unwrap_or_default(),
+        ),
+    };
+    let idx = t.calls.iter().position(|x| std::ptr::eq(x, c)).unwrap_or(0);
+    let mut class = format!("call stage-{stage_class}");
+    if c.in_doubt() {
+        class.push_str(" in-doubt");
+    }
+    if cut_off {
+        class.push_str(" cut-off");
+    }
+    if let Some(o) = &c.outcome {
+        class.push_str(match o.data.status {
+            OutcomeStatus::Ok => " out-ok",
+            OutcomeStatus::Error | OutcomeStatus::Timeout => " out-error",
+            _ => " out-other",
+        });
+    }
+    html! {
+        div class=(class) id={ (e.key) "-call" (idx) } data-call-id=(c.call_id) {
+            div.call-head {
+                span.tool { (c.name) }
+                " " code.callid title="call id" { (c.call_id) }
+                @if let Some(i) = &c.intent {
+                    " " span.idem { @if i.data.idempotent { "idempotent" } @else { "not idempotent" } }
+                }
+                " " span.call-state { (state) }
+            }
+            ol.steps {
+                li class=@if c.intent.is_some() { "step on" } @else { "step" } {
+                    "intent " @match &c.intent { Some(s) => (seq_time(ctx, s.seq, &s.ts)), None => span.muted { "—" } }
+                }
+                li class=@if c.start.is_some() { "step on" } @else { "step" } {
+                    "start "
+                    @match &c.start {
+                        Some(s) => {
+                            (seq_time(ctx, s.seq, &s.ts))
+                            @if let Some(p) = &s.data.process { " · process group " (p.pgid) }
+                        }
+                        None => span.muted { "—" }
+                    }
+                }
+                li class=@if c.outcome.is_some() { "step on" } @else { "step" } {
+                    "outcome "
+                    @match &c.outcome {
+                        Some(o) => {
+                            strong { (outcome_word(o.data.status)) }
+                            @if let Some(x) = o.data.exit_code { " · exit " (x) }
+                            @if let Some(d) = o.data.duration_ms { " · " (duration(d)) }
+                            " " (seq_time(ctx, o.seq, &o.ts))
+                        }
+                        None => span.muted { "—" }
+                    }
+                }
+            }
+            div.args { (arguments(&c.arguments)) }
+            @if cut_off {
+                div.notice.pending-doubt {
+                    strong { "Cut off while running." }
+                    " Its effect is unknown. At resume it is run again if it is idempotent; otherwise it is closed as in doubt and the model is told so — never silently run twice."
+                }
+            }
+            @if let Some(o) = &c.outcome {
+                @if c.in_doubt() {
+                    div.notice.doubt {
+                        strong { "In doubt." }
+                        " This call was cut off while it ran; Lazarus did not run it again. The model received this notice:"
+                        pre.notice-text { (o.data.result) }
+                    }
+                } @else {
+                    div.result { (long_text(&o.data.result)) }
+                }
+            }
+        }
+    }
+}
+
+fn duration(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms < 120_000 {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    } else {
+        format!("{} min {} s", ms / 60_000, (ms / 1000) % 60)
+    }
+}
+
+/// Tool arguments: pretty JSON when they are JSON (the model wrote them; may be invalid).
+fn arguments(raw: &str) -> Markup {
+    let pretty = serde_json::from_str::<serde_json::Value>(raw)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok());
+    html! {
+        @match pretty {
+            Some(p) => { (long_text(&p)) }
+            None => { (long_text(raw)) span.muted { " (not valid JSON)" } }
+        }
+    }
+}

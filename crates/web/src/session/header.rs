@@ -1,0 +1,70 @@
+//! The head of the session page: title, status, the facts (workspace, model, times, sizes,
+//! lineage) and the warning when a record breaks the session's rules.
+
+use maud::{Markup, html};
+
+use super::Ctx;
+use super::read::Loaded;
+use crate::fmt::{self, bytes, count, status_badge};
+
+pub(super) fn head(ctx: &Ctx, l: &Loaded) -> Markup {
+    let s = &l.summary;
+    let tl = &l.timeline;
+    let calls = tl.calls().count();
+    let in_doubt = tl.in_doubt_calls();
+    let model = tl.model.clone().or_else(|| {
+        s.meta
+            .as_ref()
+            .and_then(|m| m["model"].as_str())
+            .map(str::to_string)
+    });
+    html! {
+        div #session-head {
+            h1 { (s.title.as_deref().unwrap_or(s.id.as_str())) }
+            p.session-status {
+                (status_badge(l.status))
+                @if in_doubt > 0 {
+                    " " span.pill.in-doubt-pill { (in_doubt) " in doubt" }
+                }
+                @if tl.receipts > 0 {
+                    " " span.pill { (tl.receipts) @if tl.receipts == 1 { " resume" } @else { " resumes" } }
+                }
+            }
+            dl.facts {
+                div { dt { "id" } dd { code { (s.id) } } }
+                div { dt { "workspace" } dd { @match &s.workspace { Some(w) => code title=(w) { (crate::list::short_path(w)) }, None => span.muted { "—" } } } }
+                div { dt { "model" } dd { @match &model { Some(m) => code { (m) }, None => span.muted { "not recorded" } } } }
+                div { dt { "created" } dd { (fmt::time(&s.created_at, &ctx.now)) } }
+                div { dt { "last activity" } dd { (fmt::time(&s.updated_at, &ctx.now)) } }
+                div { dt { "records" } dd { (count(tl.last_seq)) } }
+                div { dt { "size" } dd { (bytes(s.bytes)) } }
+                div { dt { "turns" } dd { (tl.state.turn) } }
+                div { dt { "tool calls" } dd { (calls) } }
+                div { dt { "tokens" } dd { (count(tl.tokens.total)) } }
+                @if let Some(p) = &s.parent {
+                    div { dt { "parent" } dd {
+                        a href={ "/sessions/" (p) } { (p) }
+                        @if let Some(f) = &tl.fork { " at turn " (f.at_turn) }
+                    } }
+                }
+                @if !l.children.is_empty() {
+                    div { dt { "forks" } dd.forks {
+                        @for (c, turn) in &l.children {
+                            a href={ "/sessions/" (c) } { (c) }
+                            @if let Some(t) = turn { span.muted { " (turn " (t) ")" } }
+                            " "
+                        }
+                    } }
+                }
+            }
+            @if let Some((seq, why)) = &tl.replay_error {
+                div.warn-box {
+                    strong { "Record #" (seq) " breaks the session's rules: " }
+                    (why)
+                    " The records are shown as written; a resume would refuse this log (run "
+                    code { "lazarus sessions verify " (ctx.id) } ")."
+                }
+            }
+        }
+    }
+}
