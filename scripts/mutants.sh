@@ -84,7 +84,8 @@ for g in "${groups[@]}"; do
       # The resume path: what resume decides and does. Its tests are the agent's own and
       # the CLI's resume and crash tests (real processes, real HTTP).
       run_group runner -p lazarus-agent --test-package lazarus-agent,lazarus-cli \
-        -f crates/agent/src/runner.rs \
+        -f crates/agent/src/runner/resume.rs -f crates/agent/src/runner/dispatch.rs \
+        -f crates/agent/src/runner/turns.rs -f crates/agent/src/runner/transcript.rs \
         --re 'resume_if_needed|owes_turn|clean_calls|execute_call|Runner::drive' \
         --cargo-test-arg=-E --cargo-test-arg='package(lazarus-agent) | binary(run_resume) | binary(run_crash)' ;;
   esac

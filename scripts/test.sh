@@ -19,6 +19,9 @@ fi
 stop_pg() { if [ -n "$started_pg" ]; then scripts/pg-test-server.sh stop >/dev/null 2>&1 || true; fi; }
 trap stop_pg EXIT
 
+echo "== the house stays small: no source file over 700 lines, no import circle"
+python3 scripts/check-layout.py
+
 echo "== local model (for the end-to-end tests)"
 bash scripts/local-model/setup.sh
 

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use lazarus_agent::model::ToolSpec;
 use lazarus_agent::provider::{CancellationToken, ProviderConfig};
 use lazarus_agent::runner::{RunOutcome, Runner, RunnerConfig, SharedSession};
-use lazarus_agent::tools::{Rerun, Tool, ToolContext, ToolFuture, ToolHooks, ToolOutput, Toolbox};
-use lazarus_session::record::{
-    Item, OutcomeStatus, Record, Response, ToolIntent, ToolStart, TurnStart,
+use lazarus_agent::tools::{
+    Rerun, Tool, ToolContext, ToolFuture, ToolHooks, ToolOutput, ToolStatus, Toolbox,
 };
+use lazarus_session::record::{OutcomeStatus, ToolIntent};
 use lazarus_session::{CreateOptions, LocalStore, SessionId, SessionState, Store};
 use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step};
 use serde_json::{Map, Value, json};
@@ -27,14 +27,19 @@ fn runner(url: &str, ws: &Path, toolbox: Toolbox) -> Runner {
     Runner::new(cfg).unwrap().with_toolbox(toolbox)
 }
 
-fn drive(runner: &Runner, store: &LocalStore, id: &'static str) -> SessionState {
+fn drive(
+    runner: &Runner,
+    store: &LocalStore,
+    id: &'static str,
+    expected: RunOutcome,
+) -> SessionState {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let session = store.open(&SessionId::literal(id)).unwrap();
     let shared: SharedSession = Arc::new(std::sync::Mutex::new(session));
     let outcome = rt
         .block_on(runner.drive(&shared, "test", &CancellationToken::new(), &mut |_| {}))
         .unwrap();
-    assert_eq!(outcome, RunOutcome::Idle);
+    assert_eq!(outcome, expected);
     drop(shared);
     store.load(&SessionId::literal(id)).unwrap()
 }
@@ -62,6 +67,7 @@ fn a_ledger_from_before_rerun_basis_resumes_exactly_as_it_did() {
         &runner(&server.base_url(), ws.path(), Toolbox::standard()),
         &store,
         "before-rerun-basis",
+        RunOutcome::Idle,
     );
 
     let receipt = st.last_receipt.clone().expect("a resume receipt");
@@ -100,15 +106,19 @@ struct Sourced {
     trusted_now: bool,
     /// What `may_rerun` answers, whatever was recorded (to check the runner's own AND).
     permissive: bool,
+    /// Stops the run right after the effect began, before an outcome can be recorded (a
+    /// crash mid-call, as far as the ledger can tell).
+    interrupt: bool,
 }
 
-fn sourced_spec() -> &'static ToolSpec {
-    static SPEC: std::sync::LazyLock<ToolSpec> = std::sync::LazyLock::new(|| ToolSpec {
-        name: "count".into(),
-        description: "adds a line to count.txt".into(),
-        parameters: json!({"type": "object"}),
-    });
-    &SPEC
+impl Sourced {
+    fn new(trusted_now: bool) -> Self {
+        Sourced {
+            trusted_now,
+            permissive: false,
+            interrupt: false,
+        }
+    }
 }
 
 fn basis(trusted: bool) -> Map<String, Value> {
@@ -120,7 +130,12 @@ fn basis(trusted: bool) -> Map<String, Value> {
 
 impl Tool for Sourced {
     fn spec(&self) -> &ToolSpec {
-        sourced_spec()
+        static SPEC: std::sync::LazyLock<ToolSpec> = std::sync::LazyLock::new(|| ToolSpec {
+            name: "count".into(),
+            description: "adds a line to count.txt".into(),
+            parameters: json!({"type": "object"}),
+        });
+        &SPEC
     }
 
     fn rerun(&self) -> Rerun {
@@ -131,16 +146,13 @@ impl Tool for Sourced {
     }
 
     fn may_rerun(&self, recorded: &Rerun) -> bool {
-        if self.permissive {
-            return true;
-        }
         let was_trusted = recorded
             .basis
             .as_ref()
             .and_then(|b| b.get("trusted"))
             .and_then(Value::as_bool)
             == Some(true);
-        was_trusted && self.trusted_now
+        self.permissive || was_trusted && self.trusted_now
     }
 
     fn run<'a>(
@@ -157,15 +169,16 @@ impl Tool for Sourced {
             let mut text = std::fs::read_to_string(&path).unwrap_or_default();
             text.push_str("ran\n");
             std::fs::write(&path, text).unwrap();
+            if self.interrupt {
+                ctx.cancel.cancel();
+                return ToolOutput {
+                    status: ToolStatus::Cancelled,
+                    ..ToolOutput::ok("stopped")
+                };
+            }
             ToolOutput::ok("counted")
         })
     }
-}
-
-fn toolbox(tool: Sourced) -> Toolbox {
-    let mut tb = Toolbox::empty();
-    tb.register(Arc::new(tool));
-    tb
 }
 
 fn runs(ws: &Path) -> usize {
@@ -175,14 +188,16 @@ fn runs(ws: &Path) -> usize {
         .count()
 }
 
-#[test]
-fn the_intent_records_the_facts_the_answer_rests_on() {
+/// Runs `first` until its call of `count` started and the run stopped (no outcome), then
+/// resumes with `then`. Returns the intent `first` recorded, whether resume re-ran the call,
+/// and how many times its effect happened.
+fn interrupted_then_resumed(first: Sourced, then: Sourced) -> (ToolIntent, bool, usize) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = text_server(
         &rt,
         vec![
             Step::reply(ScriptedResponse::tool_call("k1", "count", json!({}))),
-            Step::after_tool_result("k1", ScriptedResponse::text("counted once")).repeat(),
+            Step::after_tool_result("k1", ScriptedResponse::text("counted")).repeat(),
         ],
     );
     let dir = tempfile::tempdir().unwrap();
@@ -196,14 +211,24 @@ fn the_intent_records_the_facts_the_answer_rests_on() {
         .unwrap();
     s.append_input("m1", "user", "count").unwrap();
     drop(s);
-    let tool = Sourced {
-        trusted_now: true,
-        permissive: false,
+    let tools = |tool: Sourced| {
+        let mut tb = Toolbox::empty();
+        tb.register(Arc::new(tool));
+        tb
     };
-    drive(
-        &runner(&server.base_url(), ws.path(), toolbox(tool)),
+    let interrupted = Sourced {
+        interrupt: true,
+        ..first
+    };
+    let st = drive(
+        &runner(&server.base_url(), ws.path(), tools(interrupted)),
         &store,
         "s",
+        RunOutcome::Cancelled,
+    );
+    assert!(
+        st.call("k1").unwrap().outcome.is_none(),
+        "started, no outcome"
     );
     let intent = store
         .records(&SessionId::literal("s"), 0, usize::MAX)
@@ -212,103 +237,61 @@ fn the_intent_records_the_facts_the_answer_rests_on() {
         .find(|r| r.kind == "tool_intent")
         .map(|r| serde_json::from_value::<ToolIntent>(r.data).unwrap())
         .expect("an intent");
-    assert!(intent.idempotent);
-    assert_eq!(intent.rerun_basis, Some(basis(true)));
-    assert_eq!(runs(ws.path()), 1);
-}
 
-/// A session whose call `k1` of the custom tool started without an outcome, its intent
-/// recording `idempotent` and `basis`.
-fn started_call(store: &LocalStore, idempotent: bool, basis: Option<Map<String, Value>>) {
-    let mut s = store
-        .create(CreateOptions {
-            id: Some(SessionId::literal("s")),
-            meta: None,
-        })
-        .unwrap();
-    let inp = s.append_input("m1", "user", "count").unwrap();
-    s.append(Record::TurnStart(TurnStart {
-        turn: 1,
-        prev_seq: None,
-        inputs: vec![inp.seq],
-    }))
-    .unwrap();
-    s.append(Record::Response(Response {
-        turn: 1,
-        items: vec![Item::ToolCall {
-            call_id: "k1".into(),
-            name: "count".into(),
-            arguments: "{}".into(),
-        }],
-        usage: None,
-        stop_reason: Some("tool_calls".into()),
-        failure: None,
-        model: None,
-        provider_extra: None,
-        attempts: vec![],
-    }))
-    .unwrap();
-    s.append(Record::ToolIntent(ToolIntent {
-        call_id: "k1".into(),
-        turn: 1,
-        tool: "count".into(),
-        arguments: "{}".into(),
-        idempotent,
-        idempotency_key: "s:k1".into(),
-        rerun_basis: basis,
-    }))
-    .unwrap();
-    s.append(Record::ToolStart(ToolStart {
-        call_id: "k1".into(),
-        process: None,
-    }))
-    .unwrap();
-}
-
-/// Resumes a started `k1` with `tool`; returns (re-run?, runs seen).
-fn resume_started(tool: Sourced, idempotent: bool, recorded_trust: bool) -> (bool, usize) {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = text_server(
-        &rt,
-        vec![Step::reply(ScriptedResponse::text("fine")).repeat()],
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let ws = tempfile::tempdir().unwrap();
-    let store = LocalStore::open(dir.path()).unwrap();
-    started_call(&store, idempotent, Some(basis(recorded_trust)));
     let st = drive(
-        &runner(&server.base_url(), ws.path(), toolbox(tool)),
+        &runner(&server.base_url(), ws.path(), tools(then)),
         &store,
         "s",
+        RunOutcome::Idle,
     );
     let receipt = st.last_receipt.clone().unwrap();
     assert_eq!(receipt.calls_rerun + receipt.calls_in_doubt, 1);
-    let status = st.call("k1").unwrap().outcome.as_ref().unwrap().status;
     let rerun = receipt.calls_rerun == 1;
+    let status = st.call("k1").unwrap().outcome.as_ref().unwrap().status;
     assert_eq!(status == OutcomeStatus::InDoubt, !rerun);
-    (rerun, runs(ws.path()))
+    (intent, rerun, runs(ws.path()))
+}
+
+#[test]
+fn the_intent_records_the_facts_the_answer_rests_on() {
+    let (intent, _, _) = interrupted_then_resumed(Sourced::new(true), Sourced::new(true));
+    assert!(intent.idempotent);
+    assert_eq!(intent.rerun_basis, Some(basis(true)));
+    let (intent, _, _) = interrupted_then_resumed(Sourced::new(false), Sourced::new(false));
+    assert!(!intent.idempotent);
+    assert_eq!(intent.rerun_basis, Some(basis(false)));
 }
 
 #[test]
 fn resume_re_runs_only_when_the_recorded_facts_and_today_both_allow_it() {
-    let strict = |trusted_now| Sourced {
-        trusted_now,
-        permissive: false,
+    let rerun_and_runs = |first, then| {
+        let (_, rerun, runs) = interrupted_then_resumed(first, then);
+        (rerun, runs)
     };
-    // recorded trusted and idempotent, still trusted: re-run (with the same key)
-    assert_eq!(resume_started(strict(true), true, true), (true, 1));
-    // recorded trusted, no longer trusted: in doubt, never re-run on a weaker basis today
-    assert_eq!(resume_started(strict(false), true, true), (false, 0));
-    // trusted now, but the intent recorded an untrusted server: in doubt
-    assert_eq!(resume_started(strict(true), true, false), (false, 0));
+    // trusted then and now: re-run (its effect twice, as an idempotent call may)
+    assert_eq!(
+        rerun_and_runs(Sourced::new(true), Sourced::new(true)),
+        (true, 2)
+    );
+    // trusted then, not now: in doubt, never re-run on a weaker basis today
+    assert_eq!(
+        rerun_and_runs(Sourced::new(true), Sourced::new(false)),
+        (false, 1)
+    );
+    // not trusted then, trusted now: in doubt, decided from what was true when it started
+    assert_eq!(
+        rerun_and_runs(Sourced::new(false), Sourced::new(true)),
+        (false, 1)
+    );
 }
 
 #[test]
 fn a_tool_cannot_re_run_a_call_its_intent_said_was_not_idempotent() {
     // the tool would allow anything; the recorded `idempotent: false` still wins
     let permissive = Sourced {
-        trusted_now: true,
         permissive: true,
+        ..Sourced::new(true)
     };
-    assert_eq!(resume_started(permissive, false, true), (false, 0));
+    let (_, rerun, runs) = interrupted_then_resumed(Sourced::new(false), permissive);
+    assert_eq!((rerun, runs), (false, 1));
 }
