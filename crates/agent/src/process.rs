@@ -43,14 +43,7 @@ pub fn process_start_time(pid: i32) -> Result<u64, ProcessError> {
     })
 }
 
-/// Parses field 22 of a `/proc/<pid>/stat` line. The command name (field 2) is in
-/// parentheses and may itself contain spaces and parentheses, so fields are counted from the
-/// last `)`.
-pub fn parse_start_time(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // After ')' come fields 3.. ; field 22 is the 20th of them.
-    rest.split_ascii_whitespace().nth(19)?.parse().ok()
-}
+pub use lazarus_ledger::holder::parse_start_time;
 
 impl ProcessGroupRef {
     /// Reference to the group led by `pid` (which must be a group leader, e.g. spawned with

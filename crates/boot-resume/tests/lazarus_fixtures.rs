@@ -30,6 +30,13 @@ fn ledger(records: &[Record]) -> Vec<u8> {
     let mut header = lazarus_ledger::Header::new(FORMAT, ID);
     header.created_at = ts(0);
     header.meta = Some(json!({"workspace": "/home/dana/src/inventory-api"}));
+    if records.iter().any(|r| matches!(r, Record::Fork(_))) {
+        // a fork's header names its parent
+        header.parent = Some(lazarus_ledger::Parent {
+            id: "p".into(),
+            seq: 1,
+        });
+    }
     let mut state = SessionState::new(header.clone());
     let mut out = Vec::new();
     let mut line = Vec::new();

@@ -46,6 +46,20 @@ pub trait Fs: Send + Sync {
     /// Copies `from[offset..]` into the new file `to`, durably (data and name), streaming;
     /// returns the bytes copied.
     fn save_range(&self, from: &Path, offset: u64, to: &Path) -> io::Result<u64>;
+    /// Makes directory `path` (mode 0700). An existing *directory* is `AlreadyExists`;
+    /// anything else at the name (a file, a symlink) is `InvalidInput`, never followed. The
+    /// new name is durable once its parent is synced.
+    fn create_dir(&self, path: &Path) -> io::Result<()>;
+    /// The names in directory `path` (not `.` and `..`), in no particular order.
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// Removes an empty directory (`DirectoryNotEmpty` otherwise).
+    fn remove_dir(&self, path: &Path) -> io::Result<()>;
+    /// The size of the file at `path` (not following a symlink).
+    fn file_len(&self, path: &Path) -> io::Result<u64>;
+    /// Holds an exclusive lock on directory `path` until the returned value is dropped, to
+    /// serialise the processes that change it (e.g. deliveries checking a limit). `None`
+    /// where locks mean nothing (the simulated disk: one process).
+    fn lock_dir(&self, path: &Path) -> io::Result<Option<File>>;
 }
 
 /// The real file system.
@@ -251,6 +265,51 @@ impl Fs for RealFs {
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
+    }
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::DirBuilder::new().mode(0o700).create(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                if std::fs::symlink_metadata(path)?.is_dir() {
+                    Err(e)
+                } else {
+                    Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "{} is not a directory (a symlink or a file?); it is not Lazarus': move it away",
+                            path.display()
+                        ),
+                    ))
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            if let Some(name) = entry?.file_name().to_str() {
+                out.push(name.to_string());
+            }
+        }
+        Ok(out)
+    }
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir(path)
+    }
+    fn file_len(&self, path: &Path) -> io::Result<u64> {
+        Ok(std::fs::symlink_metadata(path)?.len())
+    }
+    fn lock_dir(&self, path: &Path) -> io::Result<Option<File>> {
+        let d = OpenOptions::new()
+            .read(true)
+            .custom_flags(
+                (rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::NOFOLLOW).bits() as i32,
+            )
+            .open(path)?;
+        rustix::fs::flock(&d, rustix::fs::FlockOperation::LockExclusive)?;
+        Ok(Some(d))
     }
     fn save_range(&self, from: &Path, offset: u64, to: &Path) -> io::Result<u64> {
         use std::io::{Seek, SeekFrom};

@@ -2,8 +2,10 @@
 //!
 //! The kernel releases a `flock` when the holding process dies, however it dies, so there is
 //! never a stale lock to clean up by hand. After taking the lock the holder writes who it is
-//! (pid, host, since) into the lock file; that text is only for error messages — the `flock`
-//! itself is the truth. Readers never take the lock.
+//! (pid, host, since, start time) into the lock file; that text is only for messages — the
+//! `flock` itself is the truth. A clean release empties the text first, so text found by the
+//! next holder names a process that died holding the lock ([`WriterLock::previous`]).
+//! Readers never take the lock.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -18,6 +20,7 @@ use rustix::fs::{FlockOperation, flock};
 pub struct WriterLock {
     file: File,
     path: PathBuf,
+    previous: Option<Holder>,
 }
 
 /// How long a writer waits for a lock someone holds before it gives up with
@@ -44,6 +47,8 @@ impl WriterLock {
                 });
             }
         };
+        // Text left in the file names a holder that never released cleanly: it died.
+        let previous = read_holder_from(&mut file).filter(|h| h.pid != std::process::id());
         let me = serde_json::to_vec(&Holder::current()).unwrap_or_default();
         // Best effort: the holder text is informational only.
         let _ = file.set_len(0);
@@ -52,7 +57,14 @@ impl WriterLock {
         Ok(WriterLock {
             file,
             path: lock_path.to_path_buf(),
+            previous,
         })
+    }
+
+    /// The process that held this lock before and died holding it (its text was still in
+    /// the lock file), if any.
+    pub fn previous(&self) -> Option<&Holder> {
+        self.previous.as_ref()
     }
 
     /// Opens the lock file at `lock_path` and takes its `flock`, waiting until `started` +
@@ -109,6 +121,8 @@ fn is_at(file: &File, path: &Path) -> bool {
 
 impl Drop for WriterLock {
     fn drop(&mut self) {
+        // a clean release: no text is left to name this process as one that died holding it
+        let _ = self.file.set_len(0);
         let _ = flock(&self.file, FlockOperation::Unlock);
     }
 }

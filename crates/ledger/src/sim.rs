@@ -48,6 +48,9 @@ struct Inode {
     stale: Vec<u8>,
     /// Ranges whose dirty pages a failed fsync dropped: later syncs never write them.
     dropped: Vec<Range<usize>>,
+    /// A directory, not a file: its name is linked like a file's, and whatever is inside it
+    /// is lost at a power cut if its own name is.
+    dir: bool,
 }
 
 impl Inode {
@@ -297,6 +300,27 @@ fn image_of(st: &State, dir_ops_kept: usize, loss: &mut dyn FnMut(&Path) -> Loss
     for op in st.pending.iter().take(dir_ops_kept) {
         op.apply(&mut names);
     }
+    // A name inside a directory this disk made survives only if the directory's name did.
+    let made_dirs: Vec<PathBuf> = st
+        .inodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.dir)
+        .flat_map(|(i, _)| {
+            st.names
+                .iter()
+                .chain(st.durable_names.iter())
+                .filter(move |(_, k)| **k == i)
+                .map(|(p, _)| p.clone())
+        })
+        .collect();
+    let orphaned = |p: &Path, names: &HashMap<PathBuf, usize>| {
+        p.ancestors()
+            .skip(1)
+            .any(|a| made_dirs.iter().any(|d| d == a) && !names.contains_key(a))
+    };
+    let snapshot = names.clone();
+    names.retain(|p, _| !orphaned(p, &snapshot));
     let mut out = State::default();
     let mut sorted: Vec<(PathBuf, usize)> = names.into_iter().collect();
     sorted.sort();
@@ -308,6 +332,7 @@ fn image_of(st: &State, dir_ops_kept: usize, loss: &mut dyn FnMut(&Path) -> Loss
             durable: survived,
             stale: inode.stale.clone(),
             dropped: Vec::new(),
+            dir: inode.dir,
         });
         let id = out.inodes.len() - 1;
         out.names.insert(name.clone(), id);
@@ -551,6 +576,59 @@ impl Fs for SimFs {
         st.names.remove(path).ok_or(io::ErrorKind::NotFound)?;
         st.pending.push(DirOp::Unlink(path.to_path_buf()));
         Ok(())
+    }
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        let mut st = self.lock();
+        if let Some(&i) = st.names.get(path) {
+            return Err(if st.inodes[i].dir {
+                io::ErrorKind::AlreadyExists.into()
+            } else {
+                io::Error::new(io::ErrorKind::InvalidInput, "not a directory")
+            });
+        }
+        tick(&mut st)?;
+        self.link_new(
+            &mut st,
+            path,
+            Inode {
+                dir: true,
+                ..Inode::default()
+            },
+        )?;
+        Ok(())
+    }
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let st = self.lock();
+        if !st.names.get(path).is_some_and(|&i| st.inodes[i].dir) {
+            return Err(io::ErrorKind::NotFound.into());
+        }
+        Ok(st
+            .names
+            .keys()
+            .filter(|p| p.parent() == Some(path))
+            .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+            .collect())
+    }
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        let mut st = self.lock();
+        if !st.names.get(path).is_some_and(|&i| st.inodes[i].dir) {
+            return Err(io::ErrorKind::NotFound.into());
+        }
+        if st.names.keys().any(|p| p.parent() == Some(path)) {
+            return Err(io::ErrorKind::DirectoryNotEmpty.into());
+        }
+        tick(&mut st)?;
+        st.names.remove(path);
+        st.pending.push(DirOp::Unlink(path.to_path_buf()));
+        Ok(())
+    }
+    fn file_len(&self, path: &Path) -> io::Result<u64> {
+        let st = self.lock();
+        let &id = st.names.get(path).ok_or(io::ErrorKind::NotFound)?;
+        Ok(st.inodes[id].content.len() as u64)
+    }
+    fn lock_dir(&self, _path: &Path) -> io::Result<Option<std::fs::File>> {
+        Ok(None)
     }
 }
 

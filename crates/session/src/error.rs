@@ -24,12 +24,16 @@ pub enum SessionError {
     AlreadyExists { id: String, location: String },
     #[error(
         "session {id:?} in {location} is in use by {}; only one writer at a time (stop that process, or read without writing)",
-        lazarus_ledger::holder::describe(.holder)
+        lazarus_ledger::holder::describe(&.holder.as_deref().cloned())
     )]
     Locked {
         id: String,
         location: String,
-        holder: Option<lazarus_ledger::Holder>,
+        /// Boxed: the error stays small on every path that returns it.
+        holder: Option<Box<lazarus_ledger::Holder>>,
+        /// For a lease (the PostgreSQL store): milliseconds until it runs out unless its
+        /// holder renews it. `None` for a lock that lives exactly as long as its process.
+        expires_in_ms: Option<u32>,
     },
     /// An append stated a seq that is not the session's next free one (taken by another
     /// writer, or out of order). Nothing was written; the writer must reopen.
@@ -40,6 +44,19 @@ pub enum SessionError {
         id: String,
         location: String,
         seq: u64,
+    },
+    /// The session's inbox is at its limit: nothing was added; retry once its writer has
+    /// recorded what waits (a gateway answers 429 with `Retry-After`).
+    #[error(
+        "the inbox of session {id:?} in {location} holds {messages} messages ({bytes} bytes), at its limit of {max_messages} messages or {max_bytes} bytes; nothing was added: retry once its writer has recorded them"
+    )]
+    InboxFull {
+        id: String,
+        location: String,
+        messages: u64,
+        bytes: u64,
+        max_messages: u64,
+        max_bytes: u64,
     },
     #[error("cannot fork {id:?} at turn {turn}: {reason}")]
     BadForkPoint {

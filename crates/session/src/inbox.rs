@@ -25,6 +25,28 @@ use crate::record::{Control, Input, Record};
 /// Longest message id, in bytes.
 pub const MESSAGE_ID_BYTES_MAX: usize = 256;
 
+/// Most messages one session's inbox holds; a delivery beyond it is refused
+/// ([`crate::SessionError::InboxFull`]: a gateway answers 429 with `Retry-After`), never
+/// dropped.
+pub const INBOX_MESSAGES_MAX: u64 = 1000;
+
+/// Most bytes (of stored messages) one session's inbox holds; likewise refused beyond it.
+pub const INBOX_BYTES_MAX: u64 = 16 * 1024 * 1024;
+
+/// What waits in a session's inbox: accepted, not yet recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Waiting {
+    /// Messages waiting.
+    pub messages: u64,
+    /// Their stored size, in bytes.
+    pub bytes: u64,
+    /// When the oldest waiting message was delivered (RFC 3339, UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest: Option<String>,
+    /// Stored messages that failed their check and were set aside (kept, not delivered).
+    pub set_aside: u64,
+}
+
 /// Checks a message id as it enters (an HTTP body, a CLI flag): 1 to
 /// [`MESSAGE_ID_BYTES_MAX`] bytes, no control characters. The error says so.
 pub fn check_message_id(id: &str) -> Result<(), String> {

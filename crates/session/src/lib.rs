@@ -46,6 +46,7 @@
 //! ```
 
 pub mod error;
+pub mod handoff;
 pub mod id;
 pub mod ids;
 pub mod inbox;
@@ -60,11 +61,11 @@ pub mod window;
 pub mod conformance;
 
 pub use id::SessionId;
-pub use inbox::{Delivery, Drained, InboxMessage};
+pub use inbox::{Delivery, Drained, InboxMessage, Waiting};
 pub use local::LocalStore;
 pub use record::{FORMAT, Record};
 pub use state::{Call, CallState, ContextEntry, LastResponse, ReplayError, SessionState, Status};
 pub use store::{
-    CreateOptions, InputAck, OpenReport, Result, Session, SessionError, SessionSummary,
+    CreateOptions, HolderView, InputAck, OpenReport, Result, Session, SessionError, SessionSummary,
     SharedStore, Store, Stored, StoredRecord, TITLE_CHARS_MAX, checked_title, title_of,
 };

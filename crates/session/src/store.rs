@@ -48,6 +48,10 @@ pub struct OpenReport {
     pub truncated_saved_to: Option<String>,
     /// Records replayed into the state.
     pub records_replayed: u64,
+    /// The writer before this one died holding the session (its lock or lease was taken
+    /// over): who it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_holder: Option<lazarus_ledger::Holder>,
 }
 
 /// Answer to appending an input.
@@ -62,10 +66,19 @@ pub struct InputAck {
 }
 
 /// A session open for writing: the only writer, with its replayed state kept current.
+///
+/// **The inbox rule.** A writable session is only ever handed out after its inbox was
+/// drained ([`Session::from_parts`] does it, and every store builds its sessions through it),
+/// and [`Session::append_input`] / [`Session::append_control`] drain it again before they
+/// record anything of their own: a message accepted into the inbox is recorded before
+/// anything accepted after it, whoever becomes the writer.
 pub struct Session {
     sink: Box<dyn RecordSink>,
     state: SessionState,
     report: OpenReport,
+    /// What it drained by itself (at open, before an input of its own), until someone takes
+    /// it to show it.
+    drained_at_open: Vec<Drained>,
 }
 
 impl std::fmt::Debug for Session {
@@ -77,13 +90,28 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// Wraps a backend sink and the state replayed from it.
-    pub fn new(sink: Box<dyn RecordSink>, state: SessionState, report: OpenReport) -> Self {
-        Session {
+    /// A writable session from a backend sink and the state replayed from it, after draining
+    /// its inbox: what waits there was accepted before anything this writer will record.
+    /// The only way to build a [`Session`].
+    pub fn from_parts(
+        sink: Box<dyn RecordSink>,
+        state: SessionState,
+        report: OpenReport,
+    ) -> Result<Self> {
+        let mut s = Session {
             sink,
             state,
             report,
-        }
+            drained_at_open: Vec::new(),
+        };
+        s.drained_at_open = s.drain_inbox()?;
+        Ok(s)
+    }
+
+    /// What this session drained by itself — at open, and before an input of its own — that
+    /// nobody took yet (for whoever shows records as they are written).
+    pub fn take_drained(&mut self) -> Vec<Drained> {
+        std::mem::take(&mut self.drained_at_open)
     }
 
     pub fn id(&self) -> &str {
@@ -115,8 +143,10 @@ impl Session {
     /// Records an external input once: a redelivered `input_id` is a no-op answering the
     /// original record's seq. This is the one holder of the exactly-once rule for inputs (G6):
     /// every path that records an input (CLI, runner, gateway) goes through here or
-    /// [`Session::append_control`].
+    /// [`Session::append_control`]. Messages waiting in the inbox are recorded first (they
+    /// were accepted earlier); [`Session::drain_inbox`] says which.
     pub fn append_input(&mut self, input_id: &str, source: &str, text: &str) -> Result<InputAck> {
+        self.drain_before_own()?;
         self.append_once(
             input_id,
             Record::Input(Input {
@@ -134,6 +164,7 @@ impl Session {
         action: &str,
         reason: Option<&str>,
     ) -> Result<InputAck> {
+        self.drain_before_own()?;
         self.append_once(
             input_id,
             Record::Control(Control {
@@ -171,6 +202,21 @@ impl Session {
                 });
             }
         }
+    }
+
+    /// Records an inbox message (an input or a control input) as this writer's own: after
+    /// what waits in the inbox, once per message id.
+    pub fn append_message(&mut self, msg: &InboxMessage) -> Result<InputAck> {
+        self.drain_before_own()?;
+        self.append_once(msg.message_id(), msg.record().clone())
+    }
+
+    /// The inbox rule before an input of this writer's own: what waits was accepted first.
+    /// What it records is kept with the drain at open, for whoever shows records.
+    fn drain_before_own(&mut self) -> Result<()> {
+        let drained = self.drain_inbox()?;
+        self.drained_at_open.extend(drained);
+        Ok(())
     }
 
     fn append_once(&mut self, input_id: &str, rec: Record) -> Result<InputAck> {
@@ -225,6 +271,57 @@ pub struct SessionSummary {
     /// Application metadata from the header (e.g. the workspace).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub meta: Option<serde_json::Value>,
+    /// Messages waiting in the session's inbox: accepted (acknowledged to whoever sent them),
+    /// not yet recorded. They are recorded, in the order they were accepted, before anything
+    /// else the next writer records.
+    pub waiting: u64,
+    /// When the oldest waiting message was delivered (RFC 3339, UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_since: Option<String>,
+    /// Who holds the session's writer now, if anyone (the status is `running` while a live
+    /// one does).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<HolderView>,
+}
+
+/// A session's writer as listings show it: who, since when, and whether it is known alive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HolderView {
+    pub pid: u32,
+    pub host: String,
+    pub since: String,
+    /// `alive` (this host, its process runs), `dead` (this host, its process is gone: the
+    /// next writer takes over at once) or `unknown` (another host: its lease tells).
+    pub alive: lazarus_ledger::holder::Liveness,
+}
+
+impl HolderView {
+    pub fn of(h: &lazarus_ledger::Holder) -> Self {
+        HolderView {
+            pid: h.pid,
+            host: h.host.clone(),
+            since: h.since.clone(),
+            alive: h.liveness(),
+        }
+    }
+}
+
+impl std::fmt::Display for HolderView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use lazarus_ledger::holder::Liveness;
+        write!(
+            f,
+            "pid {} on host {} since {} ({})",
+            self.pid,
+            self.host,
+            self.since,
+            match self.alive {
+                Liveness::Alive => "alive",
+                Liveness::Dead => "its process is gone",
+                Liveness::Unknown => "on another host",
+            }
+        )
+    }
 }
 
 /// Longest title, in characters.
@@ -266,7 +363,16 @@ impl SessionSummary {
             last_kind: String::new(),
             error: Some(error),
             meta: None,
+            waiting: 0,
+            waiting_since: None,
+            holder: None,
         }
+    }
+
+    /// Whether the session owes work, counting what waits in its inbox: the one answer that
+    /// `rm`, `prune` and a gateway act on. A running session is its writer's business.
+    pub fn owes_work(&self) -> bool {
+        self.status.owes_work() || self.waiting > 0
     }
 }
 
@@ -322,6 +428,8 @@ pub trait Store: Send + Sync {
     fn deliver(&self, id: &SessionId, msg: &InboxMessage) -> Result<Delivery>;
     /// Up to `limit` messages waiting in the inbox of `id`, oldest first (no lock taken).
     fn inbox(&self, id: &SessionId, limit: usize) -> Result<Vec<InboxMessage>>;
+    /// What waits in the inbox of `id`: accepted, not yet recorded (no lock taken).
+    fn waiting(&self, id: &SessionId) -> Result<crate::inbox::Waiting>;
     /// Tells whoever serves this store (a gateway) that session `id` owes work it was not told
     /// of — an input recorded by another process while nobody held the session — so it runs
     /// it. The local store leaves an empty spool directory (found by [`Store::sessions_with_mail`],

@@ -215,6 +215,7 @@ impl PgStore {
             truncated_bytes: 0,
             truncated_saved_to: None,
             records_replayed: state.last_seq,
+            previous_holder: lease.previous.clone(),
         };
         let w = lease.into_writer(state.last_seq + 1, size);
         Ok((w, state, report))

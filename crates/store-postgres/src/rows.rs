@@ -3,8 +3,7 @@
 
 use futures_util::{TryStreamExt, pin_mut};
 use lazarus_ledger::{Header, LedgerError};
-use lazarus_session::state::status_from_tail;
-use lazarus_session::{SessionError, SessionId, SessionState, SessionSummary, Status};
+use lazarus_session::{HolderView, SessionError, SessionId, SessionState, SessionSummary, Status};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
 
@@ -72,9 +71,14 @@ pub(crate) async fn replay_on(
     }
 }
 
-/// A listing row: `id, created_at, parent_id, meta, running, seq, kind, end_offset, line,
-/// first line, inbox not empty, title given by a person`
-/// (`line` NULL when too long to send with the listing: it is read on its own).
+/// A listing row: `id, created_at, parent_id, meta, lease holder (a live lease), seq, kind,
+/// end_offset, line, first line, messages waiting, title given by a person, lease taken at,
+/// oldest waiting message, cached status (last_seq, status, error)` (`line` NULL when too
+/// long to send with the listing: it is read on its own).
+///
+/// The status is the one rule: `running` while a live writer holds the lease (not one known
+/// gone), else what a replay of the log says — cached in `status_cache` for the newest seq,
+/// replayed (and cached) when the session changed since.
 pub(crate) async fn summary_from_row(
     ctx: &Ctx,
     c: &Client,
@@ -99,12 +103,23 @@ pub(crate) async fn summary_from_row(
     } else {
         check_line(&location, seq as u64, start, &line)?
     };
-    let running: bool = r.get(4);
-    let status = match status_from_tail(env.kind, &env.data) {
-        _ if running => Status::Running,
-        // a message waits in its inbox: work is owed
-        Status::New | Status::Idle if r.get::<_, bool>(10) => Status::Pending,
-        s => s,
+    let holder = r.get::<_, Option<String>>(4).and_then(|text| {
+        crate::writer::LockHolder {
+            holder: text,
+            since: r.get::<_, Option<String>>(12).unwrap_or_default(),
+            expires_at: String::new(),
+            epoch: 0,
+            expires_in_ms: 1,
+        }
+        .holder()
+    });
+    let running = holder
+        .as_ref()
+        .is_some_and(|h| h.liveness() != lazarus_ledger::holder::Liveness::Dead);
+    let (status, error) = if running {
+        (Status::Running, None)
+    } else {
+        ledger_status(ctx, c, &id, seq, r).await?
     };
     let title = r.get::<_, Option<String>>(11).or_else(|| {
         r.get::<_, Option<Vec<u8>>>(9).and_then(|l| {
@@ -129,9 +144,50 @@ pub(crate) async fn summary_from_row(
         parent: r.get(2),
         workspace,
         last_kind: env.kind.to_string(),
-        error: None,
+        error,
         meta,
+        waiting: u64::try_from(r.get::<_, i64>(10)).unwrap_or(0),
+        waiting_since: r.get(13),
+        holder: holder.as_ref().map(HolderView::of),
     })
+}
+
+/// The status a replay of session `id` gives (newest record `seq`): from `status_cache` when
+/// it was computed for that seq, else replayed now and cached. A log the replay refuses is
+/// `corrupt`, with why.
+async fn ledger_status(
+    ctx: &Ctx,
+    c: &Client,
+    id: &str,
+    seq: i64,
+    r: &Row,
+) -> std::result::Result<(Status, Option<String>), PgError> {
+    if r.get::<_, Option<i64>>(14) == Some(seq)
+        && let Some(Ok(status)) = r
+            .get::<_, Option<String>>(15)
+            .map(|s| serde_json::from_value::<Status>(serde_json::Value::String(s)))
+    {
+        return Ok((status, r.get(16)));
+    }
+    let (status, error) = match replay_on(ctx, c, id).await {
+        Ok((state, _)) => (state.status(), None),
+        Err(PgError::Session(e @ SessionError::Replay { .. })) => {
+            (Status::Corrupt, Some(e.to_string()))
+        }
+        Err(PgError::Session(e @ SessionError::Ledger(_))) => {
+            (Status::Corrupt, Some(e.to_string()))
+        }
+        Err(e) => return Err(e),
+    };
+    let text = status.to_string();
+    // best effort: a cache row not written costs a replay next time
+    if let Err(e) = c
+        .execute(&ctx.sql.put_status, &[&id, &seq, &text, &error])
+        .await
+    {
+        tracing::debug!(session = id, error = %e, "cannot cache the replayed status");
+    }
+    Ok((status, error))
 }
 
 /// Up to `limit` messages waiting in the inbox of session `id`, oldest first. A row that does
@@ -158,4 +214,23 @@ pub(crate) async fn inbox_waiting(
             })
         })
         .collect()
+}
+
+/// What waits in the inbox of session `id` (a PostgreSQL inbox sets nothing aside: a row
+/// that does not decode is an error when drained).
+pub(crate) async fn inbox_stats(
+    ctx: &Ctx,
+    c: &Client,
+    id: &str,
+) -> std::result::Result<lazarus_session::Waiting, PgError> {
+    let r = c
+        .query_one(&ctx.sql.inbox_stats, &[&id])
+        .await
+        .map_err(ctx.db("read the inbox"))?;
+    Ok(lazarus_session::Waiting {
+        messages: u64::try_from(r.get::<_, i64>(0)).unwrap_or(0),
+        bytes: u64::try_from(r.get::<_, i64>(1)).unwrap_or(0),
+        oldest: r.get(2),
+        set_aside: 0,
+    })
 }

@@ -5,12 +5,13 @@ use tokio_postgres::Client;
 use crate::error::PgError;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// Migrations in order: (version, SQL with `{schema}` for the quoted schema name).
 const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_inbox.sql")),
+    (3, include_str!("../migrations/0003_status_cache.sql")),
 ];
 
 /// Checks a schema name: 1–63 bytes of `[a-z0-9_]`, starting with a letter or `_`.
@@ -165,6 +166,7 @@ pub(crate) async fn migrate(
 pub(crate) struct Sql {
     pub append: String,
     pub take_lease: String,
+    pub steal_lease: String,
     pub renew_leases: String,
     pub release_lease: String,
     pub lease_holder: String,
@@ -177,6 +179,10 @@ pub(crate) struct Sql {
     pub exists: String,
     pub summary: String,
     pub list: String,
+    pub put_status: String,
+    pub inbox_stats: String,
+    pub lock_session: String,
+    pub inbox_has: String,
     pub line_at: String,
     pub copy_prefix: String,
     pub parent_of: String,
@@ -222,12 +228,23 @@ impl Sql {
                 WHERE r.session_id = s.id AND r.seq = 1 AND r.kind = 'input'
                   AND octet_length(r.line) <= {TAIL_LINE_MAX}) f ON true"
         );
+        // What waits in the inbox, who holds the lease (a live one), and the cached status
+        // of the replay: see `rows::summary_from_row` for the column order.
         let cols = format!(
             "s.id, s.created_at, s.parent_id, s.header->'meta', \
-                    EXISTS (SELECT 1 FROM {s}.leases le WHERE le.session_id = s.id AND le.expires_at > now()), \
-                    t.seq, t.kind, t.end_offset, t.line, f.line, \
-                    EXISTS (SELECT 1 FROM {s}.inbox i WHERE i.session_id = s.id), \
-                    (SELECT ti.title FROM {s}.titles ti WHERE ti.session_id = s.id)"
+                    le.holder, t.seq, t.kind, t.end_offset, t.line, f.line, \
+                    coalesce(ib.n, 0), \
+                    (SELECT ti.title FROM {s}.titles ti WHERE ti.session_id = s.id), \
+                    to_char(le.taken_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), \
+                    to_char(ib.oldest AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), \
+                    sc.last_seq, sc.status, sc.error"
+        );
+        let joins = format!(
+            "LEFT JOIN {s}.leases le ON le.session_id = s.id AND le.expires_at > now()
+             LEFT JOIN LATERAL (
+                SELECT count(*) AS n, min(i.delivered_at) AS oldest FROM {s}.inbox i
+                WHERE i.session_id = s.id) ib ON true
+             LEFT JOIN {s}.status_cache sc ON sc.session_id = s.id"
         );
         Sql {
             // The whole append: one INSERT, one round trip, fenced by the writer's lease in
@@ -259,8 +276,18 @@ impl Sql {
                 "SELECT holder,
                         to_char(taken_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
                         to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
-                        epoch
-                 FROM {s}.leases WHERE session_id = $1 AND expires_at > now()"
+                        epoch,
+                        (extract(epoch FROM expires_at - now()) * 1000)::bigint
+                 FROM {s}.leases WHERE session_id = $1"
+            ),
+            // A live lease whose holder is known gone: taken if it is still the one seen ($5,
+            // its epoch), the epoch one up so the old holder's appends insert nothing.
+            steal_lease: format!(
+                "UPDATE {s}.leases
+                 SET token = $2, epoch = epoch + 1, holder = $3, taken_at = now(),
+                     expires_at = now() + $4::bigint * interval '1 millisecond'
+                 WHERE session_id = $1 AND epoch = $5::bigint
+                 RETURNING epoch"
             ),
             insert_session: format!(
                 "INSERT INTO {s}.sessions (id, header, created_at, parent_id, parent_seq)
@@ -288,13 +315,30 @@ impl Sql {
                 "SELECT {cols} FROM {s}.sessions s
                  {tail}
                  {first}
+                 {joins}
                  WHERE s.id = $1"
             ),
             list: format!(
                 "SELECT {cols} FROM {s}.sessions s
                  {tail}
                  {first}
+                 {joins}
                  ORDER BY s.created_at, s.id"
+            ),
+            put_status: format!(
+                "INSERT INTO {s}.status_cache (session_id, last_seq, status, error)
+                 VALUES ($1, $2::bigint, $3, $4)
+                 ON CONFLICT (session_id) DO UPDATE
+                   SET last_seq = excluded.last_seq, status = excluded.status, error = excluded.error"
+            ),
+            inbox_stats: format!(
+                "SELECT count(*), coalesce(sum(octet_length(data)), 0)::bigint,
+                        to_char(min(delivered_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+                 FROM {s}.inbox WHERE session_id = $1"
+            ),
+            lock_session: format!("SELECT 1 FROM {s}.sessions WHERE id = $1 FOR UPDATE"),
+            inbox_has: format!(
+                "SELECT 1 FROM {s}.inbox WHERE session_id = $1 AND message_id = $2"
             ),
             line_at: format!(
                 "SELECT line FROM {s}.records WHERE session_id = $1 AND seq = $2::bigint"

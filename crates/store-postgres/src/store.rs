@@ -2,10 +2,11 @@
 
 use lazarus_ledger::frame;
 use lazarus_ledger::{Header, LedgerError, Parent, Problem};
+use lazarus_session::inbox::{INBOX_BYTES_MAX, INBOX_MESSAGES_MAX};
 use lazarus_session::record::ForkPoint;
 use lazarus_session::{
     CreateOptions, Delivery, FORMAT, InboxMessage, OpenReport, Record, Result, Session,
-    SessionError, SessionId, SessionState, SessionSummary, Store, StoredRecord,
+    SessionError, SessionId, SessionState, SessionSummary, Store, StoredRecord, Waiting,
 };
 use tokio_postgres::IsolationLevel;
 
@@ -51,16 +52,16 @@ impl Store for PgStore {
             tx.commit().await.map_err(ctx.db("commit create"))
         })?;
         let w = lease.into_writer(1, size);
-        Ok(Session::new(
+        Session::from_parts(
             Box::new(w),
             SessionState::new(header),
             OpenReport::default(),
-        ))
+        )
     }
 
     fn open(&self, id: &SessionId) -> Result<Session> {
         let (w, state, report) = self.open_writer(id)?;
-        Ok(Session::new(Box::new(w), state, report))
+        Session::from_parts(Box::new(w), state, report)
     }
 
     fn load(&self, id: &SessionId) -> Result<SessionState> {
@@ -321,26 +322,73 @@ impl Store for PgStore {
             msg.data_json(),
         );
         self.run(move |ctx| async move {
-            let c = ctx.conn().await?;
-            let placed = c
+            let mut c = ctx.conn().await?;
+            // Deliveries to one session take turns on its row, so the inbox's limits hold.
+            let tx = c.transaction().await.map_err(ctx.db("begin a delivery"))?;
+            tx.batch_execute(crate::schema::DURABLE_TX)
+                .await
+                .map_err(ctx.db("begin a delivery"))?;
+            if tx
+                .query_opt(&ctx.sql.lock_session, &[&id])
+                .await
+                .map_err(ctx.db("look up the session"))?
+                .is_none()
+            {
+                return Err(ctx.not_found(&id));
+            }
+            let waiting = if tx
+                .query_opt(&ctx.sql.inbox_has, &[&id, &message_id])
+                .await
+                .map_err(ctx.db("look up the inbox"))?
+                .is_some()
+            {
+                None
+            } else {
+                Some(crate::rows::inbox_stats(&ctx, tx.client(), &id).await?)
+            };
+            let Some(w) = waiting else {
+                return Ok(Delivery {
+                    message_id,
+                    duplicate: true,
+                });
+            };
+            if w.messages + 1 > INBOX_MESSAGES_MAX || w.bytes + data.len() as u64 > INBOX_BYTES_MAX
+            {
+                return Err(PgError::Session(SessionError::InboxFull {
+                    id: id.clone(),
+                    location: ctx.session_location(&id),
+                    messages: w.messages,
+                    bytes: w.bytes,
+                    max_messages: INBOX_MESSAGES_MAX,
+                    max_bytes: INBOX_BYTES_MAX,
+                }));
+            }
+            let placed = tx
                 .query_opt(&ctx.sql.inbox_deliver, &[&id, &message_id, &kind, &data])
                 .await
                 .map_err(ctx.db("deliver to the inbox"))?
                 .is_some();
-            if !placed {
-                let exists: bool = c
-                    .query_one(&ctx.sql.exists, &[&id])
-                    .await
-                    .map_err(ctx.db("look up the session"))?
-                    .get(0);
-                if !exists {
-                    return Err(ctx.not_found(&id));
-                }
-            }
+            tx.commit().await.map_err(ctx.db("commit a delivery"))?;
             Ok(Delivery {
                 message_id,
                 duplicate: !placed,
             })
+        })
+    }
+
+    fn waiting(&self, id: &SessionId) -> Result<Waiting> {
+        let id = id.to_string();
+        self.run(move |ctx| async move {
+            let c = ctx.conn().await?;
+            let exists: bool = c
+                .query_one(&ctx.sql.exists, &[&id])
+                .await
+                .map_err(ctx.db("look up the session"))?
+                .get(0);
+            if !exists {
+                return Err(ctx.not_found(&id));
+            }
+            crate::rows::inbox_stats(&ctx, &c, &id).await
         })
     }
 

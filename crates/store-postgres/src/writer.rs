@@ -25,7 +25,7 @@ use crate::{Ctx, Shared};
 /// Who holds a session's lease, as the `leases` table says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockHolder {
-    /// `pid=<pid> host=<host>` of the process holding it.
+    /// `pid=<pid> host=<host> start=<ticks>` of the process holding it.
     pub holder: String,
     /// When the lease was taken (RFC 3339, UTC).
     pub since: String,
@@ -33,6 +33,8 @@ pub struct LockHolder {
     pub expires_at: String,
     /// How many times the session's lease was taken (the fencing number).
     pub epoch: i64,
+    /// Milliseconds until it runs out unless renewed (0 or less: run out).
+    pub expires_in_ms: i64,
 }
 
 impl LockHolder {
@@ -40,23 +42,41 @@ impl LockHolder {
     pub fn holder(&self) -> Option<Holder> {
         let mut pid = None;
         let mut host = None;
+        let mut start = None;
         for part in self.holder.split(' ') {
             if let Some(p) = part.strip_prefix("pid=") {
                 pid = p.parse::<u32>().ok();
             } else if let Some(h) = part.strip_prefix("host=") {
                 host = Some(h.to_string());
+            } else if let Some(t) = part.strip_prefix("start=") {
+                start = t.parse::<u64>().ok();
             }
         }
         Some(Holder {
             pid: pid?,
             host: host?,
             since: self.since.clone(),
+            start_ticks: start,
         })
+    }
+
+    /// Whether the lease is still in force (not run out).
+    pub fn is_live(&self) -> bool {
+        self.expires_in_ms > 0
     }
 }
 
-/// The live lease of session `id`, if any.
-pub(crate) async fn lock_holder(
+/// The `holder` text of a lease this process takes.
+fn holder_text() -> String {
+    let me = Holder::current();
+    match me.start_ticks {
+        Some(t) => format!("pid={} host={} start={t}", me.pid, me.host),
+        None => format!("pid={} host={}", me.pid, me.host),
+    }
+}
+
+/// The lease row of session `id`, live or run out, if any.
+pub(crate) async fn lease_row(
     client: &Client,
     ctx: &Ctx,
     id: &str,
@@ -70,15 +90,28 @@ pub(crate) async fn lock_holder(
         since: r.get(1),
         expires_at: r.get(2),
         epoch: r.get(3),
+        expires_in_ms: r.get(4),
     }))
 }
 
-/// The "in use by …" error, the same one the local store gives.
+/// The live lease of session `id`, if any.
+pub(crate) async fn lock_holder(
+    client: &Client,
+    ctx: &Ctx,
+    id: &str,
+) -> std::result::Result<Option<LockHolder>, PgError> {
+    Ok(lease_row(client, ctx, id)
+        .await?
+        .filter(LockHolder::is_live))
+}
+
+/// The "in use by …" error, the same one the local store gives, with when the lease runs out.
 pub(crate) fn locked_error(id: &str, location: &str, holder: Option<&LockHolder>) -> PgError {
     PgError::Session(SessionError::Locked {
         id: id.to_string(),
         location: location.to_string(),
-        holder: holder.and_then(LockHolder::holder),
+        holder: holder.and_then(LockHolder::holder).map(Box::new),
+        expires_in_ms: holder.map(|h| u32::try_from(h.expires_in_ms.max(0)).unwrap_or(u32::MAX)),
     })
 }
 
@@ -200,32 +233,48 @@ pub(crate) struct Lease {
     epoch: i64,
     state: Arc<LeaseState>,
     released: bool,
+    /// The holder before this one, which never released the lease: it died (or stopped
+    /// renewing), and this lease was taken over from it.
+    pub previous: Option<Holder>,
 }
 
 impl Lease {
-    /// Takes the lease of session `id` (free, or run out); `Ok(Err(busy))` when a live one is
-    /// held. Needs one pooled connection for one statement.
+    /// Takes the lease of session `id`: a free one, one run out, or a live one whose holder
+    /// runs on this host and is gone (pid and start time: a reused pid does not count),
+    /// which is taken over at once through the fencing epoch. `Ok(Err(busy))` when a live
+    /// holder (or one on another host, until its lease runs out) has it.
     pub(crate) fn take(
         shared: &Arc<Shared>,
         id: &str,
     ) -> std::result::Result<std::result::Result<Lease, Busy>, PgError> {
         let token = uuid::Uuid::now_v7().to_string();
-        let holder = format!(
-            "pid={} host={}",
-            std::process::id(),
-            lazarus_ledger::lock::hostname()
-        );
+        let holder = holder_text();
         let ttl = shared.leases.ttl_ms();
         let ctx = shared.ctx.clone();
         let (sid, tok) = (id.to_string(), token.clone());
         let got = shared.rt.run(async move {
             let c = ctx.conn().await?;
-            let row = c
-                .query_opt(&ctx.sql.take_lease, &[&sid, &tok, &holder, &ttl])
-                .await
-                .map_err(ctx.db("take the session lease"))?;
+            let before = lease_row(&c, &ctx, &sid).await?;
+            let dead_here = before.as_ref().filter(|b| {
+                b.is_live()
+                    && b.holder()
+                        .is_some_and(|h| h.liveness() == lazarus_ledger::holder::Liveness::Dead)
+            });
+            let row = match dead_here {
+                // the holder's process is gone: fence it out now, not at the lease's end
+                Some(b) => c
+                    .query_opt(&ctx.sql.steal_lease, &[&sid, &tok, &holder, &ttl, &b.epoch])
+                    .await
+                    .map_err(ctx.db("take over the session lease"))?,
+                None => c
+                    .query_opt(&ctx.sql.take_lease, &[&sid, &tok, &holder, &ttl])
+                    .await
+                    .map_err(ctx.db("take the session lease"))?,
+            };
             if let Some(r) = row {
-                return Ok(Ok(r.get::<_, i64>(0)));
+                // a row left behind means its holder never released it
+                let previous = before.and_then(|b| b.holder());
+                return Ok(Ok((r.get::<_, i64>(0), previous)));
             }
             let holder = lock_holder(&c, &ctx, &sid).await.unwrap_or(None);
             let exists: bool = c
@@ -235,7 +284,7 @@ impl Lease {
                 .get(0);
             Ok(Err(Busy { holder, exists }))
         })?;
-        Ok(got.map(|epoch| {
+        Ok(got.map(|(epoch, previous)| {
             let state = Arc::new(LeaseState::default());
             shared.leases.map().insert(token.clone(), state.clone());
             Lease {
@@ -245,6 +294,7 @@ impl Lease {
                 epoch,
                 state,
                 released: false,
+                previous,
             }
         }))
     }

@@ -77,9 +77,15 @@ fn append(
 }
 
 /// Records what waits in the session's inbox (messages delivered by `sessions send`, another
-/// gateway, boot-resume while this process holds the session), each once.
+/// gateway, boot-resume while this process holds the session), each once, and shows what the
+/// session drained by itself (at open, before an input of its own) that nobody showed yet.
 fn drain_inbox(session: &SharedSession, observer: &mut Observer<'_>) -> Result<(), RunError> {
-    let drained = lock(session).drain_inbox()?;
+    let drained = {
+        let mut s = lock(session);
+        let mut d = s.take_drained();
+        d.extend(s.drain_inbox()?);
+        d
+    };
     for d in drained.into_iter().filter(|d| !d.duplicate) {
         observer(RunEvent::Record {
             seq: d.seq,

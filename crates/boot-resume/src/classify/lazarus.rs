@@ -4,13 +4,13 @@
 //! `{"seq":N,"ts":"...","kind":K,"data":{...},"crc":"........"}`, and a line whose checksum
 //! fails is not part of the log (the ledger's own framing check decides). Whether the session
 //! owes work at all is the session crate's rule for a tail
-//! ([`lazarus_session::state::owes_work_from_tail`], the twin of the rule the runner and the
-//! gateway apply after a full replay); this classifier only says *how* it was cut off, from
-//! the records before the last one.
+//! ([`lazarus_session::state::owes_work_from_records`], the twin of the rule the runner and
+//! the gateway apply after a full replay); this classifier only says *how* it was cut off,
+//! from the records before the last one.
 use super::{Parsed, clip, need_more, stem};
 use crate::lines::{UserText, is_transient_error, user_text_kind};
 use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
-use lazarus_session::state::owes_work_from_tail;
+use lazarus_session::state::owes_work_from_records;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::collections::HashSet;
@@ -101,11 +101,17 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     }
     out.last_record_id = last_valid(&p).and_then(|j| p.get(j)?.seq.map(|s| s.to_string()));
     let seq = out.last_record_id.clone().unwrap_or_else(|| "?".into());
-    if let Some((v, why)) = settled_by_last_record(&p, &seq) {
+    let may_grow = !meta.at_start && !meta.at_cap;
+    let owed = match owes_work(&p, header.as_ref()) {
+        Some(owed) => owed,
+        None if may_grow => return need_more(p.torn),
+        // the whole file (or as much as may be read) cannot tell: say it may owe work
+        None => true,
+    };
+    if !owed && let Some((v, why)) = settled_by_last_record(&p, &seq) {
         return decided(out, v, why);
     }
-    let may_grow = !meta.at_start && !meta.at_cap;
-    match walk_back(&p, may_grow, header.is_some()) {
+    match walk_back(&p, may_grow, header.is_some(), owed) {
         Walk::Decided(v, why) => decided(out, v, why),
         Walk::NeedMore => need_more(p.torn),
     }
@@ -169,17 +175,38 @@ fn last_valid<'a>(p: &Parsed<'a, Rec<'a>>) -> Option<usize> {
         .find(|&j| p.get(j).is_some() && valid(p, j))
 }
 
-/// The one rule: a session whose last record says it owes nothing is settled by that record
-/// (finished, failed, or a header alone). `None` when it may owe work.
+/// The one rule, over the valid records of the window (and the header when the reader gave
+/// it): whether the session owes work; `None` when the window does not reach back far
+/// enough to tell.
+fn owes_work<'a>(p: &Parsed<'a, Rec<'a>>, header: Option<&Rec<'a>>) -> Option<bool> {
+    let value = |r: &Rec| -> serde_json::Value {
+        r.data
+            .and_then(|d| serde_json::from_str(d.get()).ok())
+            .unwrap_or_default()
+    };
+    let mut records: Vec<(String, serde_json::Value)> = Vec::new();
+    let in_window_header = p.get(0).is_some_and(|r| r.kind == "header");
+    if let Some(h) = header.filter(|_| !in_window_header) {
+        records.push((h.kind.clone(), value(h)));
+    }
+    for i in 0..p.len() {
+        if let Some(r) = p.get(i).filter(|_| valid(p, i)) {
+            records.push((r.kind.clone(), value(r)));
+        }
+    }
+    let view: Vec<(&str, &serde_json::Value)> =
+        records.iter().map(|(k, d)| (k.as_str(), d)).collect();
+    owes_work_from_records(&view)
+}
+
+/// A session that owes nothing is settled by its last record (finished, failed, or a
+/// header alone).
 fn settled_by_last_record<'a>(p: &Parsed<'a, Rec<'a>>, seq: &str) -> Option<(Verdict, String)> {
     let r = p.get(last_valid(p)?)?;
     let data: serde_json::Value = r
         .data
         .and_then(|d| serde_json::from_str(d.get()).ok())
         .unwrap_or_default();
-    if owes_work_from_tail(&r.kind, &data) {
-        return None;
-    }
     if r.kind == "header" {
         return Some((
             Verdict::Skipped(SkipWhy::Empty),
@@ -210,8 +237,11 @@ enum Walk {
 
 /// How a session that may owe work was cut off: back from the end, to the record that
 /// decides it.
-fn walk_back<'a>(p: &Parsed<'a, Rec<'a>>, may_grow: bool, has_header: bool) -> Walk {
-    let mut back = Back::default();
+fn walk_back<'a>(p: &Parsed<'a, Rec<'a>>, may_grow: bool, has_header: bool, owed: bool) -> Walk {
+    let mut back = Back {
+        owed_past_answer: owed,
+        ..Back::default()
+    };
     let mut i = p.len();
     while i > 0 {
         i -= 1;
@@ -256,6 +286,9 @@ struct Back {
     resumed_since: bool,
     /// Added to every reason once an interruption was passed.
     interrupted_note: String,
+    /// The session owes work although its newest response ended its turn (an input was
+    /// recorded while that turn was in flight): walk past that response to what is owed.
+    owed_past_answer: bool,
 }
 
 impl Back {
@@ -327,7 +360,14 @@ impl Back {
                 }
                 self.saw_outcome = true;
             }
-            "response" => return Some(self.response(r, seq)),
+            "response" => {
+                let (v, why) = self.response(r, seq);
+                let answered = matches!(v, Verdict::Finished | Verdict::Failed { .. });
+                if answered && std::mem::take(&mut self.owed_past_answer) {
+                    return None;
+                }
+                return Some((v, why));
+            }
             _ => {}
         }
         None

@@ -183,12 +183,51 @@ async fn run_async(args: RunArgs, checked: Checked) -> Result<i32> {
             None => return Ok(0),
         }
     }
-    let session = open_session(&*store, &args, &cfg, prompt.is_some())?;
+    let mut session = open_session(&*store, &args, &cfg, prompt.is_some())?;
     let id = session.id().to_string();
     eprintln!("session {id} ({})", session.location());
     eprintln!("workspace: {}", workspace.display());
     eprintln!("{}", cfg.sandbox.describe());
+    if let Some(h) = &session.open_report().previous_holder {
+        eprintln!("note: {h} held {id} and died without letting go; its lock was taken over");
+    }
+    // what waited in the inbox was recorded at open, before anything of ours
+    for d in session.take_drained().into_iter().filter(|d| !d.duplicate) {
+        if args.json {
+            print_line(
+                &json!({"seq": d.seq, "ts": d.ts, "kind": d.kind, "data": d.data}).to_string(),
+            );
+        } else {
+            eprintln!(
+                "note: message {} (accepted into the inbox earlier) recorded at seq {}",
+                escape(&d.message_id),
+                d.seq
+            );
+        }
+    }
     let session = Arc::new(Mutex::new(session));
+    let code = converse(&args, &id, &cfg, &runner, &session, &mut editor, prompt).await;
+    // let go of the writer; what was delivered meanwhile is recorded, not stranded
+    if let Some(s) =
+        Arc::into_inner(session).map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
+    {
+        lazarus_session::handoff::close(&*store, s)?;
+    }
+    code
+}
+
+/// Runs the session until it is idle (and, on a terminal, each line the user types after):
+/// the exit code.
+async fn converse(
+    args: &RunArgs,
+    id: &str,
+    cfg: &RunnerConfig,
+    runner: &Runner,
+    session: &Arc<Mutex<lazarus_session::Session>>,
+    editor: &mut Option<rustyline::DefaultEditor>,
+    prompt: Option<String>,
+) -> Result<i32> {
+    let interactive = editor.is_some();
     if let Some(text) = &prompt {
         let message_id = args
             .message_id
@@ -218,12 +257,10 @@ async fn run_async(args: RunArgs, checked: Checked) -> Result<i32> {
         let mut live = Live::new(json_out);
         let retries = live.retries.clone();
         let mut observer = move |ev: RunEvent<'_>| live.show(&ev);
-        let outcome = runner
-            .drive(&session, "run", &cancel, &mut observer)
-            .await?;
+        let outcome = runner.drive(session, "run", &cancel, &mut observer).await?;
         drop(observer);
         end_open_line();
-        let code = report_outcome(&id, outcome, &retries, interactive);
+        let code = report_outcome(id, outcome, &retries, interactive);
         // SIGTERM is the system stopping us, not the user cancelling a turn.
         let terminated = code == EXIT_INTERRUPTED && cfg.stop_reason.get() == "sigterm";
         let Some(ed) = editor.as_mut().filter(|_| !terminated) else {

@@ -10,8 +10,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use lazarus_agent::provider::CancellationToken;
 use lazarus_agent::runner::{RunEvent, Runner};
+use lazarus_session::handoff::{Opened, open_or_deliver};
 use lazarus_session::state::COMPACT_ACTION;
-use lazarus_session::{InboxMessage, SessionError, SessionId, Store};
+use lazarus_session::{HolderView, InboxMessage, SessionId, Store};
 use serde_json::json;
 
 use crate::args::ModelArgs;
@@ -33,12 +34,14 @@ pub fn run(store: &dyn Store, args: CompactArgs, json: bool) -> Result<i32> {
     let mut cfg = args.model.runner_config(cwd, true)?;
     cfg.compaction.keep_turns = args.keep_turns;
     let runner = Runner::new(cfg)?;
-    let session = match store.open(&args.id) {
-        Ok(s) => s,
-        Err(SessionError::Locked { holder, .. }) => {
-            return queue(store, &args.id, &holder, json);
+    // The writer compacts: this process, or (through its inbox) the one holding the session.
+    let message_id = format!("compact-{}", uuid::Uuid::now_v7());
+    let msg = InboxMessage::control(&message_id, COMPACT_ACTION, Some("sessions compact"));
+    let session = match open_or_deliver(store, &args.id, &msg, &mut |_, _| {})? {
+        Opened::Writer(s) => *s,
+        Opened::Queued { holder, .. } => {
+            return queued(&args.id, &message_id, holder.as_ref(), json);
         }
-        Err(e) => return Err(e.into()),
     };
     let session = Arc::new(Mutex::new(session));
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -56,7 +59,14 @@ pub fn run(store: &dyn Store, args: CompactArgs, json: bool) -> Result<i32> {
         }
     };
     let cancel = CancellationToken::new();
-    let done = rt.block_on(runner.compact_now(&session, &cancel, &mut observer))?;
+    let done = rt.block_on(runner.compact_now(&session, &cancel, &mut observer));
+    // let go of the writer; what was delivered meanwhile is recorded, not stranded
+    if let Some(s) =
+        Arc::into_inner(session).map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
+    {
+        lazarus_session::handoff::close(store, s)?;
+    }
+    let done = done?;
     let mut out = std::io::stdout().lock();
     match (done, record) {
         (true, Some((seq, d))) => {
@@ -95,23 +105,25 @@ pub fn run(store: &dyn Store, args: CompactArgs, json: bool) -> Result<i32> {
     Ok(0)
 }
 
-/// Hands a `compact` control input to the process holding the session, through its inbox.
-fn queue(
-    store: &dyn Store,
+/// Says that the `compact` control input waits in the inbox of the process holding the
+/// session, which compacts it before its next turn.
+fn queued(
     id: &SessionId,
-    holder: &Option<lazarus_ledger::holder::Holder>,
+    message_id: &str,
+    holder: Option<&lazarus_ledger::holder::Holder>,
     json: bool,
 ) -> Result<i32> {
-    let message_id = format!("compact-{}", uuid::Uuid::now_v7());
-    let msg = InboxMessage::control(&message_id, COMPACT_ACTION, Some("sessions compact"));
-    store.deliver(id, &msg)?;
-    let by = lazarus_ledger::holder::describe(holder);
+    let view = holder.map(HolderView::of);
+    let by = view.as_ref().map_or(
+        "another process (holder details unavailable)".to_string(),
+        |v| v.to_string(),
+    );
     let mut out = std::io::stdout().lock();
     if json {
         writeln!(
             out,
             "{}",
-            json!({"id": id.as_str(), "compacted": false, "queued": true, "message_id": message_id, "holder": by})
+            json!({"id": id.as_str(), "compacted": false, "queued": true, "message_id": message_id, "holder": view})
         )?;
     } else {
         writeln!(

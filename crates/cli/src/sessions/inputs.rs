@@ -4,7 +4,8 @@
 use std::io::Write;
 
 use anyhow::Result;
-use lazarus_session::{CreateOptions, InboxMessage, SessionError, SessionId, Store};
+use lazarus_session::handoff::{Handed, hand_over};
+use lazarus_session::{CreateOptions, HolderView, InboxMessage, SessionId, Store};
 use serde_json::json;
 
 use crate::term::escape;
@@ -35,21 +36,30 @@ pub(super) fn send(
     let explicit = message_id.is_some();
     let message_id =
         message_id.unwrap_or_else(|| lazarus_session::record::derived_input_id(&id, "user", text));
-    let mut s = match store.open(&id) {
-        Ok(s) => s,
-        // Another process (a `lazarus run`, a gateway) is the writer: hand the message to
-        // it through the session's inbox; it records and answers it.
-        Err(SessionError::Locked { holder, .. }) => {
-            let msg = InboxMessage::input(&message_id, "user", text);
-            let d = store.deliver(&id, &msg)?;
-            let by = lazarus_ledger::holder::describe(&holder);
+    let msg = InboxMessage::input(&message_id, "user", text);
+    // Whoever holds the session records it (after what waits in its inbox); when nobody
+    // does, this process becomes the writer and records it (after what waits) itself.
+    let handed = hand_over(store, &id, &msg, &mut |holder, wait| {
+        eprintln!(
+            "waiting up to {} s for the lease of {} (it runs out unless its holder renews it)",
+            wait.as_secs_f64().ceil(),
+            lazarus_ledger::holder::describe(holder)
+        );
+    })?;
+    match handed {
+        Handed::Queued { holder, duplicate } => {
+            let view = holder.as_ref().map(HolderView::of);
+            let by = view.as_ref().map_or(
+                "another process (holder details unavailable)".to_string(),
+                |v| v.to_string(),
+            );
             if json {
                 writeln!(
                     out,
                     "{}",
-                    json!({"id": id, "message_id": message_id, "queued": true, "duplicate": d.duplicate, "holder": by})
+                    json!({"id": id, "message_id": message_id, "queued": true, "duplicate": duplicate, "holder": view})
                 )?;
-            } else if d.duplicate {
+            } else if duplicate {
                 writeln!(
                     out,
                     "message {} is waiting in the inbox of {id} already; nothing added",
@@ -58,41 +68,52 @@ pub(super) fn send(
             } else {
                 writeln!(
                     out,
-                    "queued in the inbox of {id} (message {}): {by} holds the session and will record and answer it",
+                    "queued in the inbox of {id} (message {}): {by} holds the session; it records the message before anything of its own",
                     escape(&message_id)
                 )?;
             }
-            return Ok(());
         }
-        Err(e) => return Err(e.into()),
-    };
-    let ack = s.append_input(&message_id, "user", text)?;
-    drop(s);
-    if !ack.duplicate {
-        // a gateway serving this directory learns that the session owes work
-        store.ring(&id)?;
-    }
-    if json {
-        writeln!(
-            out,
-            "{}",
-            json!({"id": id, "message_id": message_id, "seq": ack.seq, "duplicate": ack.duplicate})
-        )?;
-    } else if ack.duplicate {
-        writeln!(
-            out,
-            "{} (duplicate of message {}; nothing written)",
-            ack.seq,
-            escape(&message_id)
-        )?;
-        if !explicit {
-            eprintln!(
-                "note: the same text was sent to {id} before (seq {}); without --message-id a message's id comes from its text, so it is recorded once. Give --message-id to send it again.",
-                ack.seq
-            );
+        Handed::Recorded {
+            seq,
+            duplicate,
+            earlier,
+            previous_holder,
+        } => {
+            if let Some(h) = &previous_holder {
+                eprintln!(
+                    "note: {h} held {id} and died without letting go; its lock was taken over"
+                );
+            }
+            if earlier > 0 {
+                eprintln!(
+                    "note: {earlier} message(s) waiting in the inbox of {id} (accepted earlier) were recorded first"
+                );
+            }
+            if !duplicate {
+                // a gateway serving this directory learns that the session owes work
+                store.ring(&id)?;
+            }
+            if json {
+                writeln!(
+                    out,
+                    "{}",
+                    json!({"id": id, "message_id": message_id, "seq": seq, "duplicate": duplicate, "recorded_before": earlier})
+                )?;
+            } else if duplicate {
+                writeln!(
+                    out,
+                    "{seq} (duplicate of message {}; nothing written)",
+                    escape(&message_id)
+                )?;
+                if !explicit {
+                    eprintln!(
+                        "note: the same text was sent to {id} before (seq {seq}); without --message-id a message's id comes from its text, so it is recorded once. Give --message-id to send it again."
+                    );
+                }
+            } else {
+                writeln!(out, "{seq}")?;
+            }
         }
-    } else {
-        writeln!(out, "{}", ack.seq)?;
     }
     Ok(())
 }

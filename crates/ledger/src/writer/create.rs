@@ -164,6 +164,7 @@ impl Writer {
             cut,
             ..
         } = report;
+        let previous_holder = lock.as_ref().and_then(|l| l.previous().cloned());
         let w = Writer::assemble(path, header, file, opts, lock, last_seq + 1, good_len)?;
         Ok((
             w,
@@ -171,6 +172,7 @@ impl Writer {
                 cut,
                 saved_to,
                 records: last_seq,
+                previous_holder,
             },
         ))
     }

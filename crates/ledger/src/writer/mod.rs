@@ -88,6 +88,8 @@ pub struct Recovery {
     pub saved_to: Option<PathBuf>,
     /// Number of good records, header excluded.
     pub records: u64,
+    /// The process that held the writer lock before this one and died holding it.
+    pub previous_holder: Option<crate::Holder>,
 }
 
 fn write_in_pieces(file: &dyn LedgerFile, buf: &[u8], opts: &Options, path: &Path) -> Result<()> {

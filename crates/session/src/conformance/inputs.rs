@@ -97,26 +97,28 @@ pub(super) fn inbox_message_recorded_before_a_crash_is_only_consumed(f: Factory)
     let store = f();
     let id = SessionId::literal("s1");
     let mut s = create(&*store, "s1");
+    s.append_input("m1", "user", "hi").unwrap();
+    drop(s);
+    // the state a crash between a drain's append and its consuming leaves: the log holds the
+    // message id, and the message still waits
     store
         .deliver(&id, &InboxMessage::input("m1", "user", "hi"))
         .unwrap();
-    // the drain's append happened, the process died before consuming the message
-    s.append_input("m1", "user", "hi").unwrap();
-    drop(s);
     assert_eq!(
         store.inbox(&id, 10).unwrap().len(),
         1,
         "{name}: still waiting"
     );
+    // the next writer drains it at open: only consumed
     let mut s = store.open(&id).unwrap();
-    let d = s.drain_inbox().unwrap();
+    let d = s.take_drained();
     assert!(d.len() == 1 && d[0].duplicate, "{name}: {d:?}");
     assert_eq!(s.state().last_seq, 1, "{name}: recorded once");
     assert!(store.inbox(&id, 10).unwrap().is_empty(), "{name}: consumed");
 }
 
-pub(super) fn inbox_waiting_makes_an_idle_session_pending(f: Factory) {
-    let name = "inbox_waiting_makes_an_idle_session_pending";
+pub(super) fn inbox_waiting_is_shown_and_drained_by_the_next_writer(f: Factory) {
+    let name = "inbox_waiting_is_shown_and_drained_by_the_next_writer";
     let store = f();
     let id = SessionId::literal("s1");
     drop(create(&*store, "s1"));
@@ -124,17 +126,27 @@ pub(super) fn inbox_waiting_makes_an_idle_session_pending(f: Factory) {
     store
         .deliver(&id, &InboxMessage::control("r1", "resume", Some("boot")))
         .unwrap();
+    let listed = store.summary(&id).unwrap();
     assert_eq!(
-        store.summary(&id).unwrap().status,
-        Status::Pending,
-        "{name}: a waiting message is owed work"
+        (listed.status, listed.waiting),
+        (Status::New, 1),
+        "{name}: the log's status, and the message waiting"
     );
+    assert!(listed.waiting_since.is_some(), "{name}: since when");
+    assert!(listed.owes_work(), "{name}: a waiting message is owed work");
+    assert_eq!(store.waiting(&id).unwrap().messages, 1, "{name}");
+    // whoever becomes the writer records it before anything else: at open
     let mut s = store.open(&id).unwrap();
-    s.drain_inbox().unwrap();
+    assert_eq!(s.take_drained().len(), 1, "{name}: drained at open");
     assert!(
         s.state().pending_control.is_some(),
-        "{name}: control drained"
+        "{name}: control recorded"
     );
     drop(s);
-    assert_ne!(store.summary(&id).unwrap().status, Status::New, "{name}");
+    let after = store.summary(&id).unwrap();
+    assert_eq!(
+        (after.status, after.waiting),
+        (Status::Pending, 0),
+        "{name}"
+    );
 }

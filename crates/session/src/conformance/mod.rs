@@ -41,7 +41,7 @@ use fork::fork_keeps_parent_and_prefix;
 use inputs::{
     inbox_delivers_once_while_a_writer_holds_the_session,
     inbox_message_recorded_before_a_crash_is_only_consumed,
-    inbox_waiting_makes_an_idle_session_pending, inputs_are_recorded_once,
+    inbox_waiting_is_shown_and_drained_by_the_next_writer, inputs_are_recorded_once,
 };
 use listing::listing_and_records_after;
 use lossless::{export_import_is_lossless, provider_fields_round_trip};
@@ -81,8 +81,8 @@ pub fn checks() -> Vec<Check> {
             inbox_message_recorded_before_a_crash_is_only_consumed,
         ),
         (
-            "inbox_waiting_makes_an_idle_session_pending",
-            inbox_waiting_makes_an_idle_session_pending,
+            "inbox_waiting_is_shown_and_drained_by_the_next_writer",
+            inbox_waiting_is_shown_and_drained_by_the_next_writer,
         ),
         (
             "rename_sets_and_clears_the_title",

@@ -159,6 +159,66 @@ pub fn owes_work_histories() -> Vec<(&'static str, Vec<Record>)> {
                 compaction("manual", 7, 9),
             ],
         ),
+        (
+            "an input recorded while a turn was in flight (a gateway's message)",
+            vec![
+                input("m1"),
+                turn(1, None, vec![1]),
+                input("m2"),
+                answer(1, vec![text()], None),
+                turn(2, Some(2), vec![3]),
+                answer(2, vec![text()], None),
+            ],
+        ),
+        (
+            "forked at turn 0 with an input not yet answered (the header names a parent)",
+            vec![
+                input("m1"),
+                Record::Fork(crate::record::ForkPoint {
+                    parent: "p".into(),
+                    parent_seq: 1,
+                    at_turn: 0,
+                }),
+                turn(1, None, vec![1]),
+                answer(1, vec![text()], None),
+            ],
+        ),
+        (
+            "a compact request on an idle session, answered",
+            vec![
+                input("m1"),
+                turn(1, None, vec![1]),
+                answer(1, vec![text()], None),
+                Record::Control(Control {
+                    input_id: "k1".into(),
+                    action: crate::state::COMPACT_ACTION.into(),
+                    reason: None,
+                }),
+                compaction("manual", 1, 4),
+            ],
+        ),
+        (
+            "a resume event while a failed turn waits, answered by a receipt",
+            vec![
+                input("m1"),
+                turn(1, None, vec![1]),
+                answer(
+                    1,
+                    vec![],
+                    Some(Failure {
+                        message: "HTTP 429".into(),
+                        transient: true,
+                        status: Some(429),
+                    }),
+                ),
+                Record::Control(Control {
+                    input_id: "r1".into(),
+                    action: "resume".into(),
+                    reason: Some("boot".into()),
+                }),
+                receipt(None),
+            ],
+        ),
     ]
 }
 

@@ -30,7 +30,7 @@ mod status;
 pub use call::{Call, CallState, IntentInfo, OutcomeInfo, StartInfo};
 pub use check::ReplayError;
 pub use compaction::{COMPACT_ACTION, CompactionState};
-pub use status::{Status, owes_work_from_tail, status_from_tail};
+pub use status::{Status, owes_work_from_records, owes_work_from_tail, status_from_tail};
 
 /// A message of the model context rebuilt from the ledger.
 #[derive(Debug, Clone, PartialEq, Eq)]

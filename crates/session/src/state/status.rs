@@ -112,10 +112,12 @@ impl std::fmt::Display for Status {
     }
 }
 
-/// Whether a session whose last record is `kind`/`data` may owe work: the tail-only twin of
-/// [`SessionState::owes_work`], for listings and boot-resume (no replay). It never says "no"
-/// where a replay says "yes"; where only a replay can tell (the last record is a resume
+/// Whether a session whose last record is `kind`/`data` may owe work, judged from that record
+/// alone: the first step of [`owes_work_from_records`], the tail-only twin of
+/// [`SessionState::owes_work`]. Where only a replay can tell (the last record is a resume
 /// receipt, a stop or a fork point) it says "yes", and whoever acts on it replays anyway.
+/// Its "no" needs the records before (an input recorded while the last turn was in flight
+/// is still owed): use [`owes_work_from_records`].
 pub fn owes_work_from_tail(kind: &str, data: &serde_json::Value) -> bool {
     match kind {
         "header" => false,
@@ -127,6 +129,50 @@ pub fn owes_work_from_tail(kind: &str, data: &serde_json::Value) -> bool {
         // A kind this build does not know: say "maybe" rather than leave work behind.
         _ => true,
     }
+}
+
+/// The tail rule over the last records of a log (`records`, oldest first: kind and data):
+/// whether the session owes work, for readers that see only the end of a file (boot-resume).
+/// `Some(true)`: it may (never "no" where a replay says "yes"); `Some(false)`: it owes
+/// nothing; `None`: the records do not reach back far enough to tell — read further.
+///
+/// The last record alone cannot settle a session that looks finished: an input recorded
+/// while its last turn was in flight is still owed. So the records are read back to the
+/// last `turn_start` (what a replay needs of them): an input, a tool call's record, a
+/// `resume` event no receipt answered, an automatic compaction, or a response asking for
+/// tools after it means work is owed, as does a turn with no response yet. This relies on a
+/// turn taking every input pending when it starts, as the runner's turns do.
+pub fn owes_work_from_records(records: &[(&str, &serde_json::Value)]) -> Option<bool> {
+    let mut receipt_after = false;
+    let mut response_after = false;
+    for (i, &(kind, data)) in records.iter().enumerate().rev() {
+        let last = i + 1 == records.len();
+        match kind {
+            "header" => return Some(false),
+            "turn_start" => return Some(!response_after),
+            "input" | "tool_intent" | "tool_start" | "tool_outcome" => return Some(true),
+            // a stop is recorded only where work is left; anything after it dealt with it
+            "interrupted" if last => return Some(true),
+            "interrupted" | "fork" => {}
+            // a compact request owes no work by itself
+            "control" if data["action"] == crate::state::COMPACT_ACTION => {}
+            "control" if !receipt_after => return Some(true),
+            "control" => {}
+            "resume" => receipt_after = true,
+            "response" => {
+                if status_from_tail(kind, data) == Status::Interrupted {
+                    return Some(true);
+                }
+                response_after = true;
+            }
+            // automatic ones are written only while work is owed
+            "compaction" if data["trigger"] != "manual" => return Some(true),
+            "compaction" => {}
+            // a kind this build does not know: say "maybe" rather than leave work behind
+            _ => return Some(true),
+        }
+    }
+    None
 }
 
 /// Status from the last record alone (for listings: no replay).

@@ -1,17 +1,20 @@
-//! The embedded default store: one ledger file per session in a directory.
+//! The embedded default store: one ledger file per session in a directory. Listings live in
+//! `listing`, the cache of replayed statuses they keep in `status_cache`.
+
+mod listing;
+mod status_cache;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use lazarus_ledger::{
-    Durability, HeadAndTail, Header, LedgerError, Options, Parent, Problem, Reader, Writer,
-    ledger_path, read_head_and_tail,
+    Durability, Header, LedgerError, Options, Parent, Problem, Reader, Writer, ledger_path,
 };
 
 use crate::id::SessionId;
-use crate::inbox::{Delivery, InboxMessage};
+use crate::inbox::{Delivery, InboxMessage, Waiting};
 use crate::record::{FORMAT, ForkPoint, Record};
-use crate::state::{ReplayError, SessionState, Status, status_from_tail};
+use crate::state::{ReplayError, SessionState};
 use crate::store::{
     CreateOptions, OpenReport, RecordSink, Result, Session, SessionError, SessionSummary, Store,
     Stored, StoredRecord,
@@ -132,6 +135,19 @@ impl LocalStore {
         (!t.is_empty()).then_some(t)
     }
 
+    fn inbox_error(&self, id: &str, source: std::io::Error) -> SessionError {
+        SessionError::Ledger(LedgerError::Io {
+            op: "read the inbox",
+            path: crate::spool::inbox_path(&self.dir, id),
+            source,
+        })
+    }
+
+    /// The status replay of `id` (the one rule of a session's status needs the whole log).
+    pub(crate) fn replay_for_status(&self, id: &SessionId) -> Result<SessionState> {
+        self.replay(id)
+    }
+
     /// The session-level error for a ledger error about session `id`.
     fn map_ledger(&self, id: &str, e: LedgerError) -> SessionError {
         match e {
@@ -143,7 +159,8 @@ impl LocalStore {
             LedgerError::Locked { holder, .. } => SessionError::Locked {
                 id: id.to_string(),
                 location: self.dir.display().to_string(),
-                holder,
+                holder: holder.map(Box::new),
+                expires_in_ms: None,
             },
             e => SessionError::Ledger(e),
         }
@@ -166,59 +183,6 @@ impl LocalStore {
         }
         Ok(state)
     }
-
-    /// A session's line in a listing, from its header and its tail only (one open of the
-    /// ledger, one of its lock file).
-    fn summary_of(&self, path: &Path) -> Result<SessionSummary> {
-        let HeadAndTail {
-            header,
-            first,
-            tail,
-        } = read_head_and_tail(path, &self.opts)?;
-        let mut status = status_from_tail(&tail.last_kind, &tail.last_data);
-        let lock = lazarus_ledger::lock_path(&self.dir, &header.id);
-        if lazarus_ledger::lock::held_by(&lock).is_some() {
-            status = Status::Running;
-        } else if matches!(status, Status::New | Status::Idle)
-            && crate::spool::may_have_waiting(&self.dir, &header.id)
-        {
-            // a message waits in its inbox: work is owed
-            status = Status::Pending;
-        }
-        let title = match self.read_title(&header.id) {
-            Some(t) => Some(t),
-            None => first
-                .filter(|(kind, _)| kind == "input")
-                .and_then(|(_, data)| data["text"].as_str().map(crate::store::title_of)),
-        };
-        let workspace = header
-            .meta
-            .as_ref()
-            .and_then(|m| m["workspace"].as_str())
-            .map(str::to_string);
-        Ok(SessionSummary {
-            // Read from storage: checked like any id that enters (the header names the file
-            // it is in, so this fails only for a hand-edited file).
-            id: SessionId::parse(&header.id)?,
-            title,
-            status,
-            created_at: header.created_at.clone(),
-            updated_at: tail.last_ts,
-            records: tail.last_seq,
-            bytes: tail.size,
-            parent: header.parent.as_ref().map(|p| p.id.clone()),
-            workspace,
-            last_kind: tail.last_kind,
-            error: None,
-            meta: header.meta.clone(),
-        })
-    }
-}
-
-/// The session id a ledger file is named for (already checked when the listing took it).
-fn stem_id(path: &Path) -> Option<SessionId> {
-    let stem = path.file_name()?.to_str()?.strip_suffix(".jsonl")?;
-    SessionId::parse(stem).ok()
 }
 
 fn create_dir_private(dir: &Path) -> Result<()> {
@@ -237,6 +201,7 @@ fn create_dir_private(dir: &Path) -> Result<()> {
 
 struct LocalSink {
     writer: Writer,
+    fs: lazarus_ledger::fs::SharedFs,
     dir: PathBuf,
     id: SessionId,
     line_max: usize,
@@ -264,15 +229,16 @@ impl RecordSink for LocalSink {
         self.writer.path().display().to_string()
     }
     fn inbox_waiting(&self, limit: usize) -> Result<Vec<InboxMessage>> {
-        crate::spool::waiting(&self.dir, &self.id, limit, self.line_max)
+        crate::spool::waiting(&*self.fs, &self.dir, &self.id, limit, self.line_max)
             .map_err(|e| self.spool_error("read the inbox", e))
     }
     fn inbox_consume(&self, message_id: &str) -> Result<()> {
-        crate::spool::consume(&self.dir, &self.id, message_id)
+        crate::spool::consume(&*self.fs, &self.dir, &self.id, message_id)
             .map_err(|e| self.spool_error("consume an inbox message", e))
     }
     fn inbox_tidy(&self) -> Result<()> {
-        crate::spool::tidy(&self.dir, &self.id).map_err(|e| self.spool_error("tidy the inbox", e))
+        crate::spool::tidy(&*self.fs, &self.dir, &self.id)
+            .map_err(|e| self.spool_error("tidy the inbox", e))
     }
 }
 
@@ -280,6 +246,7 @@ impl LocalStore {
     fn sink(&self, writer: Writer, id: &SessionId) -> Box<dyn RecordSink> {
         Box::new(LocalSink {
             writer,
+            fs: self.opts.fs.clone(),
             dir: self.dir.clone(),
             id: id.clone(),
             line_max: self.opts.line_bytes_max,
@@ -294,11 +261,11 @@ impl Store for LocalStore {
         header.meta = opts.meta;
         let writer = Writer::create(&self.dir, header.clone(), b"", self.opts.clone())
             .map_err(|e| self.map_ledger(&id, e))?;
-        Ok(Session::new(
+        Session::from_parts(
             self.sink(writer, &id),
             SessionState::new(header),
             OpenReport::default(),
-        ))
+        )
     }
 
     fn open(&self, id: &SessionId) -> Result<Session> {
@@ -339,8 +306,9 @@ impl Store for LocalStore {
                 .and_then(|p| p.file_name())
                 .map(|n| n.to_string_lossy().into_owned()),
             records_replayed: recovery.records,
+            previous_holder: recovery.previous_holder,
         };
-        Ok(Session::new(self.sink(writer, id), state, report))
+        Session::from_parts(self.sink(writer, id), state, report)
     }
 
     fn load(&self, id: &SessionId) -> Result<SessionState> {
@@ -367,57 +335,14 @@ impl Store for LocalStore {
     }
 
     fn summary(&self, id: &SessionId) -> Result<SessionSummary> {
-        let path = self.path_of(id);
-        self.summary_of(&path).map_err(|e| match e {
+        self.summary_of_one(id).map_err(|e| match e {
             SessionError::Ledger(e) => self.map_ledger(id, e),
             e => e,
         })
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>> {
-        let entries = std::fs::read_dir(&self.dir).map_err(|e| {
-            SessionError::Backend(format!("cannot list {}: {e}", self.dir.display()))
-        })?;
-        let paths: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .and_then(|n| n.strip_suffix(".jsonl"))
-                    .is_some_and(|stem| SessionId::parse(stem).is_ok())
-            })
-            .collect();
-        // Headers and tails only, a few threads at once: the cost is system calls.
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .clamp(1, 8)
-            .min(paths.len().div_ceil(256).max(1));
-        let chunk = paths.len().div_ceil(threads).max(1);
-        let mut out: Vec<SessionSummary> = std::thread::scope(|scope| {
-            let workers: Vec<_> = paths
-                .chunks(chunk)
-                .map(|part| {
-                    scope.spawn(move || {
-                        part.iter()
-                            .filter_map(|path| match self.summary_of(path) {
-                                Ok(s) => Some(s),
-                                // Listed, with why: a damaged session is not hidden.
-                                Err(e) => {
-                                    Some(SessionSummary::corrupt(stem_id(path)?, e.to_string()))
-                                }
-                            })
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .flat_map(|w| w.join().unwrap_or_default())
-                .collect()
-        });
-        out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
-        Ok(out)
+        self.list_all()
     }
 
     fn fork(
@@ -565,16 +490,32 @@ impl Store for LocalStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(self.not_found(id)),
             Err(e) => return Err(io("stat", path, e)),
         }
-        let placed = crate::spool::deliver(&self.dir, id, msg).map_err(|e| {
-            io(
-                "deliver a message to",
-                crate::spool::inbox_path(&self.dir, id),
-                e,
-            )
-        })?;
+        let delivered =
+            crate::spool::deliver(&*self.opts.fs, &self.dir, id, msg, self.opts.line_bytes_max)
+                .map_err(|e| {
+                    io(
+                        "deliver a message to",
+                        crate::spool::inbox_path(&self.dir, id),
+                        e,
+                    )
+                })?;
+        let duplicate = match delivered {
+            crate::spool::Delivered::Placed => false,
+            crate::spool::Delivered::Duplicate => true,
+            crate::spool::Delivered::Full(w) => {
+                return Err(SessionError::InboxFull {
+                    id: id.to_string(),
+                    location: self.dir.display().to_string(),
+                    messages: w.messages,
+                    bytes: w.bytes,
+                    max_messages: crate::inbox::INBOX_MESSAGES_MAX,
+                    max_bytes: crate::inbox::INBOX_BYTES_MAX,
+                });
+            }
+        };
         Ok(Delivery {
             message_id: msg.message_id().to_string(),
-            duplicate: !placed,
+            duplicate,
         })
     }
 
@@ -610,7 +551,7 @@ impl Store for LocalStore {
     }
 
     fn ring(&self, id: &SessionId) -> Result<()> {
-        crate::spool::ring(&self.dir, id).map_err(|e| {
+        crate::spool::ring(&*self.opts.fs, &self.dir, id).map_err(|e| {
             SessionError::Ledger(LedgerError::Io {
                 op: "make the inbox of",
                 path: crate::spool::inbox_path(&self.dir, id),
@@ -630,12 +571,20 @@ impl Store for LocalStore {
     }
 
     fn inbox(&self, id: &SessionId, limit: usize) -> Result<Vec<InboxMessage>> {
-        crate::spool::waiting(&self.dir, id, limit, self.opts.line_bytes_max).map_err(|e| {
-            SessionError::Ledger(LedgerError::Io {
-                op: "read the inbox",
-                path: crate::spool::inbox_path(&self.dir, id),
-                source: e,
-            })
-        })
+        crate::spool::waiting(
+            &*self.opts.fs,
+            &self.dir,
+            id,
+            limit,
+            self.opts.line_bytes_max,
+        )
+        .map_err(|e| self.inbox_error(id, e))
+    }
+
+    fn waiting(&self, id: &SessionId) -> Result<Waiting> {
+        if !self.path_of(id).exists() {
+            return Err(self.not_found(id));
+        }
+        self.waiting_in(id).map_err(|e| self.inbox_error(id, e))
     }
 }
