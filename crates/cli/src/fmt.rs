@@ -45,3 +45,40 @@ pub(crate) fn fit(s: &str, n: usize, keep_end: bool) -> String {
         format!("{head}…")
     }
 }
+
+/// The existing ids closest to a mistyped one (at most three, closest first).
+pub(crate) fn nearest_ids<'a>(
+    wanted: &str,
+    ids: impl Iterator<Item = &'a lazarus_session::SessionId>,
+) -> Vec<String> {
+    let mut scored: Vec<(f64, &str)> = ids
+        .map(|id| {
+            (
+                strsim::normalized_damerau_levenshtein(wanted, id),
+                id.as_str(),
+            )
+        })
+        .filter(|(score, _)| *score >= 0.6)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(_, id)| id.to_string())
+        .collect()
+}
+
+/// "did you mean a, b? " for a session id that does not exist (empty when nothing is close).
+pub(crate) fn did_you_mean(store: &dyn lazarus_session::Store, wanted: &str) -> String {
+    let ids = store.ids().unwrap_or_default();
+    match nearest_ids(wanted, ids.iter()).as_slice() {
+        [] => String::new(),
+        near => format!(
+            "did you mean {}? ",
+            near.iter()
+                .map(|i| crate::term::escape(i))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}

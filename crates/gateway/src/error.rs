@@ -117,6 +117,8 @@ impl From<SessionError> for ApiError {
             SessionError::Refused(_) => ApiError::new(StatusCode::CONFLICT, "refused", msg),
             SessionError::Locked { .. } => ApiError::new(StatusCode::CONFLICT, "locked", msg),
             SessionError::Conflict { .. } => ApiError::new(StatusCode::CONFLICT, "conflict", msg),
+            // its writer records what waits, then there is room again
+            SessionError::InboxFull { .. } => ApiError::busy("inbox_full", msg, 5),
             SessionError::Ledger(l) => l.into(),
             SessionError::Unavailable { .. } => {
                 tracing::warn!(error = %msg, "the store is unavailable; answering 503");

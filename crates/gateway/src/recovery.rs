@@ -48,7 +48,8 @@ impl Hub {
                 if s.status == Status::Running {
                     report.held_elsewhere += 1;
                 }
-                s.status.owes_work()
+                // work its log owes, or messages accepted into its inbox
+                s.owes_work()
             })
             .map(|s| s.id)
             .collect();
@@ -108,7 +109,7 @@ impl Hub {
         report.scanned = list.len();
         let candidates: Vec<SessionId> = {
             list.into_iter()
-                .filter(|s| s.status.owes_work() && !self.registry.contains(s.id.as_str()))
+                .filter(|s| s.owes_work() && !self.registry.contains(s.id.as_str()))
                 .map(|s| s.id)
                 .collect()
         };

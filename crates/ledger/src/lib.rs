@@ -79,6 +79,8 @@ pub use id::validate_id;
 pub use layout::{ledger_path, lock_path};
 pub use lock::read_holder;
 pub use reader::{HeadAndTail, Reader, Tail, read_head_and_tail, read_tail};
-pub use repair::{Finding, RepairOutcome, VerifyReport, repair, verify_file};
+pub use repair::{
+    Finding, RepairOutcome, VerifyReport, repair, repair_with, verify_file, verify_file_with,
+};
 pub use scan::{CrashWindow, Cut, LineInfo};
 pub use writer::{Appended, Durability, Options, Recovery, Writer};

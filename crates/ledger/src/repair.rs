@@ -42,6 +42,20 @@ impl VerifyReport {
 
 /// Reads and checks every line of `path`, changing nothing. Takes no lock.
 pub fn verify_file(path: &Path, opts: &Options) -> Result<VerifyReport> {
+    verify_file_with::<serde::de::IgnoredAny, _>(path, opts, |_, _| Ok(()))
+}
+
+/// [`verify_file`], with every record also decoded as `P` and checked by `on_record` (the
+/// same checks an open for writing applies: a record it refuses is reported at its line and
+/// offset, as the open would refuse it).
+pub fn verify_file_with<P, F>(path: &Path, opts: &Options, mut on_record: F) -> Result<VerifyReport>
+where
+    P: for<'a> crate::frame::Payload<'a>,
+    F: FnMut(
+        crate::scan::LineInfo,
+        crate::frame::Envelope<'_, P>,
+    ) -> std::result::Result<(), Problem>,
+{
     // Open first: it refuses anything but a regular file, and then the size is the file's.
     let reader = open_read(opts, path)?;
     let size = std::fs::symlink_metadata(path)
@@ -55,12 +69,13 @@ pub fn verify_file(path: &Path, opts: &Options) -> Result<VerifyReport> {
         problems: Vec::new(),
     };
     let mut records = 0;
-    match scan_all::<_, serde::de::IgnoredAny, _>(
+    match scan_all::<_, P, _>(
         path,
         reader,
         opts.line_bytes_max,
         opts.format.as_deref(),
-        |_, _| {
+        |info, env| {
+            on_record(info, env)?;
             records += 1;
             Ok(())
         },
@@ -125,18 +140,36 @@ pub struct RepairOutcome {
 /// Cuts the session `dir/<id>.jsonl` back to its last good record, after saving the removed
 /// bytes beside it. Takes the writer lock (fails if a writer is running).
 pub fn repair(dir: &Path, id: &str, opts: &Options) -> Result<RepairOutcome> {
+    repair_with::<serde::de::IgnoredAny, _>(dir, id, opts, |_, _| Ok(()))
+}
+
+/// [`repair`], with every record also decoded as `P` and checked by `on_record`: a record it
+/// refuses is the first bad one (what an open for writing refuses, repair cuts away).
+pub fn repair_with<P, F>(
+    dir: &Path,
+    id: &str,
+    opts: &Options,
+    on_record: F,
+) -> Result<RepairOutcome>
+where
+    P: for<'a> crate::frame::Payload<'a>,
+    F: FnMut(
+        crate::scan::LineInfo,
+        crate::frame::Envelope<'_, P>,
+    ) -> std::result::Result<(), Problem>,
+{
     validate_id(id)?;
     let path = ledger_path(dir, id);
     // Before the lock, so a mistyped id leaves no lock file behind.
     drop(open_read(opts, &path)?);
     let _lock = crate::lock::WriterLock::acquire(&lock_path(dir, id), &path)?;
     let reader = open_read(opts, &path)?;
-    let cut = match scan_all::<_, serde::de::IgnoredAny, _>(
+    let cut = match scan_all::<_, P, _>(
         &path,
         reader,
         opts.line_bytes_max,
         opts.format.as_deref(),
-        |_, _| Ok(()),
+        on_record,
     ) {
         Ok(scan) => scan.cut,
         Err(LedgerError::Corrupt(c)) => Some(Cut {

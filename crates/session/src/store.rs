@@ -397,10 +397,14 @@ pub trait Store: Send + Sync {
     fn load(&self, id: &SessionId) -> Result<SessionState>;
     /// Records with seq > `after`, at most `limit`.
     fn records(&self, id: &SessionId, after: u64, limit: usize) -> Result<Vec<StoredRecord>>;
-    /// Summary of one session, its status from the tail (no replay).
+    /// Summary of one session, its status by the one rule (see [`SessionSummary::status`]).
     fn summary(&self, id: &SessionId) -> Result<SessionSummary>;
-    /// Every session, status from the tail (no replay).
+    /// Every session, with its status by the one rule.
     fn list(&self) -> Result<Vec<SessionSummary>>;
+    /// The id of every session (cheaper than [`Store::list`]: no status, no inbox).
+    fn ids(&self) -> Result<Vec<SessionId>> {
+        Ok(self.list()?.into_iter().map(|s| s.id).collect())
+    }
     /// Creates a child of `id` holding everything up to the end of turn `at_turn`.
     /// The parent is not touched.
     fn fork(

@@ -532,6 +532,10 @@ impl RecordSink for PgWriter {
     }
 
     fn inbox_waiting(&self, limit: usize) -> Result<Vec<lazarus_session::InboxMessage>> {
+        // a writer that lost its lease drains nothing: its next append would insert nothing
+        if let Some(cause) = self.lost() {
+            return Err(self.lost_error(cause));
+        }
         let id = self.id.clone();
         self.with_conn(move |ctx, c| async move {
             crate::rows::inbox_waiting(&ctx, &c, &id, limit).await

@@ -352,7 +352,12 @@ fn row(s: &SessionSummary, now: &Timestamp) -> Markup {
                 div.id { code { (s.id) } }
                 @if let Some(e) = &s.error { div.warn.small { (e) } }
             }
-            td { (status_badge(s.status)) }
+            td {
+                (status_badge(s.status))
+                @if s.waiting > 0 {
+                    " " span.pill title="messages accepted into the inbox, not yet recorded: the next writer records them first" { "+" (s.waiting) " waiting" }
+                }
+            }
             td.ws {
                 @match &s.workspace {
                     Some(w) => code title=(w) { (short_path(w)) },

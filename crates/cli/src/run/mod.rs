@@ -382,17 +382,7 @@ fn open_session(
         Ok(s) => Ok(s),
         Err(SessionError::NotFound { .. }) if have_prompt => Ok(create(Some(id.clone()))?),
         Err(SessionError::NotFound { location, .. }) => {
-            let near = nearest_ids(id, store.list().unwrap_or_default().iter().map(|s| &s.id));
-            let hint = match near.as_slice() {
-                [] => String::new(),
-                ids => format!(
-                    "did you mean {}? ",
-                    ids.iter()
-                        .map(|i| crate::term::escape(i))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            };
+            let hint = crate::fmt::did_you_mean(store, id);
             bail!(
                 "no session {} in {location}; {hint}--session resumes: to create it, add a prompt (-p) or --new",
                 crate::term::escape(id)
@@ -400,25 +390,6 @@ fn open_session(
         }
         Err(e) => Err(e.into()),
     }
-}
-
-/// The existing ids closest to a mistyped one (at most three, closest first).
-fn nearest_ids<'a>(wanted: &str, ids: impl Iterator<Item = &'a SessionId>) -> Vec<String> {
-    let mut scored: Vec<(f64, &str)> = ids
-        .map(|id| {
-            (
-                strsim::normalized_damerau_levenshtein(wanted, id),
-                id.as_str(),
-            )
-        })
-        .filter(|(score, _)| *score >= 0.6)
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-    scored
-        .into_iter()
-        .take(3)
-        .map(|(_, id)| id.to_string())
-        .collect()
 }
 
 /// SIGINT/SIGTERM cancel the current turn (durably: the runner records why); a second one

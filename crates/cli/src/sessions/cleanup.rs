@@ -19,12 +19,27 @@ pub(super) fn remove(
 ) -> Result<i32> {
     let mut refused = 0;
     for id in ids {
-        // Judged by a full replay: the tail alone may say `interrupted` for a finished one.
-        let result: Result<()> = match local.load(id) {
+        // The one status rule (as `list` says it), and what waits in its inbox.
+        let result: Result<()> = match local.summary(id) {
             Err(e @ lazarus_session::SessionError::NotFound { .. }) => Err(e.into()),
-            Ok(st) if st.owes_work() && !force => Err(anyhow::anyhow!(
-                "session {id} is {} (it owes work that removing it would lose); resume it with `lazarus run --session {id}`, or add --force",
-                st.status()
+            Ok(s) if s.status == Status::Running => Err(anyhow::anyhow!(
+                "session {id} is in use by {} (running); stop that process first",
+                s.holder
+                    .as_ref()
+                    .map_or("a live writer".into(), |h| h.to_string())
+            )),
+            Ok(s) if s.status == Status::Corrupt && !force => Err(anyhow::anyhow!(
+                "session {id} cannot be read ({}); add --force to remove it anyway",
+                s.error.unwrap_or_default()
+            )),
+            Ok(s) if s.owes_work() && !force => Err(anyhow::anyhow!(
+                "session {id} is {}{} (it owes work that removing it would lose); resume it with `lazarus run --session {id}`, or add --force",
+                s.status,
+                if s.waiting > 0 {
+                    format!(" with {} message(s) waiting in its inbox", s.waiting)
+                } else {
+                    String::new()
+                }
             )),
             Err(e) if !force => Err(anyhow::anyhow!(
                 "session {id} cannot be read ({e}); add --force to remove it anyway"
@@ -76,7 +91,13 @@ pub(super) fn prune(
         let Ok(updated) = s.updated_at.parse::<jiff::Timestamp>() else {
             continue;
         };
-        if updated >= cutoff || !statuses.contains(&s.status) || s.status == Status::Running {
+        // sessions that owe work are kept, whatever --status says about their log: so are
+        // those with messages waiting in their inbox
+        if updated >= cutoff
+            || !statuses.contains(&s.status)
+            || s.status == Status::Running
+            || s.waiting > 0
+        {
             continue;
         }
         let result = if dry_run { Ok(()) } else { local.remove(&s.id) };

@@ -65,7 +65,7 @@ fn print_table(out: &mut impl Write, list: &[SessionSummary]) -> Result<()> {
         .clamp(2, 36);
     writeln!(
         out,
-        "{:<id_w$}  {:<40}  {:<11}  {:<28}  ACTIVE",
+        "{:<id_w$}  {:<40}  {:<17}  {:<28}  ACTIVE",
         "ID", "TITLE", "STATUS", "WORKSPACE"
     )?;
     for s in list {
@@ -77,16 +77,26 @@ fn print_table(out: &mut impl Write, list: &[SessionSummary]) -> Result<()> {
         let ws = s.workspace.as_deref().map(short_path).unwrap_or("-".into());
         writeln!(
             out,
-            "{:<id_w$}  {:<40}  {:<11}  {:<28}  {}",
+            "{:<id_w$}  {:<40}  {:<17}  {:<28}  {}",
             fit(&s.id, id_w, false),
             fit(&escape(&title), 40, false),
-            s.status.to_string(),
+            // messages accepted into its inbox, not yet recorded
+            match s.waiting {
+                0 => s.status.to_string(),
+                n => format!("{} (+{n})", s.status),
+            },
             fit(&escape(&ws), 28, true),
             ago(&s.updated_at),
         )?;
     }
     if list.is_empty() {
         writeln!(out, "(no sessions)")?;
+    }
+    if list.iter().any(|s| s.waiting > 0) {
+        writeln!(
+            out,
+            "(+N): N messages waiting in the session's inbox, accepted and not yet recorded; the next writer records them first"
+        )?;
     }
     Ok(())
 }

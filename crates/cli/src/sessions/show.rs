@@ -20,7 +20,23 @@ pub(crate) fn show(
     json: bool,
     out: &mut impl Write,
 ) -> Result<()> {
+    // A session that is not there is said so (with the nearest ids), never shown as damaged.
+    let summary = match store.summary(id) {
+        Err(e @ lazarus_session::SessionError::NotFound { .. }) => {
+            let hint = crate::fmt::did_you_mean(store, id);
+            anyhow::bail!("{e}; {hint}`lazarus sessions list` shows them all");
+        }
+        other => other,
+    };
     if json {
+        if let Ok(s) = &summary
+            && s.waiting > 0
+        {
+            eprintln!(
+                "note: {} message(s) wait in the inbox of {id} (accepted, not yet recorded; `sessions show` without --json lists them)",
+                s.waiting
+            );
+        }
         let mut after = 0;
         loop {
             let batch = store.records(id, after, 1000)?;
@@ -32,9 +48,8 @@ pub(crate) fn show(
         }
         return Ok(());
     }
-    // The listing's view of the session: one status vocabulary (a session another process
-    // holds is `running` here as in `sessions list`).
-    let summary = store.summary(id);
+    // The listing's view of the session: one status rule (a session a live writer holds is
+    // `running` here as in `sessions list`).
     match &summary {
         Ok(s) => {
             writeln!(
@@ -56,6 +71,9 @@ pub(crate) fn show(
             }
             if let Some(sb) = s.meta.as_ref().and_then(|m| m.get("sandbox")) {
                 writeln!(out, "shell sandbox at creation: {}", describe_sandbox(sb))?;
+            }
+            if let Some(h) = &s.holder {
+                writeln!(out, "held by: {h}")?;
             }
         }
         Err(e) => writeln!(out, "session {id}: {e}")?,
@@ -101,9 +119,16 @@ pub(crate) fn show(
         anyhow::bail!("session {id} is damaged after seq {after} (shown up to there)");
     }
     if let Ok(s) = summary {
+        let waiting = match (s.waiting, &s.waiting_since) {
+            (0, _) => String::new(),
+            (n, since) => format!(
+                ", {n} message(s) waiting in the inbox since {}",
+                since.as_deref().map_or("-".into(), ago)
+            ),
+        };
         writeln!(
             out,
-            "\nstatus: {} ({} records, {} bytes, last activity {})",
+            "\nstatus: {}{waiting} ({} records, {} bytes, last activity {})",
             s.status,
             s.records,
             s.bytes,

@@ -14,6 +14,14 @@ pub(super) fn export(
     json: bool,
     out: &mut impl Write,
 ) -> Result<()> {
+    // An export holds the log; what waits in the inbox is not in it yet: say so.
+    let waiting = store.waiting(id).unwrap_or_default();
+    if waiting.messages > 0 {
+        eprintln!(
+            "note: {} message(s) wait in the inbox of {id} (accepted, not yet recorded): this export does not hold them; they are recorded when a writer next opens the session",
+            waiting.messages
+        );
+    }
     let Some(path) = &output else {
         store.export_to(id, out)?;
         return Ok(());
@@ -42,7 +50,11 @@ pub(super) fn export(
     })
     .with_context(|| format!("writing {}", path.display()))?;
     if json {
-        writeln!(out, "{}", json!({"id": id, "bytes": n, "output": output}))?;
+        writeln!(
+            out,
+            "{}",
+            json!({"id": id, "bytes": n, "output": output, "waiting": waiting.messages})
+        )?;
     } else {
         writeln!(out, "exported {id}: {n} bytes")?;
     }

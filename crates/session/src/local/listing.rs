@@ -19,8 +19,11 @@ use crate::store::{HolderView, Result, SessionError, SessionSummary};
 /// the status cache first (reading it costs about as much as replaying this much).
 const DIRECT_REPLAY_BYTES_MAX: u64 = 4 * 1024 * 1024;
 
-/// A directory keeps a status cache from this many sessions on (fewer replay in no time).
+/// A directory keeps a status cache from this many sessions on (fewer replay in no time)…
 pub(crate) const STATUS_CACHE_MIN_SESSIONS: usize = 64;
+
+/// …or once a listing had to replay this many bytes.
+pub(crate) const STATUS_CACHE_MIN_REPLAYED_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The session id a ledger file is named for (already checked when the listing took it).
 pub(super) fn stem_id(path: &Path) -> Option<SessionId> {
@@ -216,8 +219,12 @@ impl LocalStore {
                 },
             )
         });
-        // A directory of a few sessions replays in no time: it keeps no cache file.
-        if out.len() >= STATUS_CACHE_MIN_SESSIONS {
+        // A directory of a few small sessions replays in no time: it keeps no cache file.
+        let replayed: u64 = fresh.iter().map(|e| e.key.size).sum();
+        if out.len() >= STATUS_CACHE_MIN_SESSIONS
+            || replayed >= STATUS_CACHE_MIN_REPLAYED_BYTES
+            || cache.has_entries()
+        {
             for e in fresh {
                 cache.put(e);
             }

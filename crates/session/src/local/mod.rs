@@ -1,6 +1,7 @@
 //! The embedded default store: one ledger file per session in a directory. Listings live in
 //! `listing`, the cache of replayed statuses they keep in `status_cache`.
 
+mod check;
 mod listing;
 mod status_cache;
 
@@ -343,6 +344,16 @@ impl Store for LocalStore {
 
     fn list(&self) -> Result<Vec<SessionSummary>> {
         self.list_all()
+    }
+
+    fn ids(&self) -> Result<Vec<SessionId>> {
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| {
+            SessionError::Backend(format!("cannot list {}: {e}", self.dir.display()))
+        })?;
+        Ok(entries
+            .flatten()
+            .filter_map(|e| listing::stem_id(&e.path()))
+            .collect())
     }
 
     fn fork(

@@ -8,10 +8,11 @@
 //! (creation time, size and last seq). Any append changes the size, any re-creation the
 //! creation time: an entry that does not match is ignored and the session replayed again.
 //!
-//! The file is derived data: written by listings of directories of at least
-//! [`super::listing::STATUS_CACHE_MIN_SESSIONS`] sessions (atomically: a temporary file renamed
-//! over it; not fsynced), never by writers, and ignored when unreadable. Losing it costs
-//! replays, never a wrong answer.
+//! The file is derived data: written by listings of directories where replaying costs
+//! something ([`super::listing::STATUS_CACHE_MIN_SESSIONS`] sessions or more, or a listing that
+//! replayed [`super::listing::STATUS_CACHE_MIN_REPLAYED_BYTES`]) — atomically, a temporary file
+//! renamed over it, not fsynced —, never by writers, and ignored when unreadable. Losing it
+//! costs replays, never a wrong answer.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -65,6 +66,11 @@ impl StatusCache {
             entries,
             changed: false,
         }
+    }
+
+    /// Whether the directory has a cache already (then it is kept up to date).
+    pub(crate) fn has_entries(&self) -> bool {
+        !self.entries.is_empty()
     }
 
     /// The cached replay of `id`, if it was made from the ledger `key` identifies.

@@ -29,6 +29,9 @@ pub(super) fn head(ctx: &Ctx, l: &Loaded) -> Markup {
                 @if tl.receipts > 0 {
                     " " span.pill { (tl.receipts) @if tl.receipts == 1 { " resume" } @else { " resumes" } }
                 }
+                @if s.waiting > 0 {
+                    " " span.pill title="messages accepted into the inbox, not yet recorded: the next writer records them first" { (s.waiting) " waiting in the inbox" }
+                }
             }
             dl.facts {
                 div { dt { "id" } dd { code { (s.id) } } }
