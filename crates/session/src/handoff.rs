@@ -20,10 +20,11 @@
 use std::time::Duration;
 
 use lazarus_ledger::Holder;
+use lazarus_ledger::holder::Liveness;
 
 use crate::id::SessionId;
 use crate::inbox::InboxMessage;
-use crate::store::{Result, Session, SessionError, Store};
+use crate::store::{HolderView, Result, Session, SessionError, Store};
 
 /// How many times [`close`] reopens a session for messages that keep arriving.
 const CLOSE_PASSES_MAX: usize = 8;
@@ -72,7 +73,7 @@ pub enum Handed {
     /// Left in the inbox of the live writer `holder`, which records it before anything of
     /// its own; `duplicate` when a message with its id was waiting already.
     Queued {
-        holder: Option<Holder>,
+        holder: Option<HolderView>,
         duplicate: bool,
     },
 }
@@ -82,9 +83,10 @@ pub enum Opened {
     /// This process is the writer (the message is not delivered: it is the caller's to
     /// record, unless the drain at open recorded it already).
     Writer(Box<Session>),
-    /// A live writer holds the session: the message waits in its inbox.
+    /// A live writer holds the session: the message waits in its inbox. `holder` as it was
+    /// when last looked at.
     Queued {
-        holder: Option<Holder>,
+        holder: Option<HolderView>,
         duplicate: bool,
     },
 }
@@ -120,17 +122,37 @@ pub fn open_or_deliver(
             continue;
         }
         let delivery = store.deliver(id, msg)?;
-        // The writer may have let go between our open and our delivery: look again.
-        return match store.open(id) {
-            Ok(s) => Ok(Opened::Writer(Box::new(s))),
-            Err(SessionError::Locked { holder: now, .. }) => Ok(Opened::Queued {
-                holder: now.map(|h| *h).or(holder),
-                duplicate: delivery.duplicate,
-            }),
-            Err(e) => Err(e),
-        };
+        // The writer may have let go (or died) between our open and our delivery: look again,
+        // until a writer is found alive or this process becomes the writer.
+        for _ in 0..DEAD_HOLDER_LOOKS_MAX {
+            match store.open(id) {
+                Ok(s) => return Ok(Opened::Writer(Box::new(s))),
+                Err(SessionError::Locked { holder: now, .. }) => {
+                    let view = now
+                        .map(|h| *h)
+                        .or(holder.clone())
+                        .map(|h| HolderView::of(&h));
+                    if view.as_ref().is_some_and(|v| v.alive == Liveness::Dead) {
+                        // its lock or lease is being let go: the next look takes it over
+                        std::thread::sleep(Duration::from_millis(10));
+                        continue;
+                    }
+                    return Ok(Opened::Queued {
+                        holder: view,
+                        duplicate: delivery.duplicate,
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        return Err(SessionError::Backend(format!(
+            "session {id}: its holder is gone but its writer could not be taken over; retry"
+        )));
     }
 }
+
+/// How many times [`open_or_deliver`] looks again at a holder known to be gone.
+const DEAD_HOLDER_LOOKS_MAX: usize = 50;
 
 /// Hands `msg` to session `id`: records it when this process can be the writer (after what
 /// waits in the inbox), else leaves it in the inbox of the live writer ([`open_or_deliver`]).

@@ -146,7 +146,12 @@ pub(crate) fn deliver(
         if fs.file_len(&spool.join(&name)).is_ok() {
             return Ok(Delivered::Duplicate);
         }
-        let (messages, bytes) = usage(fs, &spool)?;
+        let (messages, bytes) = match usage(fs, &spool) {
+            Ok(u) => u,
+            // a drain removed the empty spool meanwhile: make it again
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
         if messages + 1 > INBOX_MESSAGES_MAX || bytes + line.len() as u64 > INBOX_BYTES_MAX {
             return Ok(Delivered::Full(stats(fs, dir, id, line_max)?));
         }

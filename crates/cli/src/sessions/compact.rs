@@ -110,10 +110,10 @@ pub fn run(store: &dyn Store, args: CompactArgs, json: bool) -> Result<i32> {
 fn queued(
     id: &SessionId,
     message_id: &str,
-    holder: Option<&lazarus_ledger::holder::Holder>,
+    holder: Option<&HolderView>,
     json: bool,
 ) -> Result<i32> {
-    let view = holder.map(HolderView::of);
+    let view = holder;
     let by = view.as_ref().map_or(
         "another process (holder details unavailable)".to_string(),
         |v| v.to_string(),

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use anyhow::Result;
 use lazarus_session::handoff::{Handed, hand_over};
-use lazarus_session::{CreateOptions, HolderView, InboxMessage, SessionId, Store};
+use lazarus_session::{CreateOptions, InboxMessage, SessionId, Store};
 use serde_json::json;
 
 use crate::term::escape;
@@ -48,7 +48,7 @@ pub(super) fn send(
     })?;
     match handed {
         Handed::Queued { holder, duplicate } => {
-            let view = holder.as_ref().map(HolderView::of);
+            let view = holder;
             let by = view.as_ref().map_or(
                 "another process (holder details unavailable)".to_string(),
                 |v| v.to_string(),

@@ -6,6 +6,8 @@
 //! The checks are grouped by the guarantee they prove, one module each:
 //! * `creation`: a session is created once, and a hostile id never names one;
 //! * `inputs`: exactly-once inputs (G6), also when delivered through the inbox;
+//! * `interleavings`: the inbox rule (nothing acknowledged lost, doubled, overtaken or
+//!   stranded) over random interleavings of writers, senders, deaths and deliveries;
 //! * `one_writer`: one writer at a time, readers without the lock (G5);
 //! * `replay`: a record that does not fit is refused unwritten, and replay rebuilds the live
 //!   state (turns, calls by state);
@@ -29,6 +31,7 @@ use crate::store::{CreateOptions, Store};
 mod creation;
 mod fork;
 mod inputs;
+mod interleavings;
 mod listing;
 mod lossless;
 mod one_writer;
@@ -43,6 +46,7 @@ use inputs::{
     inbox_message_recorded_before_a_crash_is_only_consumed,
     inbox_waiting_is_shown_and_drained_by_the_next_writer, inputs_are_recorded_once,
 };
+use interleavings::inbox_rule_holds_over_interleavings;
 use listing::listing_and_records_after;
 use lossless::{export_import_is_lossless, provider_fields_round_trip};
 use one_writer::one_writer_at_a_time;
@@ -83,6 +87,10 @@ pub fn checks() -> Vec<Check> {
         (
             "inbox_waiting_is_shown_and_drained_by_the_next_writer",
             inbox_waiting_is_shown_and_drained_by_the_next_writer,
+        ),
+        (
+            "inbox_rule_holds_over_interleavings",
+            inbox_rule_holds_over_interleavings,
         ),
         (
             "rename_sets_and_clears_the_title",

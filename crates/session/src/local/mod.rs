@@ -46,6 +46,19 @@ impl LocalStore {
         })
     }
 
+    /// A store over `opts.fs` as it is, without touching the real disk: for tests that put
+    /// the power-cut simulator under the store (`opts.lock` false there: one process).
+    #[doc(hidden)]
+    pub fn with_options(dir: &Path, opts: Options) -> Self {
+        LocalStore {
+            dir: dir.to_path_buf(),
+            opts: Options {
+                format: Some(FORMAT.to_string()),
+                ..opts
+            },
+        }
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -496,7 +509,7 @@ impl Store for LocalStore {
         let io = |op: &'static str, path: PathBuf, source| {
             SessionError::Ledger(LedgerError::Io { op, path, source })
         };
-        match std::fs::symlink_metadata(&path) {
+        match self.opts.fs.file_len(&path) {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(self.not_found(id)),
             Err(e) => return Err(io("stat", path, e)),
@@ -593,7 +606,7 @@ impl Store for LocalStore {
     }
 
     fn waiting(&self, id: &SessionId) -> Result<Waiting> {
-        if !self.path_of(id).exists() {
+        if self.opts.fs.file_len(&self.path_of(id)).is_err() {
             return Err(self.not_found(id));
         }
         self.waiting_in(id).map_err(|e| self.inbox_error(id, e))
