@@ -153,7 +153,7 @@ fn round(store: &StoreArgs, id: &str, n: usize, model_url: &str) -> (usize, usiz
             let store = store.clone();
             let id = id.to_string();
             // about half are killed, after 0–80 ms
-            let kill = (rand::random::<u8>() % 2 == 0)
+            let kill = rand::random::<bool>()
                 .then(|| Duration::from_millis(rand::random::<u64>() % 81));
             std::thread::spawn(move || send(&store, &id, &format!("r{n}c{i}"), kill))
         })
@@ -193,8 +193,8 @@ fn round(store: &StoreArgs, id: &str, n: usize, model_url: &str) -> (usize, usiz
             s.message_id
         );
     }
-    for dup in log.iter().filter(|(_, seqs)| seqs.len() > 1) {
-        panic!("round {n}: {} recorded more than once: {:?}", dup.0, dup.1);
+    if let Some((m, seqs)) = log.iter().find(|(_, seqs)| seqs.len() > 1) {
+        panic!("round {n}: {m} recorded more than once: {seqs:?}");
     }
     // acceptance order: acknowledged before another send started means recorded before it
     for a in &acked {
