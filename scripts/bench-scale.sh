@@ -4,6 +4,14 @@
 #   scripts/bench-scale.sh pg      three gateways on one PostgreSQL (max_connections = 100),
 #                                  one of them SIGKILLed half-way through the messages
 #   scripts/bench-scale.sh local   one gateway on a session directory, `ulimit -n 1024`
+#   scripts/bench-scale.sh takeover  two gateways on one PostgreSQL: A holds SESSIONS sessions
+#                                  (1000 by default here) with one message each waiting in its
+#                                  inbox (sent through B), A is SIGKILLed; prints the time from
+#                                  the kill to each message recorded by B (p50, p99, max) and
+#                                  the count lost (scripts/bench_takeover.py). A runs in its own
+#                                  UTS namespace under another host name (as on another machine:
+#                                  B cannot see its process die and waits for the lease to run
+#                                  out, LEASE_MS, default 3000).
 #
 # A round-robin client (scripts/bench_scale_client.py, 16 threads) creates SESSIONS sessions
 # and sends MESSAGES messages to each through random live gateways (a refused or failed send
@@ -22,7 +30,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-pg}"
+if [[ "$mode" == takeover ]]; then
+    SESSIONS="${SESSIONS:-1000}"
+    IDLE_CLOSE="${IDLE_CLOSE:-1h}"   # A keeps its sessions open: they wait in its inbox
+fi
 SESSIONS="${SESSIONS:-10000}"
+LEASE_MS="${LEASE_MS:-3000}"
 MESSAGES="${MESSAGES:-3}"
 IDLE_CLOSE="${IDLE_CLOSE:-5s}"
 DEADLINE="${DEADLINE:-3000}"
@@ -37,7 +50,7 @@ pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    if [[ "$mode" == pg ]]; then
+    if [[ "$mode" == pg || "$mode" == takeover ]]; then
         LAZARUS_PG_STATE="$work/pg.state" scripts/pg-test-server.sh stop >/dev/null 2>&1 || true
     fi
     rm -rf "$work"
@@ -59,9 +72,10 @@ for _ in $(seq 100); do grep -q "listening on" "$work/model.out" 2>/dev/null && 
 model_url="$(sed -n 's/.*listening on //p' "$work/model.out" | head -1)/v1"
 token="bench-scale-token-0123456789"
 
+wrap=()   # a command the gateway runs under (takeover mode: another host name)
 start_gateway() { # NAME ARGS…: starts a gateway, prints its URL
     local name="$1"; shift
-    "$BIN" serve --listen 127.0.0.1:0 --base-url "$model_url" --model scripted \
+    "${wrap[@]}" "$BIN" serve --listen 127.0.0.1:0 --base-url "$model_url" --model scripted \
         --workspace-root "$work/ws" --token-file "$work/$name.token" \
         --idle-close "$IDLE_CLOSE" --max-running 32 --tools list_dir,read_file "$@" \
         >"$work/$name.out" 2>"$work/$name.err" &
@@ -76,6 +90,31 @@ start_gateway() { # NAME ARGS…: starts a gateway, prints its URL
 url_of() { sed -n 's/^lazarus gateway listening on //p' "$work/$1.out" | head -1; }
 
 echo "== $mode: $SESSIONS sessions x $MESSAGES messages; cores: $(nproc)" >&2
+if [[ "$mode" == takeover ]]; then
+    eval "$(LAZARUS_PG_STATE="$work/pg.state" LAZARUS_PG_MAX_CONNECTIONS=100 scripts/pg-test-server.sh start)"
+    store="${LAZARUS_TEST_PG}?schema=bench&lease_ttl_ms=$LEASE_MS"
+    psql_cmd="$(dirname "$(command -v pg_ctl 2>/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl | tail -1)")/psql"
+    [[ -x "$psql_cmd" ]] || psql_cmd=psql
+    pg_host_port="${LAZARUS_TEST_PG#postgres://}"; pg_host_port="${pg_host_port#*@}"; pg_host_port="${pg_host_port%%/*}"
+    psql="$psql_cmd -h ${pg_host_port%:*} -p ${pg_host_port#*:} -U postgres postgres"
+    export LAZARUS_TOKEN="$token" OPENAI_API_KEY=bench
+    # A: another host as far as B can tell (its own UTS namespace), holding without running
+    if [[ $(id -u) -eq 0 ]] && command -v unshare >/dev/null; then
+        wrap=(unshare --uts sh -c 'hostname other-host && exec "$@"' --)
+        start_gateway a --store "$store" --no-run --max-open-sessions 20000
+        wrap=()
+    else
+        echo "note: not root: A runs on this host (B takes over at once instead of at the lease's end)" >&2
+        start_gateway a --store "$store" --no-run --max-open-sessions 20000
+    fi
+    start_gateway b --store "$store" --takeover-interval 1s
+    tab=$'\t'
+    records_cmd="$psql -At -F '$tab' -c \"SELECT session_id, convert_from(line, 'UTF8')::json->'data'->>'input_id', extract(epoch FROM (convert_from(line, 'UTF8')::json->>'ts')::timestamptz) FROM bench.records WHERE kind = 'input'\""
+    python3 scripts/bench_takeover.py --a "$(url_of a)" --a-pid "$(cat "$work/a.pid")" \
+        --b "$(url_of b)" --token "$token" --sessions "$SESSIONS" --lease-ms "$LEASE_MS" \
+        --records-cmd "$records_cmd"
+    exit $?
+fi
 if [[ "$mode" == pg ]]; then
     eval "$(LAZARUS_PG_STATE="$work/pg.state" LAZARUS_PG_MAX_CONNECTIONS=100 scripts/pg-test-server.sh start)"
     store="${LAZARUS_TEST_PG}?schema=bench&lease_ttl_ms=3000"

@@ -119,10 +119,27 @@ fn main() {
             }
             eprintln!("error: {e:#}");
             let usage = e.chain().any(|c| c.downcast_ref::<Usage>().is_some());
-            std::process::exit(if usage { 2 } else { 1 });
+            // a session's inbox at its limit: nothing was added, try again later
+            let full = e.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<lazarus_session::SessionError>(),
+                    Some(lazarus_session::SessionError::InboxFull { .. })
+                )
+            });
+            std::process::exit(if usage {
+                2
+            } else if full {
+                EXIT_TRY_LATER
+            } else {
+                1
+            });
         }
     }
 }
+
+/// Exit code when a session's inbox is at its limit: nothing was added; try again once its
+/// writer has recorded what waits (sysexits' `EX_TEMPFAIL`).
+pub const EXIT_TRY_LATER: i32 = 75;
 
 /// A usage error found after parsing (a combination clap cannot express): exit code 2, like
 /// clap's own.

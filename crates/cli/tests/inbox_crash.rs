@@ -153,8 +153,8 @@ fn round(store: &StoreArgs, id: &str, n: usize, model_url: &str) -> (usize, usiz
             let store = store.clone();
             let id = id.to_string();
             // about half are killed, after 0–80 ms
-            let kill = rand::random::<bool>()
-                .then(|| Duration::from_millis(rand::random::<u64>() % 81));
+            let kill =
+                rand::random::<bool>().then(|| Duration::from_millis(rand::random::<u64>() % 81));
             std::thread::spawn(move || send(&store, &id, &format!("r{n}c{i}"), kill))
         })
         .collect();

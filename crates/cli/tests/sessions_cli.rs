@@ -530,3 +530,58 @@ fn export_is_exact_private_and_atomic() {
         "import takes it back byte for byte"
     );
 }
+
+/// A send to a session whose inbox is full is refused with exit code 75 (try again later),
+/// adds nothing, and works again once the writer recorded what waits; a send to a session a
+/// live writer holds says who holds it, since when, and that it is alive.
+#[test]
+fn a_full_inbox_is_exit_75_and_a_queued_message_names_a_live_holder() {
+    use lazarus_session::InboxMessage;
+    use lazarus_session::inbox::INBOX_BYTES_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    expect(dir, &["create", "--id", "s"], 0);
+    let store = LocalStore::open(dir).unwrap();
+    let id = SessionId::literal("s");
+    let held = store.open(&id).unwrap();
+    let o = expect(
+        dir,
+        &["send", "s", "--json", "--message-id", "q", "queued"],
+        0,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["queued"], true, "{v}");
+    assert_eq!(v["holder"]["pid"], std::process::id(), "{v}");
+    assert_eq!(v["holder"]["alive"], "alive", "{v}");
+    assert!(v["holder"]["since"].is_string(), "{v}");
+    // fill its inbox to the byte limit, with smaller and smaller messages
+    let mut size = usize::try_from(INBOX_BYTES_MAX / 8).unwrap();
+    let mut i = 0;
+    while size >= 16 {
+        let filler = "x".repeat(size);
+        match store.deliver(&id, &InboxMessage::input(&format!("b{i}"), "user", &filler)) {
+            Ok(_) => i += 1,
+            Err(_) => size /= 2,
+        }
+    }
+    let waiting = store.waiting(&id).unwrap().messages;
+    let late = "one too many ".repeat(20);
+    let o = expect(dir, &["send", "s", "--message-id", "late", &late], 75);
+    assert!(stderr(&o).contains("retry"), "{}", stderr(&o));
+    assert_eq!(
+        store.waiting(&id).unwrap().messages,
+        waiting,
+        "nothing added"
+    );
+    drop(held);
+    // nobody holds it now: this send records everything that waits first, then its own
+    let o = expect(
+        dir,
+        &["send", "s", "--json", "--message-id", "late", &late],
+        0,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["recorded_before"], waiting, "{v}");
+    assert_eq!(v["seq"], waiting + 1, "{v}");
+    assert_eq!(store.waiting(&id).unwrap().messages, 0);
+}

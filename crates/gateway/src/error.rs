@@ -15,6 +15,8 @@ pub struct ApiError {
     pub message: String,
     /// Seconds for `Retry-After` (429/503).
     pub retry_after: Option<u64>,
+    /// For `locked` on a lease: milliseconds until it runs out unless renewed (not sent).
+    pub lease_ends_ms: Option<u64>,
 }
 
 impl ApiError {
@@ -24,6 +26,7 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            lease_ends_ms: None,
         }
     }
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
@@ -115,7 +118,11 @@ impl From<SessionError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "bad_fork_point", msg)
             }
             SessionError::Refused(_) => ApiError::new(StatusCode::CONFLICT, "refused", msg),
-            SessionError::Locked { .. } => ApiError::new(StatusCode::CONFLICT, "locked", msg),
+            // a lease says when it runs out unless renewed
+            SessionError::Locked { expires_in_ms, .. } => ApiError {
+                lease_ends_ms: expires_in_ms.map(u64::from),
+                ..ApiError::new(StatusCode::CONFLICT, "locked", msg)
+            },
             SessionError::Conflict { .. } => ApiError::new(StatusCode::CONFLICT, "conflict", msg),
             // its writer records what waits, then there is room again
             SessionError::InboxFull { .. } => ApiError::busy("inbox_full", msg, 5),

@@ -123,6 +123,9 @@ pub struct Hub {
     pub(crate) ready: AtomicBool,
     pub(crate) run_rt: tokio::runtime::Handle,
     pub(crate) runs: TaskTracker,
+    /// Sessions with mail whose lease another process holds, and when it runs out: the
+    /// inbox pass does not knock before then.
+    pub(crate) mail_not_before: Mutex<std::collections::HashMap<SessionId, Instant>>,
 }
 
 impl Hub {
@@ -141,6 +144,7 @@ impl Hub {
             ready: AtomicBool::new(false),
             run_rt,
             runs: TaskTracker::new(),
+            mail_not_before: Mutex::new(std::collections::HashMap::new()),
         })
     }
 

@@ -5,15 +5,19 @@
 //! closed, so memory, descriptors and database leases follow the *active* sessions.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lazarus_session::{InboxMessage, SessionId};
 
 use crate::error::{ApiError, ApiResult};
 use crate::hub::Hub;
+use crate::registry::lock;
 
 /// How often the sessions open here (and not running) are checked for mail.
 pub const INBOX_POLL: Duration = Duration::from_millis(250);
+
+/// Sessions with mail opened at once by one pass (each open is a replay and a drain).
+const MAIL_OPENS: usize = 32;
 
 impl Hub {
     /// Delivers a message to the inbox of a session another writer holds: durable when this
@@ -32,7 +36,9 @@ impl Hub {
 
     /// One pass: every session with mail is driven (trigger `inbox`): one open here and idle
     /// at once (a running one drains its inbox itself), one open nowhere after opening it
-    /// here; one another writer holds is left to that writer. Returns how many were started.
+    /// here — opening records what waits, before anything else — up to [`MAIL_OPENS`] at a
+    /// time; one another writer holds is left to that writer (and, for a lease, not knocked
+    /// at again before it runs out). Returns how many were started.
     pub async fn inbox_tick(self: &Arc<Self>) -> usize {
         if self.is_draining() || self.cfg.no_run {
             return 0;
@@ -47,26 +53,64 @@ impl Hub {
                 }
                 Err(_) => return 0,
             };
+        let now = Instant::now();
+        {
+            let mut wait = lock(&self.mail_not_before);
+            wait.retain(|id, until| *until > now && with_mail.contains(id));
+        }
+        let mut set = tokio::task::JoinSet::new();
+        let opens = Arc::new(tokio::sync::Semaphore::new(MAIL_OPENS));
         let mut started = 0;
         for id in with_mail {
             if self.is_draining() {
                 break;
             }
-            let actor = match self.registry.get(id.as_str()) {
+            if lock(&self.mail_not_before).contains_key(&id) {
+                continue;
+            }
+            match self.registry.get(id.as_str()) {
                 Some(a) if a.is_running() => continue,
-                Some(a) => a,
-                None => match self.session(&id).await {
-                    Ok(a) => a,
-                    // held by another writer (it drains its own inbox), or gone
-                    Err(e) if e.code == "locked" || e.code == "not_found" => continue,
-                    // no slot: the mail waits, durable, until idle sessions close
-                    Err(e) if e.code == "too_many_open_sessions" => break,
-                    Err(e) => {
-                        tracing::warn!(session = %id, error = %e.message, "cannot open a session with mail");
-                        continue;
+                Some(a) => {
+                    if self.schedule(&a, "inbox") {
+                        started += 1;
                     }
-                },
+                    continue;
+                }
+                None => {}
+            }
+            let hub = self.clone();
+            let Ok(permit) = opens.clone().acquire_owned().await else {
+                break;
             };
+            set.spawn(async move {
+                let _permit = permit;
+                let r = hub.session(&id).await;
+                (id, r)
+            });
+        }
+        // Opening records what waits; the runs start once every open of the pass is done,
+        // so that recording comes first when many sessions have mail at once (a takeover).
+        let mut opened = Vec::new();
+        while let Some(j) = set.join_next().await {
+            let Ok((id, r)) = j else { continue };
+            match r {
+                Ok(actor) => opened.push(actor),
+                // held by another writer: it drains its own inbox; a lease, until it runs out
+                Err(e) if e.code == "locked" => {
+                    if let Some(ms) = e.lease_ends_ms {
+                        let until = Instant::now() + Duration::from_millis(ms);
+                        lock(&self.mail_not_before).insert(id, until);
+                    }
+                }
+                Err(e) if e.code == "not_found" => {}
+                // no slot: the mail waits, durable, until idle sessions close
+                Err(e) if e.code == "too_many_open_sessions" => {}
+                Err(e) => {
+                    tracing::warn!(session = %id, error = %e.message, "cannot open a session with mail");
+                }
+            }
+        }
+        for actor in opened {
             if self.schedule(&actor, "inbox") {
                 started += 1;
             }

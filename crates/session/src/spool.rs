@@ -113,8 +113,8 @@ pub(crate) enum Delivered {
     Placed,
     /// A message with this id is waiting already: nothing added.
     Duplicate,
-    /// The inbox is at its limit: nothing added.
-    Full(Waiting),
+    /// The inbox is at its limit (messages, bytes waiting): nothing added.
+    Full { messages: u64, bytes: u64 },
 }
 
 /// Delivers `msg` to the spool of session `id` in `dir`. Durable when it returns `Placed`.
@@ -123,7 +123,6 @@ pub(crate) fn deliver(
     dir: &Path,
     id: &str,
     msg: &InboxMessage,
-    line_max: usize,
 ) -> io::Result<Delivered> {
     let mut line = Vec::new();
     frame::encode_line(
@@ -153,7 +152,7 @@ pub(crate) fn deliver(
             Err(e) => return Err(e),
         };
         if messages + 1 > INBOX_MESSAGES_MAX || bytes + line.len() as u64 > INBOX_BYTES_MAX {
-            return Ok(Delivered::Full(stats(fs, dir, id, line_max)?));
+            return Ok(Delivered::Full { messages, bytes });
         }
         let tmp = spool.join(temp_name(&name));
         match fs.write_new_durable(&tmp, &line) {

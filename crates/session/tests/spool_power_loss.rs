@@ -164,3 +164,44 @@ fn an_acknowledged_delivery_survives_every_power_cut() {
     );
     assert!(cuts > trials() / 2, "the cuts landed inside the deliveries");
 }
+
+/// The count limit of an inbox (the byte limit is a conformance check of every store): the
+/// delivery past it is refused, changes nothing, and a drain makes room again.
+#[test]
+fn an_inbox_holds_at_most_its_limit_of_messages() {
+    use lazarus_session::SessionError;
+    use lazarus_session::inbox::INBOX_MESSAGES_MAX;
+    let fs = SimFs::new();
+    let store = store_on(&fs);
+    let id = SessionId::literal("s");
+    let held = store
+        .create(CreateOptions {
+            id: Some(id.clone()),
+            meta: None,
+        })
+        .unwrap();
+    for i in 0..INBOX_MESSAGES_MAX {
+        store
+            .deliver(&id, &InboxMessage::input(&format!("m{i}"), "user", "hi"))
+            .unwrap();
+    }
+    let err = store
+        .deliver(&id, &InboxMessage::input("one-too-many", "user", "hi"))
+        .unwrap_err();
+    assert!(
+        matches!(err, SessionError::InboxFull { messages, .. } if messages == INBOX_MESSAGES_MAX),
+        "{err}"
+    );
+    assert_eq!(store.waiting(&id).unwrap().messages, INBOX_MESSAGES_MAX);
+    drop(held);
+    let s = store.open(&id).unwrap();
+    assert_eq!(
+        s.state().last_seq,
+        INBOX_MESSAGES_MAX,
+        "every one recorded, in order"
+    );
+    drop(s);
+    store
+        .deliver(&id, &InboxMessage::input("one-too-many", "user", "hi"))
+        .unwrap();
+}

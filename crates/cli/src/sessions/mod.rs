@@ -31,7 +31,8 @@ Examples:
   lazarus sessions export fix-tests -o fix-tests.jsonl  and `sessions import` elsewhere
   lazarus sessions prune --older-than 30d --dry-run
 
-Exit codes: 0 success; 1 error (verify: problems found; rm/prune: some refused); 2 usage.";
+Exit codes: 0 success; 1 error (verify: problems found; rm/prune: some refused); 2 usage;
+75 the session's inbox is full (send, compact: nothing was added; try again later).";
 
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]

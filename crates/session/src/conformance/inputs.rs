@@ -150,3 +150,53 @@ pub(super) fn inbox_waiting_is_shown_and_drained_by_the_next_writer(f: Factory) 
         "{name}"
     );
 }
+
+pub(super) fn a_full_inbox_refuses_and_changes_nothing(f: Factory) {
+    use crate::inbox::INBOX_BYTES_MAX;
+    let name = "a_full_inbox_refuses_and_changes_nothing";
+    let store = f();
+    let id = SessionId::literal("s1");
+    let held = create(&*store, "s1");
+    // messages near the byte limit: the limit on bytes is reached first
+    let big = "x".repeat(usize::try_from(INBOX_BYTES_MAX / 8).unwrap_or(1 << 20));
+    let mut placed = 0;
+    let err = loop {
+        match store.deliver(
+            &id,
+            &InboxMessage::input(&format!("b{placed}"), "user", &big),
+        ) {
+            Ok(d) => {
+                assert!(!d.duplicate, "{name}");
+                placed += 1;
+                assert!(placed <= 8, "{name}: the bytes limit never refused");
+            }
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        matches!(err, SessionError::InboxFull { .. }),
+        "{name}: {err}"
+    );
+    assert!(err.to_string().contains("retry"), "{name}: {err}");
+    let before = store.waiting(&id).unwrap();
+    assert_eq!(
+        before.messages, placed,
+        "{name}: nothing added by the refusal"
+    );
+    // a redelivery of a waiting id is a duplicate, not a refusal
+    assert!(
+        store
+            .deliver(&id, &InboxMessage::input("b0", "user", &big))
+            .unwrap()
+            .duplicate,
+        "{name}"
+    );
+    // once the writer records what waits, there is room again
+    drop(held);
+    let mut s = store.open(&id).unwrap();
+    assert_eq!(s.take_drained().len() as u64, placed, "{name}");
+    store
+        .deliver(&id, &InboxMessage::input("after", "user", "room again"))
+        .unwrap();
+    drop(s);
+}

@@ -42,7 +42,7 @@ mod replay;
 use creation::{create_is_exclusive, hostile_ids_are_refused};
 use fork::fork_keeps_parent_and_prefix;
 use inputs::{
-    inbox_delivers_once_while_a_writer_holds_the_session,
+    a_full_inbox_refuses_and_changes_nothing, inbox_delivers_once_while_a_writer_holds_the_session,
     inbox_message_recorded_before_a_crash_is_only_consumed,
     inbox_waiting_is_shown_and_drained_by_the_next_writer, inputs_are_recorded_once,
 };
@@ -87,6 +87,10 @@ pub fn checks() -> Vec<Check> {
         (
             "inbox_waiting_is_shown_and_drained_by_the_next_writer",
             inbox_waiting_is_shown_and_drained_by_the_next_writer,
+        ),
+        (
+            "a_full_inbox_refuses_and_changes_nothing",
+            a_full_inbox_refuses_and_changes_nothing,
         ),
         (
             "inbox_rule_holds_over_interleavings",

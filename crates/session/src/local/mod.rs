@@ -514,24 +514,22 @@ impl Store for LocalStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(self.not_found(id)),
             Err(e) => return Err(io("stat", path, e)),
         }
-        let delivered =
-            crate::spool::deliver(&*self.opts.fs, &self.dir, id, msg, self.opts.line_bytes_max)
-                .map_err(|e| {
-                    io(
-                        "deliver a message to",
-                        crate::spool::inbox_path(&self.dir, id),
-                        e,
-                    )
-                })?;
+        let delivered = crate::spool::deliver(&*self.opts.fs, &self.dir, id, msg).map_err(|e| {
+            io(
+                "deliver a message to",
+                crate::spool::inbox_path(&self.dir, id),
+                e,
+            )
+        })?;
         let duplicate = match delivered {
             crate::spool::Delivered::Placed => false,
             crate::spool::Delivered::Duplicate => true,
-            crate::spool::Delivered::Full(w) => {
+            crate::spool::Delivered::Full { messages, bytes } => {
                 return Err(SessionError::InboxFull {
                     id: id.to_string(),
                     location: self.dir.display().to_string(),
-                    messages: w.messages,
-                    bytes: w.bytes,
+                    messages,
+                    bytes,
                     max_messages: crate::inbox::INBOX_MESSAGES_MAX,
                     max_bytes: crate::inbox::INBOX_BYTES_MAX,
                 });
