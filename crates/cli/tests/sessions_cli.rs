@@ -585,3 +585,97 @@ fn a_full_inbox_is_exit_75_and_a_queued_message_names_a_live_holder() {
     assert_eq!(v["seq"], waiting + 1, "{v}");
     assert_eq!(store.waiting(&id).unwrap().messages, 0);
 }
+
+/// The line a store would write after `prev` (a whole ledger line) for `kind`/`data`:
+/// framed with the next seq and a valid CRC — records that pass the ledger's checks and that
+/// an open for writing still refuses.
+fn framed_after(bytes: &[u8], kind: &str, data: &str) -> Vec<u8> {
+    let seq = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+    let mut line = Vec::new();
+    lazarus_ledger::frame::encode_line(
+        &mut line,
+        seq,
+        "2026-12-04T10:00:00.000Z",
+        kind,
+        data.as_bytes(),
+    );
+    line
+}
+
+/// `verify` applies the checks of an open for writing: a CRC-valid record with an unknown
+/// field, or a tool outcome without its intent, is named (file, line, offset) and exits 1;
+/// `repair` cuts it away (saving it beside the file); then `lazarus run` can open the session.
+#[test]
+fn verify_names_what_an_open_refuses_and_repair_cuts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    for (id, kind, data) in [
+        (
+            "unknown-field",
+            "input",
+            r#"{"input_id":"x","source":"user","text":"hi","mood":"sunny"}"#,
+        ),
+        (
+            "orphan-outcome",
+            "tool_outcome",
+            r#"{"call_id":"nope","status":"ok","result":"done"}"#,
+        ),
+    ] {
+        expect(dir, &["create", "--id", id], 0);
+        expect(dir, &["send", id, "--message-id", "m1", "hello"], 0);
+        let path = file_of(dir, id);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let offset = bytes.len();
+        let line = framed_after(&bytes, kind, data);
+        bytes.extend_from_slice(&line);
+        std::fs::write(&path, &bytes).unwrap();
+        let o = expect(dir, &["verify", id], 1);
+        let out = stdout(&o);
+        assert!(
+            out.contains("line 3") && out.contains(&format!("byte offset {offset}")),
+            "{id}: {out}"
+        );
+        assert!(
+            out.contains("unknown field `mood`") || out.contains("an open for writing refuses it"),
+            "{id}: {out}"
+        );
+        // show names it too
+        let o = run(dir, &["show", id]);
+        assert_eq!(o.status.code(), Some(1), "{id}: {}", stdout(&o));
+        let o = expect(dir, &["repair", id], 0);
+        assert!(stdout(&o).contains("removed"), "{id}: {}", stdout(&o));
+        expect(dir, &["verify", id], 0);
+        // the session opens for writing again
+        expect(dir, &["send", id, "--message-id", "m2", "again"], 0);
+    }
+}
+
+/// One status rule: a fork at turn 0 of a session with an unanswered message owes that
+/// message. `list` and `tree` say so, `rm` refuses it, `prune` keeps it (they disagreed:
+/// the tail rule called it idle, and prune deleted it).
+#[test]
+fn a_fork_that_owes_work_is_pending_everywhere_and_never_pruned() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    expect(dir, &["create", "--id", "a1"], 0);
+    expect(dir, &["send", "a1", "hello there"], 0);
+    expect(dir, &["fork", "a1", "--at-turn", "0", "--id", "a2"], 0);
+    let listed = stdout(&expect(dir, &["list", "--json"], 0));
+    let a2: serde_json::Value = listed
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["id"] == "a2")
+        .unwrap();
+    assert_eq!(a2["status"], "pending", "{a2}");
+    let tree = stdout(&expect(dir, &["tree"], 0));
+    assert!(tree.contains("a2 (pending"), "{tree}");
+    let o = expect(dir, &["rm", "a2"], 1);
+    assert!(stderr(&o).contains("owes work"), "{}", stderr(&o));
+    expect(dir, &["prune", "--older-than", "0s"], 0);
+    assert!(
+        file_of(dir, "a2").exists(),
+        "prune kept the session that owes work"
+    );
+    let show = stdout(&expect(dir, &["show", "a2"], 0));
+    assert!(show.contains("status: pending"), "{show}");
+}

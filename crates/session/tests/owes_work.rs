@@ -116,6 +116,12 @@ fn the_listing_says_what_the_replay_says_on_every_prefix() {
             );
         }
         let already = store.load(&id).unwrap().last_seq as usize;
+        // the state as created (a fork: its prefix and the fork record) is listed right too
+        assert_eq!(
+            store.summary(&id).unwrap().status,
+            store.load(&id).unwrap().status(),
+            "{name}: as created"
+        );
         for (i, rec) in records.into_iter().enumerate().skip(already) {
             let mut s = store.open(&id).unwrap();
             s.append(rec)

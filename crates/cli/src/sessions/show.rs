@@ -111,6 +111,19 @@ pub(crate) fn show(
             )?;
         }
     }
+    // records that read back but that an open for writing refuses (a field or kind this
+    // build does not know, a call without its intent): the status rule says `corrupt`
+    if damage.is_none()
+        && let Ok(s) = &summary
+        && s.status == lazarus_session::Status::Corrupt
+    {
+        writeln!(
+            out,
+            "\nREFUSED: {}\n(an open for writing refuses this session; `lazarus sessions verify {id}` names the line, `lazarus sessions repair {id}` cuts from there and saves the cut bytes beside the file)",
+            escape(s.error.as_deref().unwrap_or("a record does not fit"))
+        )?;
+        anyhow::bail!("session {id} has a record an open refuses (shown up to the end)");
+    }
     if let Some(e) = damage {
         writeln!(
             out,
