@@ -243,10 +243,10 @@ async fn spawn_gated(ctx: &ToolContext, req: &ShellRequest<'_>) -> Result<Gated,
         .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::from(OwnedFd::from(writer)))
-        .stderr(Stdio::from(OwnedFd::from(writer2)))
-        .env("PAGER", "cat")
-        .env("GIT_PAGER", "cat");
+        .stderr(Stdio::from(OwnedFd::from(writer2)));
+    // the environment the policy gives (it replaces the runner's), then the call's own
     sandbox.apply(&mut cmd);
+    cmd.env("PAGER", "cat").env("GIT_PAGER", "cat");
     let spawned = cmd.spawn();
     drop(cmd); // closes the parent's copies of the output pipe's write end
     let mut child = spawned.map_err(|e| format!("error: cannot start sh: {e}"))?;
