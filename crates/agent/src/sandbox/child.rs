@@ -29,16 +29,22 @@ use super::seccomp::{self, Filters};
 #[derive(Debug)]
 pub(crate) struct ChildPlan {
     pub(crate) unshare_flags: libc::c_int,
+    /// An empty network namespace to join instead of making one (see `shared_netns`).
+    pub(crate) netns: Option<libc::c_int>,
     pub(crate) user_ns: bool,
     pub(crate) uid_map: CString,
     pub(crate) gid_map: CString,
     /// `RLIMIT_NPROC` set in the user namespace (the bound when no cgroup enforces it).
     pub(crate) nproc: Option<u64>,
+    /// Written to the PID namespace's `pid_max` (the bound + 1), when that is the bound.
+    pub(crate) pid_max: Option<CString>,
     /// `cgroup.procs` of the call's cgroup (owned by the `CallCgroup` of the call).
     pub(crate) cgroup_procs: Option<libc::c_int>,
     pub(crate) ruleset: OwnedFd,
     /// Mounted on `/dev/shm` (the call's private directory), when the host has `/dev/shm`.
     pub(crate) shm: Option<CString>,
+    /// Files hidden under `/dev/null` (the system's credential files).
+    pub(crate) hide: Vec<CString>,
     /// Mount a new `devpts` instance on `/dev/pts` (and its `ptmx` on `/dev/ptmx`).
     pub(crate) devpts: bool,
     /// Landlock rights for what the init mounts (`/proc`, `/dev/pts`): rules for them can
@@ -139,6 +145,11 @@ pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
     unsafe {
         if let Some(fd) = plan.cgroup_procs
             && libc::write(fd, b"0\n".as_ptr().cast(), 2) != 2
+        {
+            return Err(last_err());
+        }
+        if let Some(fd) = plan.netns
+            && libc::setns(fd, libc::CLONE_NEWNET) != 0
         {
             return Err(last_err());
         }
@@ -309,6 +320,11 @@ fn init_main(plan: &ChildPlan) -> io::Result<()> {
     ) {
         fail(b"mount a new /proc");
     }
+    if let Some(n) = &plan.pid_max
+        && write_file(c"/proc/sys/kernel/pid_max", n.as_bytes()).is_err()
+    {
+        fail(b"set pid_max of the PID namespace (Linux 6.14+)");
+    }
     if plan.devpts {
         if !mount(
             c"devpts",
@@ -327,6 +343,11 @@ fn init_main(plan: &ChildPlan) -> io::Result<()> {
         && !mount(shm, c"/dev/shm", None, libc::MS_BIND, None)
     {
         fail(b"bind the private /dev/shm");
+    }
+    for f in &plan.hide {
+        if !mount(c"/dev/null", f, None, libc::MS_BIND, None) {
+            fail(b"hide a system credential file under /dev/null");
+        }
     }
     // The new mounts hide the host's /proc and devpts, whose rules the ruleset holds:
     // Landlock skips hidden mount points, so the new ones get their own rules.

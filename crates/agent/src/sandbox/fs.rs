@@ -114,14 +114,29 @@ fn push_components(todo: &mut Vec<OsString>, p: &Path) {
     todo.extend(comps.into_iter().rev());
 }
 
-/// Every denied path, resolved: the credential stores in `home`, the system's credential
-/// files, and `extra` (the session directory, a gateway's token and workspaces).
+/// Every denied path, resolved: the credential stores in `home` and `extra` (the session
+/// directory, a gateway's token and workspaces), and `/dev` (its devices are granted back one
+/// by one).
 pub fn denied_paths(home: Option<&Path>, extra: &[PathBuf]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     if let Some(home) = home {
         out.extend(HIDDEN_IN_HOME.iter().map(|h| resolve(&home.join(h))));
     }
-    out.extend(HIDDEN_SYSTEM.iter().map(|p| resolve(Path::new(p))));
+    out.extend(extra.iter().map(|p| resolve(p)));
+    out.push(PathBuf::from("/dev"));
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The system's credential files that exist ([`HIDDEN_SYSTEM`] and the SSH host keys),
+/// resolved. The init mounts `/dev/null` over each: carving `/etc` in Landlock would take a
+/// rule for each of its entries on every call, and these files do not come and go.
+pub fn system_secrets() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = HIDDEN_SYSTEM
+        .iter()
+        .map(|p| resolve(Path::new(p)))
+        .collect();
     if let Ok(rd) = std::fs::read_dir("/etc/ssh") {
         for e in rd.flatten() {
             let n = e.file_name();
@@ -131,8 +146,7 @@ pub fn denied_paths(home: Option<&Path>, extra: &[PathBuf]) -> Vec<PathBuf> {
             }
         }
     }
-    out.extend(extra.iter().map(|p| resolve(p)));
-    out.push(PathBuf::from("/dev"));
+    out.retain(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()));
     out.sort();
     out.dedup();
     out

@@ -39,7 +39,7 @@ mod tmp;
 use std::ffi::{CString, OsString};
 use std::fmt;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -269,34 +269,48 @@ impl Sandbox {
                 return sb;
             }
         }
-        sb.pids = match pids::find_cgroup() {
-            Some((dir, version)) => Some(PidsLimit::Cgroup { dir, version }),
-            None if !is_root() => Some(PidsLimit::Rlimit),
-            None => {
-                sb.unavailable = Some(ROOT_NEEDS_CGROUP.to_string());
-                return sb;
-            }
-        };
-        if let Err(e) = sb.trial() {
-            if sb.privileged {
-                // root without CAP_SYS_ADMIN (in a container, say) may still make a user
-                // namespace
-                sb.privileged = false;
-                if sb.trial().is_ok() {
-                    return sb;
-                }
-                sb.privileged = true;
-            }
-            if !is_root() && matches!(sb.pids, Some(PidsLimit::Cgroup { .. })) {
-                // a cgroup that looked usable but is not: the user namespace's RLIMIT_NPROC
-                sb.pids = Some(PidsLimit::Rlimit);
-                if sb.trial().is_ok() {
-                    return sb;
-                }
-            }
-            sb.unavailable = Some(e);
+        // the cheapest bound first; each is tried for real below
+        let mut bounds = Vec::new();
+        if policy.max_processes >= pids::PID_MAX_MIN {
+            bounds.push(PidsLimit::PidMax);
         }
+        if let Some((dir, version)) = pids::find_cgroup() {
+            bounds.push(PidsLimit::Cgroup { dir, version });
+        }
+        if !is_root() {
+            bounds.push(PidsLimit::Rlimit);
+        }
+        if bounds.is_empty() {
+            sb.unavailable = Some(ROOT_NEEDS_BOUND.to_string());
+            return sb;
+        }
+        let mut last = String::new();
+        for b in bounds {
+            sb.pids = Some(b);
+            match sb.try_trials() {
+                Ok(()) => return sb,
+                Err(e) => last = e,
+            }
+        }
+        sb.pids = None;
+        sb.unavailable = Some(last);
         sb
+    }
+
+    /// The trial, and as root the same through a user namespace (root without
+    /// CAP_SYS_ADMIN, in a container, may still make one).
+    fn try_trials(&mut self) -> Result<(), String> {
+        let Err(e) = self.trial() else {
+            return Ok(());
+        };
+        if self.privileged {
+            self.privileged = false;
+            if self.trial().is_ok() {
+                return Ok(());
+            }
+            self.privileged = true;
+        }
+        Err(e)
     }
 
     /// Adds denied paths (lazarus's own state); each is resolved when a call is prepared.
@@ -457,16 +471,21 @@ impl Sandbox {
             PidsLimit::Cgroup { dir, .. } => {
                 Some(CallCgroup::create(dir, self.policy.max_processes).map_err(io::Error::other)?)
             }
-            PidsLimit::Rlimit => None,
+            PidsLimit::Rlimit | PidsLimit::PidMax => None,
         };
         let mut flags = libc::CLONE_NEWPID
             | libc::CLONE_NEWNS
             | libc::CLONE_NEWUTS
             | libc::CLONE_NEWIPC
             | libc::CLONE_NEWCGROUP;
-        if !self.policy.network {
+        let netns = if self.policy.network {
+            None
+        } else if let Some(fd) = self.shared_netns() {
+            Some(fd)
+        } else {
             flags |= libc::CLONE_NEWNET;
-        }
+            None
+        };
         if !self.privileged {
             flags |= libc::CLONE_NEWUSER;
         }
@@ -483,11 +502,18 @@ impl Sandbox {
         Ok(Prepared {
             child: Some(Arc::new(ChildPlan {
                 unshare_flags: flags,
+                netns,
                 user_ns: !self.privileged,
                 uid_map: cstr(format!("{uid} {uid} 1\n").into_bytes())?,
                 gid_map: cstr(format!("{gid} {gid} 1\n").into_bytes())?,
                 nproc: matches!(pids, PidsLimit::Rlimit)
                     .then_some(self.policy.max_processes.into()),
+                pid_max: match pids {
+                    PidsLimit::PidMax => Some(cstr(
+                        format!("{}", self.policy.max_processes + 1).into_bytes(),
+                    )?),
+                    _ => None,
+                },
                 cgroup_procs: cgroup.as_ref().map(|c| {
                     use std::os::fd::AsRawFd;
                     c.procs.as_raw_fd()
@@ -497,6 +523,10 @@ impl Sandbox {
                     Some(p) => Some(cstr(p.as_os_str().as_bytes().to_vec())?),
                     None => None,
                 },
+                hide: fs::system_secrets()
+                    .into_iter()
+                    .map(|p| cstr(p.into_os_string().into_vec()))
+                    .collect::<io::Result<_>>()?,
                 devpts: Path::new("/dev/pts").is_dir() && Path::new("/dev/ptmx").exists(),
                 proc_access: fs::rights(self.landlock_abi).read.bits(),
                 pts_access: (fs::rights(self.landlock_abi).device | landlock::AccessFs::ReadDir)
@@ -513,8 +543,43 @@ impl Sandbox {
     }
 }
 
-/// Root is exempt from `RLIMIT_NPROC`, so only a cgroup can bound its calls.
-const ROOT_NEEDS_CGROUP: &str = "running as root, the number of a call's processes can be bounded only by a pids cgroup, and none can be created here (cgroup v1 `pids` hierarchy, or cgroup v2 with `pids` in a writable cgroup's subtree_control); run lazarus as another user, give it such a cgroup, or pass --sandbox off";
+impl Sandbox {
+    /// As root, calls without network join one empty network namespace, made once, instead
+    /// of making one each (a new network namespace costs more than all the other namespaces
+    /// together, and its teardown more still). Its loopback stays down, so it carries no
+    /// traffic at all; abstract Unix sockets, the one thing calls could share there, are
+    /// scoped to each call by Landlock (ABI 6), so below that every call gets its own. An
+    /// unprivileged user cannot join it from a new user namespace: they get their own too.
+    fn shared_netns(&self) -> Option<libc::c_int> {
+        use std::os::fd::AsRawFd;
+        static NETNS: std::sync::OnceLock<Option<std::os::fd::OwnedFd>> =
+            std::sync::OnceLock::new();
+        if !self.privileged || self.landlock_abi < 6 {
+            return None;
+        }
+        NETNS
+            .get_or_init(|| {
+                std::thread::spawn(|| {
+                    // SAFETY: unshare affects only this short-lived thread.
+                    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                        return None;
+                    }
+                    std::fs::File::open("/proc/thread-self/ns/net")
+                        .ok()
+                        .map(std::os::fd::OwnedFd::from)
+                })
+                .join()
+                .ok()
+                .flatten()
+            })
+            .as_ref()
+            .map(|fd| fd.as_raw_fd())
+    }
+}
+
+/// Root is exempt from `RLIMIT_NPROC`, so only a PID namespace's `pid_max` or a cgroup can
+/// bound its calls.
+const ROOT_NEEDS_BOUND: &str = "running as root, the number of a call's processes can be bounded only by the PID namespace's pid_max (Linux 6.14+, a bound of at least 301) or a pids cgroup, and neither is available here (cgroup v1 `pids` hierarchy, or cgroup v2 with `pids` in a writable cgroup's subtree_control); run lazarus as another user, on a newer kernel, give it such a cgroup, or pass --sandbox off";
 
 /// A prepared sandbox for one command.
 #[derive(Debug)]

@@ -1,5 +1,10 @@
 //! How many processes and threads a call may have at once.
 //!
+//! On Linux 6.14 and later each PID namespace has its own `pid_max`: the call's init sets
+//! it to the bound + 1, so the namespace has no more PIDs to give (every process and thread
+//! takes one). It costs nothing per call; the kernel's floor for it is 301, so a smaller
+//! bound uses one of the two ways below.
+//!
 //! Where this process may create a child cgroup under its own in a `pids` hierarchy (cgroup
 //! v1 `pids`, or cgroup v2 with `pids` in the parent's `cgroup.subtree_control`), each call
 //! gets one, `lazarus-shell-PID-N` with `pids.max`, entered before anything else happens; it
@@ -8,7 +13,6 @@
 //! namespace only. Root is exempt from `RLIMIT_NPROC`, so root without a usable `pids` cgroup
 //! cannot be bounded: the sandbox is then unavailable.
 
-use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -17,9 +21,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Default bound on a call's processes and threads (the sandbox's own init included).
 pub const DEFAULT_MAX_PROCESSES: u32 = 1024;
 
+/// The kernel's floor for a PID namespace's `pid_max` (`RESERVED_PIDS + 1`).
+pub const PID_MAX_MIN: u32 = 301;
+
 /// What enforces the bound.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum PidsLimit {
+    /// `pid_max` of the call's PID namespace.
+    PidMax,
     /// A child cgroup per call beneath this directory (cgroup `version` 1 or 2).
     Cgroup { dir: PathBuf, version: u8 },
     /// `RLIMIT_NPROC` in the call's user namespace.
@@ -29,6 +38,7 @@ pub(crate) enum PidsLimit {
 impl PidsLimit {
     pub(crate) fn describe(&self, max: u32) -> String {
         match self {
+            PidsLimit::PidMax => format!("pids≤{max} (pid_max of the PID namespace)"),
             PidsLimit::Cgroup { version, .. } => format!("pids≤{max} (cgroup v{version})"),
             PidsLimit::Rlimit => format!("pids≤{max} (RLIMIT_NPROC)"),
         }
@@ -57,13 +67,6 @@ pub(crate) fn find_cgroup() -> Option<(PathBuf, u8)> {
         std::fs::read_to_string(d.join("cgroup.subtree_control"))
             .is_ok_and(|s| s.split_whitespace().any(|c| c == "pids"))
     };
-    if !enabled(&dir) {
-        // allowed only where no process lives in `dir` itself (the root cgroup, say)
-        let _ = std::fs::OpenOptions::new()
-            .write(true)
-            .open(dir.join("cgroup.subtree_control"))
-            .and_then(|mut f| f.write_all(b"+pids"));
-    }
     (enabled(&dir) && writable(&dir)).then_some((dir, 2))
 }
 

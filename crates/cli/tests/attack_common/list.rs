@@ -141,6 +141,16 @@ pub fn attacks(f: &Fixture, max_processes: u32) -> Vec<Attack> {
             no_canary,
         ),
         attack(
+            "read the system's password hashes and SSH host keys",
+            "cat /etc/shadow /etc/gshadow /etc/ssh/ssh_host_*_key 2>&1; grep -c . /etc/shadow && echo ATTACK-OK".into(),
+            |f, out| {
+                if out.contains("root:") || out.contains("PRIVATE KEY") {
+                    return Err("read them".into());
+                }
+                ok_marker(f, out)
+            },
+        ),
+        attack(
             "read another session's ledger",
             format!("grep -r canary {sessions}; cat {sessions}/*"),
             no_canary,
