@@ -153,11 +153,20 @@ pub fn system_secrets() -> Vec<PathBuf> {
 }
 
 /// Rights beneath `path`, carved around `denied`: `(path, rights)` pairs for Landlock.
-fn carve(path: &Path, access: FsRights, denied: &[PathBuf], out: &mut Vec<(PathBuf, FsRights)>) {
+fn carve(
+    path: &Path,
+    is_dir: bool,
+    access: FsRights,
+    file_rights: FsRights,
+    denied: &[PathBuf],
+    out: &mut Vec<(PathBuf, FsRights)>,
+) {
     if denied.iter().any(|d| d == path) {
         return;
     }
     if !denied.iter().any(|d| d.starts_with(path)) {
+        // a file gets the file rights only (Landlock refuses directory rights on files)
+        let access = if is_dir { access } else { access & file_rights };
         out.push((path.to_path_buf(), access));
         return;
     }
@@ -170,7 +179,9 @@ fn carve(path: &Path, access: FsRights, denied: &[PathBuf], out: &mut Vec<(PathB
         if entry.file_type().is_ok_and(|t| t.is_symlink()) {
             continue;
         }
-        carve(&entry.path(), access, denied, out);
+        // the entry's type as the directory listing gives it (no stat for each)
+        let Ok(t) = entry.file_type() else { continue };
+        carve(&entry.path(), t.is_dir(), access, file_rights, denied, out);
     }
 }
 
@@ -215,9 +226,17 @@ pub(crate) fn plan(
 ) -> FsPlan {
     let r = rights(abi);
     let mut rules = Vec::new();
-    carve(Path::new("/"), r.read, denied, &mut rules);
+    let file_rights = AccessFs::from_file(ABI::from(abi));
+    carve(
+        Path::new("/"),
+        true,
+        r.read,
+        file_rights,
+        denied,
+        &mut rules,
+    );
     for w in writable {
-        carve(w, r.write, denied, &mut rules);
+        carve(w, true, r.write, file_rights, denied, &mut rules);
     }
     rules.push((PathBuf::from("/dev"), AccessFs::ReadDir.into()));
     for d in DEVICES {
@@ -252,23 +271,14 @@ impl FsPlan {
                 .map_err(|x| e("scopes", &x))?;
         }
         let mut created = rs.create().map_err(|x| e("ruleset", &x))?;
-        let file_rights = AccessFs::from_file(ABI::from(abi));
         for (path, access) in &self.rules {
-            // A path that vanished since it was listed is simply not granted.
-            let Ok(meta) = std::fs::metadata(path) else {
-                continue;
-            };
-            let access = if meta.is_dir() {
-                *access
-            } else {
-                *access & file_rights
-            };
             if access.is_empty() {
                 continue;
             }
+            // A path that vanished since it was listed is simply not granted.
             let Ok(fd) = PathFd::new(path) else { continue };
             created = created
-                .add_rule(PathBeneath::new(fd, access))
+                .add_rule(PathBeneath::new(fd, *access))
                 .map_err(|x| e(&format!("rule for {}", path.display()), &x))?;
         }
         let fd: Option<OwnedFd> = created.into();

@@ -592,6 +592,11 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
+    /// Whether the command runs in its own PID namespace (nothing of it outlives its leader).
+    pub(crate) fn contained(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// Installs the sandbox on a tokio command: the environment (replacing the runner's),
     /// `TMPDIR`, and the `pre_exec` step.
     pub(crate) fn apply(&self, cmd: &mut tokio::process::Command) {

@@ -4,9 +4,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// `lazarus-shell-PID-RAND/` (mode 0700) in the system's temporary directory, holding `tmp/`
-/// (the call's `$TMPDIR`) and `shm/` (mounted on `/dev/shm` inside the sandbox). Removed when
-/// dropped.
+/// `lazarus-shell-PID-RAND/` (mode 0700) in the system's temporary directory: the call's
+/// `$TMPDIR`, also mounted on `/dev/shm` inside the sandbox (one directory: both are the
+/// call's scratch space, and one costs half as much to make and remove). Removed when dropped.
 #[derive(Debug)]
 pub(crate) struct PrivateTmp {
     /// The directory itself.
@@ -46,7 +46,14 @@ pub(crate) fn sweep_stale_tmp(base: &Path) {
 impl PrivateTmp {
     pub(crate) fn create() -> io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
-        let base = std::env::temp_dir();
+        static BASE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        // canonical, so the directory is what Landlock rules and the connect gate compare
+        let base = BASE
+            .get_or_init(|| {
+                let t = std::env::temp_dir();
+                t.canonicalize().unwrap_or(t)
+            })
+            .clone();
         static SWEPT: std::sync::Once = std::sync::Once::new();
         SWEPT.call_once(|| sweep_stale_tmp(&base));
         let named = |e: io::Error, p: &Path| {
@@ -67,19 +74,11 @@ impl PrivateTmp {
             ));
             match std::fs::DirBuilder::new().mode(0o700).create(&root) {
                 Ok(()) => {
-                    let root = root.canonicalize().map_err(|e| named(e, &root))?;
-                    let t = PrivateTmp {
-                        path: root.join("tmp"),
-                        shm: root.join("shm"),
+                    return Ok(PrivateTmp {
+                        path: root.clone(),
+                        shm: root.clone(),
                         root,
-                    };
-                    for d in [&t.path, &t.shm] {
-                        std::fs::DirBuilder::new()
-                            .mode(0o700)
-                            .create(d)
-                            .map_err(|e| named(e, d))?;
-                    }
-                    return Ok(t);
+                    });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(named(e, &root)),
