@@ -126,7 +126,7 @@ pub fn attacks(f: &Fixture, max_processes: u32) -> Vec<Attack> {
             ok_marker,
         ),
         attack(
-            "refused system calls (keys, perf, ptrace, bpf, userfaultfd)",
+            "refused system calls (keys, perf, ptrace, bpf, userfaultfd, io_uring)",
             format!("{py} -c '{}'", SYSCALLS.replace('\'', "\"")),
             ok_marker,
         ),
@@ -364,6 +364,8 @@ tried("ptrace_attach_init", sc(101, 16, 1, 0, 0))
 battr = (ctypes.c_uint32 * 5)(2, 4, 4, 1, 0)
 tried("bpf_map_create", sc(321, 0, battr, 20))
 tried("userfaultfd", sc(323, 1))
+params = (ctypes.c_uint8 * 120)()
+tried("io_uring_setup", sc(425, 8, params))
 "#;
 
 /// Starts threads until LIMIT or a failure; prints how many ran.
