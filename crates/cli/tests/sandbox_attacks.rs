@@ -84,6 +84,7 @@ fn run_attacks(tag: &str, uid: Option<u32>, max: u32) -> Vec<(String, Result<(),
         .arg("--workspace")
         .arg(&f.ws)
         .args(["--base-url", &server.base_url(), "--shell-timeout", "300s"])
+        .args(["--system-prompt", &f.canaries.argv])
         .envs(f.secret_env())
         .env("LAZARUS_CONFIG", f.state.join("no-config.toml"))
         .env_remove("LAZARUS_SANDBOX_TEST_UNSUPPORTED")

@@ -212,6 +212,74 @@ fn mount(
     }
 }
 
+/// Overwrites this process's copy of its command line and environment with zeros: the area
+/// `/proc/PID/cmdline` and `/proc/PID/environ` show (from `/proc/self/stat`, fields 48–51),
+/// and every string `environ` points to (some live on the heap). The shell gets its own
+/// arguments and environment from `execve`, built before the fork.
+fn scrub_environ() {
+    // SAFETY: raw reads of this process's stat into a stack buffer, then writes of zeros to
+    // the argument and environment areas the kernel reports for this very process (its own
+    // writable stack).
+    unsafe {
+        let fd = libc::open(
+            c"/proc/self/stat".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            let mut buf = [0u8; 1024];
+            let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+            libc::close(fd);
+            if n > 0
+                && let Some([arg_start, arg_end, env_start, env_end]) =
+                    stat_areas(&buf[..n as usize])
+            {
+                for (a, b) in [(arg_start, arg_end), (env_start, env_end)] {
+                    if b > a && b - a < (1 << 24) {
+                        std::ptr::write_bytes(a as *mut u8, 0, (b - a) as usize);
+                    }
+                }
+            }
+        }
+    }
+    unsafe extern "C" {
+        static mut environ: *mut *mut libc::c_char;
+    }
+    // SAFETY: the strings `environ` points to are this (single-threaded, forked) process's
+    // own writable copies; each is NUL-terminated.
+    unsafe {
+        let mut p = environ;
+        if p.is_null() {
+            return;
+        }
+        while !(*p).is_null() {
+            let s = *p;
+            std::ptr::write_bytes(s, 0, libc::strlen(s));
+            p = p.add(1);
+        }
+    }
+}
+
+/// Fields 48–51 of `/proc/self/stat` (arg_start, arg_end, env_start, env_end).
+fn stat_areas(stat: &[u8]) -> Option<[u64; 4]> {
+    let close = stat.iter().rposition(|b| *b == b')')?;
+    let mut out = [0u64; 4];
+    // after ")", field 3 (state) is the first; 48 is the 46th after it
+    for (i, field) in stat[close + 1..]
+        .split(|b| *b == b' ')
+        .filter(|f| !f.is_empty())
+        .enumerate()
+    {
+        if (45..49).contains(&i) {
+            let mut v: u64 = 0;
+            for d in field.iter().take_while(|d| d.is_ascii_digit()) {
+                v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+            }
+            out[i - 45] = v;
+        }
+    }
+    Some(out)
+}
+
 /// Adds a Landlock rule granting `access` beneath `path` to `ruleset` (raw calls).
 fn add_rule(ruleset: &OwnedFd, path: &std::ffi::CStr, access: u64) -> bool {
     #[repr(C, packed)]
@@ -308,6 +376,9 @@ fn drop_caps(cap_last: u32) -> Result<(), &'static [u8]> {
 /// supervises it (never returns).
 fn init_main(plan: &ChildPlan) -> io::Result<()> {
     const NOSUID: libc::c_ulong = libc::MS_NOSUID;
+    // The init is a copy of lazarus: its /proc/1/environ would show lazarus's environment
+    // (the model's API key among it) to anything that could read it.
+    scrub_environ();
     if !mount(c"none", c"/", None, libc::MS_REC | libc::MS_PRIVATE, None) {
         fail(b"make the mounts private");
     }
@@ -320,10 +391,16 @@ fn init_main(plan: &ChildPlan) -> io::Result<()> {
     ) {
         fail(b"mount a new /proc");
     }
-    if let Some(n) = &plan.pid_max
-        && write_file(c"/proc/sys/kernel/pid_max", n.as_bytes()).is_err()
-    {
-        fail(b"set pid_max of the PID namespace (Linux 6.14+)");
+    if let Some(n) = &plan.pid_max {
+        // Only ever the call's own namespace: written from anywhere else, pid_max would
+        // bound the whole machine.
+        // SAFETY: getpid has no preconditions.
+        if unsafe { libc::getpid() } != 1 {
+            fail(b"set pid_max: the init is not PID 1 of a new PID namespace");
+        }
+        if write_file(c"/proc/sys/kernel/pid_max", n.as_bytes()).is_err() {
+            fail(b"set pid_max of the PID namespace (Linux 6.14+)");
+        }
     }
     if plan.devpts {
         if !mount(

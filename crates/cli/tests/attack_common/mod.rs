@@ -30,6 +30,8 @@ pub struct Canaries {
     pub token: String,
     pub ledger: String,
     pub other_workspace: String,
+    /// On lazarus's own command line (a store URL's password could be there).
+    pub argv: String,
 }
 
 impl Canaries {
@@ -48,6 +50,7 @@ impl Canaries {
             token: c("token"),
             ledger: c("ledger"),
             other_workspace: c("otherws"),
+            argv: c("argv"),
         }
     }
 
@@ -66,6 +69,7 @@ impl Canaries {
             &self.token,
             &self.ledger,
             &self.other_workspace,
+            &self.argv,
         ]
     }
 }
