@@ -6,8 +6,10 @@
 //! - [`tools`]: the five workspace tools (`shell`, `read_file`, `write_file`, `edit_file`,
 //!   `list_dir`) behind a [`tools::Tool`] trait whose [`tools::ToolHooks::started`] hook lets
 //!   the runner durably record "started" before any side effect happens.
-//! - [`sandbox`]: how `shell` commands are confined (Landlock, namespaces, an init that takes
-//!   everything a call started down with it).
+//! - [`sandbox`]: how `shell` commands are confined against a hostile model, also as root
+//!   (Landlock, namespaces with a fresh `/proc`, capabilities dropped, seccomp with a gate for
+//!   Unix sockets, a process bound, a minimal environment, and an init that takes everything
+//!   a call started down with it).
 //! - [`process`]: process-group helpers used to find and terminate a shell call's leftover
 //!   process group after a crash.
 //!

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lazarus_agent::sandbox::{Sandbox, SandboxMode, SandboxPolicy};
+use lazarus_agent::sandbox::{EnvPolicy, Inherit, Sandbox, SandboxMode, SandboxPolicy};
 use lazarus_agent::tools::{NoHooks, ToolContext, ToolOutput, ToolStatus, Toolbox};
 use serde_json::json;
 
@@ -22,6 +22,7 @@ fn confined(mode: SandboxMode, home: &Path) -> Sandbox {
     let mut s = Sandbox::probe(SandboxPolicy {
         mode,
         network: false,
+        ..Default::default()
     });
     assert!(
         s.usable(),
@@ -171,6 +172,7 @@ async fn no_network_unless_allowed() {
     let mut allowed = Sandbox::probe(SandboxPolicy {
         mode: SandboxMode::WorkspaceWrite,
         network: true,
+        ..Default::default()
     });
     allowed.home = Some(f.home.path().to_path_buf());
     let o = sh(&ctx(f.ws.path(), allowed), &probe).await;
@@ -182,17 +184,50 @@ async fn no_network_unless_allowed() {
 async fn credentials_in_the_environment_are_not_passed() {
     // Set before the runtime spawns any command; nextest runs each test in its own process.
     // SAFETY: no other thread of this test reads the environment concurrently.
-    unsafe { std::env::set_var("LAZARUS_TEST_API_KEY", "sk-secret-77") };
+    unsafe {
+        std::env::set_var("LAZARUS_TEST_API_KEY", "sk-secret-77");
+        std::env::set_var("DATABASE_URL", "postgres://u:pw-secret-78@db/x");
+        std::env::set_var("GITHUB_PAT", "pat-secret-79");
+        std::env::set_var("LAZARUS_TEST_PLAIN", "plain-80");
+    }
     let f = fixture();
     let c = ctx(
         f.ws.path(),
         confined(SandboxMode::WorkspaceWrite, f.home.path()),
     );
     let o = sh(&c, "env").await;
-    assert!(!o.text.contains("sk-secret-77"), "{}", o.text);
+    for secret in ["sk-secret-77", "pw-secret-78", "pat-secret-79"] {
+        assert!(!o.text.contains(secret), "{}", o.text);
+    }
+    // the default keeps only the core variables, so a harmless one is not passed either
+    assert!(!o.text.contains("plain-80"), "{}", o.text);
     assert!(o.text.contains("PATH="), "{}", o.text);
-    let o = sh(&ctx(f.ws.path(), Sandbox::off()), "env").await;
-    assert!(o.text.contains("sk-secret-77"));
+    assert!(o.text.contains("PAGER=cat"), "{}", o.text);
+    // `inherit = "all"` passes the harmless one and still holds the credentials back
+    let all = EnvPolicy {
+        inherit: Inherit::All,
+        ..Default::default()
+    };
+    let o = sh(
+        &ctx(f.ws.path(), Sandbox::off().with_env(all.clone())),
+        "env",
+    )
+    .await;
+    assert!(o.text.contains("plain-80"), "{}", o.text);
+    assert!(!o.text.contains("sk-secret-77"), "{}", o.text);
+    // and only with the default excludes ignored do they get through (the check can fail)
+    let everything = EnvPolicy {
+        ignore_default_excludes: true,
+        ..all
+    };
+    let o = sh(
+        &ctx(f.ws.path(), Sandbox::off().with_env(everything)),
+        "env",
+    )
+    .await;
+    for secret in ["sk-secret-77", "pw-secret-78", "pat-secret-79"] {
+        assert!(o.text.contains(secret), "{}", o.text);
+    }
 }
 
 #[tokio::test]
@@ -266,6 +301,7 @@ async fn without_landlock_shell_is_refused_not_unconfined() {
         SandboxPolicy {
             mode: SandboxMode::ReadOnly,
             network: false,
+            ..Default::default()
         },
         true,
     );
@@ -274,7 +310,8 @@ async fn without_landlock_shell_is_refused_not_unconfined() {
         Sandbox::probe_with(
             SandboxPolicy {
                 mode: SandboxMode::Off,
-                network: false
+                network: false,
+                ..Default::default()
             },
             true
         )

@@ -107,6 +107,14 @@ impl StoreArgs {
         self.choice().map(|_| ())
     }
 
+    /// The session directory, when sessions live in local files.
+    pub fn local_dir(&self) -> Result<Option<PathBuf>> {
+        Ok(match self.choice()? {
+            StoreChoice::Local(d) => Some(d),
+            StoreChoice::Postgres(_) => None,
+        })
+    }
+
     /// Whether sessions live in PostgreSQL (shared by several gateways).
     pub fn is_postgres(&self) -> Result<bool> {
         Ok(matches!(self.choice()?, StoreChoice::Postgres(_)))
@@ -228,6 +236,17 @@ pub struct ModelArgs {
     /// Let sandboxed shell commands use the network.
     #[arg(long)]
     pub sandbox_network: bool,
+    /// The most processes and threads one shell call may have at once, its sandbox's own
+    /// init included (a pids cgroup where one can be made, else RLIMIT_NPROC in the call's
+    /// user namespace).
+    #[arg(long, value_name = "N", default_value_t = lazarus_agent::sandbox::DEFAULT_MAX_PROCESSES,
+          value_parser = clap::value_parser!(u32).range(8..))]
+    pub sandbox_max_processes: u32,
+    /// Let sandboxed shell commands connect to this Unix socket outside the workspace (a
+    /// socket file, or a directory of them; repeatable). By default they may connect only to
+    /// sockets in the workspace and their own $TMPDIR.
+    #[arg(long, value_name = "PATH")]
+    pub sandbox_allow_unix_socket: Vec<PathBuf>,
 }
 
 fn parse_sandbox_mode(s: &str) -> Result<SandboxMode, String> {
@@ -410,10 +429,19 @@ impl ModelArgs {
         cfg.temperature = self.temperature;
         cfg.stream = !self.no_stream;
         cfg.tool_limits.shell_default_timeout_secs = self.shell_timeout.as_secs().max(1);
-        cfg.sandbox = Arc::new(Sandbox::probe(SandboxPolicy {
-            mode: self.sandbox,
-            network: self.sandbox_network,
-        }));
+        let env = crate::config::file_env_policy();
+        env.validate().map_err(crate::Usage)?;
+        cfg.sandbox = Arc::new(
+            Sandbox::probe(SandboxPolicy {
+                mode: self.sandbox,
+                network: self.sandbox_network,
+                max_processes: self.sandbox_max_processes,
+            })
+            .allow_unix_sockets(self.sandbox_allow_unix_socket.iter().cloned())
+            .with_env(env)
+            // lazarus's own state: sessions, a gateway's token and workspaces
+            .deny([crate::paths::state_dir()]),
+        );
         if self.tool_example {
             cfg.examples = tool_example();
         }

@@ -9,7 +9,16 @@
 //! base_url = "http://127.0.0.1:8080/v1"
 //! tools = ["read_file", "list_dir"]
 //! sandbox = "workspace-write"
+//! sandbox_max_processes = 1024
+//! sandbox_allow_unix_sockets = ["/run/postgresql"]
 //! session_dir = "~/sessions"           # or: store = "postgres://…"
+//!
+//! [shell_environment_policy]           # what a shell call's environment holds
+//! inherit = "core"                     # or "all", "none"
+//! exclude = ["AWS_*"]                  # globs, any case
+//! set = { CI = "1" }
+//! include_only = []                    # if given: only these names
+//! ignore_default_excludes = false      # true: keep credential-like variables
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -28,6 +37,12 @@ pub struct FileConfig {
     pub base_url: Option<String>,
     pub tools: Option<Vec<String>>,
     pub sandbox: Option<String>,
+    /// See `--sandbox-max-processes`.
+    pub sandbox_max_processes: Option<u32>,
+    /// See `--sandbox-allow-unix-socket`.
+    pub sandbox_allow_unix_sockets: Option<Vec<PathBuf>>,
+    /// What a shell call's environment holds (Codex's `shell_environment_policy`).
+    pub shell_environment_policy: Option<lazarus_agent::sandbox::EnvPolicy>,
     pub session_dir: Option<PathBuf>,
     pub store: Option<String>,
 }
@@ -108,6 +123,11 @@ pub fn load() -> Result<&'static FileConfig> {
                 .into());
             }
             cfg.session_dir = cfg.session_dir.as_deref().map(expand_home);
+            if let Some(paths) = cfg.sandbox_allow_unix_sockets.as_mut() {
+                for p in paths.iter_mut() {
+                    *p = expand_home(p);
+                }
+            }
             (Some(path), cfg)
         }
     };
@@ -145,6 +165,15 @@ pub fn apply_defaults(mut cmd: clap::Command, cfg: &'static FileConfig) -> clap:
             if let Some(s) = &cfg.sandbox {
                 c = c.mut_arg("sandbox", |a| a.default_value(s.as_str()));
             }
+            if let Some(n) = cfg.sandbox_max_processes {
+                let n: &'static str = Box::leak(n.to_string().into_boxed_str());
+                c = c.mut_arg("sandbox_max_processes", |a| a.default_value(n));
+            }
+            if let Some(paths) = &cfg.sandbox_allow_unix_sockets {
+                c = c.mut_arg("sandbox_allow_unix_socket", |a| {
+                    a.default_values(paths.iter().map(|p| p.as_os_str()))
+                });
+            }
             c
         });
     }
@@ -158,6 +187,14 @@ pub fn file_store() -> Option<crate::paths::StoreChoice> {
         return Some(crate::paths::StoreChoice::Local(d.clone()));
     }
     cfg.store.clone().map(crate::paths::StoreChoice::Postgres)
+}
+
+/// The file's `[shell_environment_policy]` (the default policy without one).
+pub fn file_env_policy() -> lazarus_agent::sandbox::EnvPolicy {
+    LOADED
+        .get()
+        .and_then(|(_, c)| c.shell_environment_policy.clone())
+        .unwrap_or_default()
 }
 
 /// The file the settings were read from, if there was one.

@@ -4,7 +4,13 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::config::{file_store, load, loaded_from, path};
+use lazarus_agent::sandbox::{EnvPolicy, env::names};
+
+use crate::config::{file_env_policy, file_store, load, loaded_from, path};
+
+/// Variables the shell tool sets itself in every call.
+const CALL_VARS: &str =
+    "TMPDIR (the call's private directory when sandboxed), PAGER=cat, GIT_PAGER=cat";
 
 #[derive(Debug, Args)]
 pub struct ConfigArgs {
@@ -128,6 +134,29 @@ pub fn run(args: ConfigArgs) -> Result<i32> {
                     cfg.sandbox.clone(),
                     Some("workspace-write".into()),
                 ),
+                setting(
+                    "sandbox_max_processes",
+                    None,
+                    cfg.sandbox_max_processes.map(|n| n.to_string()),
+                    Some(lazarus_agent::sandbox::DEFAULT_MAX_PROCESSES.to_string()),
+                ),
+                setting(
+                    "sandbox_allow_unix_sockets",
+                    None,
+                    cfg.sandbox_allow_unix_sockets.as_ref().map(|v| {
+                        v.iter()
+                            .map(|p| p.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    }),
+                    Some("none (only sockets in the workspace)".into()),
+                ),
+                setting(
+                    "shell_environment_policy",
+                    None,
+                    cfg.shell_environment_policy.as_ref().map(|p| p.describe()),
+                    Some(EnvPolicy::default().describe()),
+                ),
                 Setting {
                     name: "store",
                     value: store_value,
@@ -135,6 +164,9 @@ pub fn run(args: ConfigArgs) -> Result<i32> {
                 },
             ];
             let file = loaded_from();
+            // what a shell call would get from this environment: names only, never values
+            let shell_env = file_env_policy().compute_current();
+            let shell_names = names(&shell_env.vars);
             if json {
                 let mut map = serde_json::Map::new();
                 for s in &settings {
@@ -145,7 +177,8 @@ pub fn run(args: ConfigArgs) -> Result<i32> {
                 }
                 println!(
                     "{}",
-                    json!({"config_file": path(), "config_file_exists": file.is_some(), "settings": map})
+                    json!({"config_file": path(), "config_file_exists": file.is_some(), "settings": map,
+                           "shell_env": {"names": shell_names, "withheld_as_credentials": shell_env.withheld, "set_by_the_call": ["TMPDIR", "PAGER", "GIT_PAGER"]}})
                 );
             } else {
                 println!(
@@ -163,6 +196,17 @@ pub fn run(args: ConfigArgs) -> Result<i32> {
                         |v| crate::term::escape(v).into_owned(),
                     );
                     println!("{:<9} {value}  [{}]", s.name, s.source);
+                }
+                println!(
+                    "a shell call's environment (names only): {}; and {CALL_VARS}",
+                    if shell_names.is_empty() {
+                        "nothing inherited".to_string()
+                    } else {
+                        shell_names.join(" ")
+                    }
+                );
+                if !shell_env.withheld.is_empty() {
+                    println!("withheld as credentials: {}", shell_env.withheld.join(" "));
                 }
             }
             Ok(0)

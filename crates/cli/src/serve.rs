@@ -129,6 +129,16 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         .model
         .runner_config(workspace_root.clone(), !args.no_run)?;
     runner.max_turns = args.model.max_turns;
+    // the gateway's own state: its token, the sessions, every session's workspace (a
+    // session's own workspace is granted back to its calls)
+    runner.sandbox = std::sync::Arc::new(
+        runner
+            .sandbox
+            .as_ref()
+            .clone()
+            .deny([token_file.clone(), workspace_root.clone()])
+            .deny(args.store.local_dir()?),
+    );
     eprintln!("{}", runner.sandbox.describe());
     let shared = args.store.is_postgres()?;
     let store: std::sync::Arc<dyn lazarus_session::Store> =

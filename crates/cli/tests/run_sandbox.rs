@@ -542,7 +542,7 @@ fn an_unprivileged_user_gets_the_same_sandbox() {
         .expect("setpriv (util-linux) runs the binary as uid 65534");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("user namespace"), "{stderr}");
+    assert!(stderr.contains("namespaces: user,pid"), "{stderr}");
     let store = LocalStore::open(&a.sessions).unwrap();
     assert!(
         !a.outside.join("x").exists(),

@@ -243,10 +243,10 @@ async fn spawn_gated(ctx: &ToolContext, req: &ShellRequest<'_>) -> Result<Gated,
         .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::from(OwnedFd::from(writer)))
-        .stderr(Stdio::from(OwnedFd::from(writer2)))
-        .env("PAGER", "cat")
-        .env("GIT_PAGER", "cat");
+        .stderr(Stdio::from(OwnedFd::from(writer2)));
+    // the environment the policy gives (it replaces the runner's), then the call's own
     sandbox.apply(&mut cmd);
+    cmd.env("PAGER", "cat").env("GIT_PAGER", "cat");
     let spawned = cmd.spawn();
     drop(cmd); // closes the parent's copies of the output pipe's write end
     let mut child = spawned.map_err(|e| format!("error: cannot start sh: {e}"))?;
@@ -338,16 +338,21 @@ async fn wait_for_end(
 }
 
 /// Stops what is left of the group and says how the call ended.
+///
+/// `contained`: the command ran in its own PID namespace, whose leader exits only after the
+/// namespace's init, and the kernel kills everything in the namespace when its init exits:
+/// once the leader is reaped nothing of the call is left to look for.
 async fn settle(
     end: End,
     child: &mut tokio::process::Child,
     group: ProcessGroupRef,
     grace: Duration,
     timeout_secs: u64,
+    contained: bool,
 ) -> (ToolStatus, String, Option<i32>) {
     match end {
         End::Exited(Ok(st)) => {
-            if group_has_running_members(group.pgid) {
+            if !contained && group_has_running_members(group.pgid) {
                 let outcome = terminate(group, grace).await;
                 tracing::info!(
                     pgid = group.pgid,
@@ -429,8 +434,16 @@ async fn run_shell(ctx: &ToolContext, arguments: &Value, hooks: &mut dyn ToolHoo
     let output = collect_output(gated.output.take(), &ctx.limits);
     let grace = Duration::from_millis(ctx.limits.shell_kill_grace_ms);
     let end = wait_for_end(&mut gated.child, req.timeout_secs, &ctx.cancel).await;
-    let (status, note, exit_code) =
-        settle(end, &mut gated.child, group, grace, req.timeout_secs).await;
+    let contained = gated._sandbox.contained();
+    let (status, note, exit_code) = settle(
+        end,
+        &mut gated.child,
+        group,
+        grace,
+        req.timeout_secs,
+        contained,
+    )
+    .await;
     guard.0 = None;
     ToolOutput {
         status,

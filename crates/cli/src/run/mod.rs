@@ -130,7 +130,9 @@ fn check_arguments(args: &RunArgs) -> Result<Checked> {
         )
         .into());
     }
-    let cfg = args.model.runner_config(workspace.clone(), true)?;
+    let mut cfg = args.model.runner_config(workspace.clone(), true)?;
+    // the session files are not the shell's to read
+    cfg.sandbox = Arc::new(cfg.sandbox.as_ref().clone().deny(args.store.local_dir()?));
     let runner = Runner::new(cfg.clone())?.with_toolbox(toolbox);
     Ok(Checked {
         interactive,
