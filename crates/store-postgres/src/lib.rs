@@ -27,6 +27,7 @@ use lazarus_session::{OpenReport, Result, SessionError, SessionId, SessionState}
 
 mod ctx;
 mod error;
+mod holder;
 mod lines;
 mod options;
 mod rows;

@@ -104,7 +104,7 @@ pub(crate) async fn summary_from_row(
         check_line(&location, seq as u64, start, &line)?
     };
     let holder = r.get::<_, Option<String>>(4).and_then(|text| {
-        crate::writer::LockHolder {
+        crate::holder::LockHolder {
             holder: text,
             since: r.get::<_, Option<String>>(12).unwrap_or_default(),
             expires_at: String::new(),
