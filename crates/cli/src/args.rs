@@ -305,7 +305,7 @@ impl ModelArgs {
             let tool = all.get(name).with_context(|| {
                 format!(
                     "unknown tool {name:?}; available: {}",
-                    all.names().collect::<Vec<_>>().join(", ")
+                    all.names().join(", ")
                 )
             })?;
             t.register(tool.clone());

@@ -261,7 +261,7 @@ impl Hub {
             }
             RunEvent::ToolRunning { .. } => lock(&actor.run).in_tool = true,
             RunEvent::Retry { .. } => self.metrics.model_retry(),
-            RunEvent::Text(_) | RunEvent::Reasoning(_) => {}
+            RunEvent::Text(_) | RunEvent::Reasoning(_) | RunEvent::ToolProgress { .. } => {}
         }
     }
 }

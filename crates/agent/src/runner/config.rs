@@ -119,6 +119,11 @@ pub enum RunEvent<'a> {
         name: &'a str,
         arguments: &'a str,
     },
+    /// What a running tool reports of its progress (an MCP server's progress notifications).
+    ToolProgress {
+        call_id: &'a str,
+        text: &'a str,
+    },
 }
 
 /// Receives [`RunEvent`]s.

@@ -10,7 +10,7 @@ use lazarus_session::record::{
 
 use super::{IN_DOUBT_NOTICE, Observer, RunError, RunEvent, Runner, SharedSession, append, lock};
 use crate::process::ProcessGroupRef;
-use crate::tools::{ToolContext, ToolHooks, ToolOutput, ToolStatus};
+use crate::tools::{CallRef, ToolContext, ToolHooks, ToolOutput, ToolStatus};
 
 /// What resume must do with one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,9 +78,17 @@ impl Runner {
                     observer: &mut *observer,
                 };
                 let began = Instant::now();
+                // the call's own context: which call of which session (for idempotency keys)
+                let ctx = ToolContext {
+                    call: Some(CallRef {
+                        session: st.id().to_string(),
+                        call_id: call.call_id.clone(),
+                    }),
+                    ..ctx.clone()
+                };
                 let out = self
                     .toolbox
-                    .run(ctx, &call.name, &call.arguments, &mut hooks)
+                    .run(&ctx, &call.name, &call.arguments, &mut hooks)
                     .await;
                 if out.status == ToolStatus::Cancelled && ctx.cancel.is_cancelled() {
                     // Stopped by a signal: leave the call for resume (started → in doubt,
@@ -101,6 +109,7 @@ fn to_outcome(call_id: &str, out: ToolOutput, took: Duration) -> ToolOutcome {
         ToolStatus::Error => OutcomeStatus::Error,
         ToolStatus::Timeout => OutcomeStatus::Timeout,
         ToolStatus::Cancelled => OutcomeStatus::Cancelled,
+        ToolStatus::InDoubt => OutcomeStatus::InDoubt,
     };
     ToolOutcome {
         call_id: call_id.to_string(),
@@ -140,5 +149,12 @@ impl ToolHooks for StartRecorder<'_, '_> {
             data,
         });
         Ok(())
+    }
+
+    fn progress(&mut self, text: &str) {
+        (self.observer)(RunEvent::ToolProgress {
+            call_id: self.call_id,
+            text,
+        });
     }
 }

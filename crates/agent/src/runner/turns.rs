@@ -29,6 +29,7 @@ impl Runner {
             cancel: cancel.clone(),
             limits: self.cfg.tool_limits.clone(),
             sandbox: self.cfg.sandbox.clone(),
+            call: None,
         };
         self.resume_if_needed(session, trigger, &ctx, observer)
             .await?;

@@ -128,6 +128,7 @@ fn show_event(ev: &RunEvent<'_>, json: bool) {
         RunEvent::ToolRunning {
             name, arguments, ..
         } => print_line(&format!("\n→ {} {}", escape(name), escape(arguments))),
+        RunEvent::ToolProgress { text, .. } => print_line(&format!("  … {}", escape(text))),
         RunEvent::Record { kind, data, .. } => match *kind {
             "tool_outcome" => {
                 let result = data["result"].as_str().unwrap_or("");
