@@ -38,7 +38,7 @@ pub use error::{Attempt, Completion, CompletionFailure, ProviderError};
 pub use sse::SseParser;
 pub use textcalls::{
     apply_text_tool_calls, dedup_consecutive_tool_calls, drop_truncated_tool_calls,
-    recognise_text_tool_calls,
+    merge_repeated_calls, recognise_text_tool_calls,
 };
 pub use wire::Delta;
 

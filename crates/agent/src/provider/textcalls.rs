@@ -169,14 +169,27 @@ fn same_call(a: &ToolCall, b: &ToolCall) -> bool {
 /// before them — only reasoning or blank text may stand between. Returns the number removed.
 /// Small base models repeat the same call until `max_tokens`.
 pub fn dedup_consecutive_tool_calls(items: &mut Vec<OutputItem>) -> usize {
-    let before = items.len();
+    merge_repeated_calls(items).iter().map(|(_, n)| n).sum()
+}
+
+/// [`dedup_consecutive_tool_calls`], saying which kept call absorbed how many repeats: pairs
+/// of (position of the kept call among the tool calls left, repeats removed).
+pub fn merge_repeated_calls(items: &mut Vec<OutputItem>) -> Vec<(usize, usize)> {
+    let mut merged: Vec<(usize, usize)> = Vec::new();
     let mut prev: Option<ToolCall> = None;
+    let mut kept_calls = 0usize;
     items.retain(|item| match item {
         OutputItem::ToolCall(c) => {
             if prev.as_ref().is_some_and(|p| same_call(p, c)) {
+                let at = kept_calls - 1;
+                match merged.last_mut() {
+                    Some((i, n)) if *i == at => *n += 1,
+                    _ => merged.push((at, 1)),
+                }
                 false
             } else {
                 prev = Some(c.clone());
+                kept_calls += 1;
                 true
             }
         }
@@ -186,7 +199,7 @@ pub fn dedup_consecutive_tool_calls(items: &mut Vec<OutputItem>) -> usize {
         }
         _ => true,
     });
-    before - items.len()
+    merged
 }
 
 /// When the response was cut off (`stop_reason == "length"`), removes trailing tool calls

@@ -8,6 +8,7 @@ use lazarus_session::record::{
     OutcomeStatus, ProcessRef, Record, ToolIntent, ToolOutcome, ToolStart,
 };
 
+use super::transcript::repeats_note;
 use super::{IN_DOUBT_NOTICE, Observer, RunError, RunEvent, Runner, SharedSession, append, lock};
 use crate::process::ProcessGroupRef;
 use crate::tools::{CallRef, ToolContext, ToolHooks, ToolOutput, ToolStatus};
@@ -95,7 +96,17 @@ impl Runner {
                     // or not started → runs again).
                     return Ok(());
                 }
-                to_outcome(&call.call_id, out, began.elapsed())
+                let mut outcome = to_outcome(&call.call_id, out, began.elapsed());
+                let key = format!("{}/{}", st.id(), call.call_id);
+                let repeats = self
+                    .repeats
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&key);
+                if let Some(n) = repeats {
+                    outcome.result.push_str(&repeats_note(n));
+                }
+                outcome
             }
         };
         append(session, Record::ToolOutcome(outcome), observer)?;

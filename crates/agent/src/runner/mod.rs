@@ -53,6 +53,9 @@ pub struct Runner {
     client: OpenAiClient,
     toolbox: Toolbox,
     cfg: RunnerConfig,
+    /// Calls that absorbed repeats of themselves (text calls of a base model), by
+    /// `<session>/<call id>`, until their result is recorded with a note saying so.
+    repeats: Arc<Mutex<std::collections::HashMap<String, usize>>>,
 }
 
 fn lock(s: &SharedSession) -> MutexGuard<'_, Session> {
@@ -103,6 +106,7 @@ impl Runner {
             client: OpenAiClient::new(cfg.provider.clone())?,
             toolbox: Toolbox::standard(),
             cfg,
+            repeats: Arc::default(),
         })
     }
 

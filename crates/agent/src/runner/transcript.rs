@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{COMPACTED_PREFIX, Runner};
 use crate::model::{Message, ModelResponse, OutputItem, ProviderItem, ToolCall};
-use crate::provider::{dedup_consecutive_tool_calls, drop_truncated_tool_calls};
+use crate::provider::{drop_truncated_tool_calls, merge_repeated_calls};
 
 impl Runner {
     /// The model context: system prompt, examples, then the transcript from the ledger.
@@ -86,11 +86,27 @@ impl Runner {
 }
 
 /// Base models repeat a call or get cut off mid-call: keep what is usable.
-pub(super) fn clean_calls(response: &mut ModelResponse) {
-    dedup_consecutive_tool_calls(&mut response.items);
+/// Calls written as text by a base model that repeats itself are merged (each kept call
+/// with the number of repeats it absorbed, by position among the calls); calls the API gave
+/// natively never are: each has its own id and gets its own intent, outcome and result.
+pub(super) fn clean_calls(response: &mut ModelResponse, from_text: bool) -> Vec<(usize, usize)> {
+    let merged = if from_text {
+        merge_repeated_calls(&mut response.items)
+    } else {
+        Vec::new()
+    };
     if response.is_truncated() {
         drop_truncated_tool_calls(response);
     }
+    merged
+}
+
+/// The note a merged call's result carries, so the model knows its repeats ran once.
+pub(super) fn repeats_note(repeats: usize) -> String {
+    format!(
+        "\n[Lazarus: this call was written {} times in a row; it ran once.]",
+        repeats + 1
+    )
 }
 
 pub(super) fn record_attempts(attempts: &[crate::provider::Attempt]) -> Vec<RecAttempt> {

@@ -238,13 +238,32 @@ impl Runner {
         };
         let completion = self.client.complete(&req, cancel, &mut on_event).await?;
         let mut response = completion.response;
-        clean_calls(&mut response);
+        let merged = clean_calls(&mut response, completion.text_tool_calls > 0);
         let failed_attempts: Vec<_> = completion
             .attempts
             .iter()
             .filter(|a| a.error.is_some())
             .cloned()
             .collect();
-        Ok(to_record(st, turn, response, &failed_attempts))
+        let mut rec = to_record(st, turn, response, &failed_attempts);
+        if !merged.is_empty() {
+            // recorded in the response, and said in the kept call's result
+            let ids: Vec<String> = rec.tool_calls().map(|(id, _, _)| id.to_string()).collect();
+            let mut note = serde_json::Map::new();
+            let mut repeats = self.repeats.lock().unwrap_or_else(|p| p.into_inner());
+            for (at, n) in merged {
+                if let Some(id) = ids.get(at) {
+                    note.insert(id.clone(), serde_json::json!(n));
+                    repeats.insert(format!("{}/{id}", st.id()), n);
+                }
+            }
+            rec.provider_extra
+                .get_or_insert_with(Default::default)
+                .insert(
+                    "lazarus_repeated_calls".into(),
+                    serde_json::Value::Object(note),
+                );
+        }
+        Ok(rec)
     }
 }
