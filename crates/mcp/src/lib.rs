@@ -14,6 +14,8 @@
 
 pub mod config;
 pub mod names;
+pub mod server;
+pub mod tool;
 
 /// What can go wrong with an MCP server: each error names the server (or the file) and
 /// says what to do.

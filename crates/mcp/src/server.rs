@@ -1,0 +1,551 @@
+//! One running MCP server, on the official Rust SDK (`rmcp`).
+//!
+//! * **stdio**: a child process started in its own process group (so everything it starts
+//!   goes with it), with a minimal environment plus the configured `env`, that dies with the
+//!   process that started it (`PR_SET_PDEATHSIG`) and is killed, group and all, when the
+//!   server is dropped. What it prints on stderr is kept (the last 8 KiB) for error messages.
+//! * **Streamable HTTP**: the endpoint, with a bearer token read from the configured
+//!   environment variable and the extra headers.
+//!
+//! Starting sends `initialize` and lists the tools page by page, within the server's
+//! `startup_timeout`. A `notifications/tools/list_changed` makes it list them again.
+//! [`McpServer::call`] sends one `tools/call` with the idempotency key and a progress token in
+//! `_meta`; progress notifications are passed on; a call that outlives `tool_timeout`, or is
+//! abandoned (Ctrl-C), is dropped, which sends `notifications/cancelled`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, NumberOrString,
+    ProgressNotificationParam, ProgressToken, RequestMetaObject,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use crate::McpError;
+use crate::config::{Server, Transport};
+
+/// Environment variables a stdio server inherits (Codex's list); the rest comes from `env`.
+pub const INHERITED_ENV: &[&str] = &[
+    "HOME", "LOGNAME", "PATH", "SHELL", "USER", "LANG", "LC_ALL", "TERM", "TMPDIR", "TZ",
+];
+
+/// Bytes of a server's stderr kept for error messages.
+const STDERR_TAIL_BYTES: usize = 8 * 1024;
+
+/// Largest result text kept from one call, in bytes; the rest is cut, and the cut is said.
+pub const RESULT_BYTES_MAX: usize = 1024 * 1024;
+
+/// The `_meta` key of the idempotency key every call carries.
+pub const IDEMPOTENCY_KEY_META: &str = "lazarus/idempotency-key";
+
+/// A tool as the server lists it (what Lazarus uses of it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Map<String, Value>,
+    /// `readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`, as given (absent
+    /// ones absent: the spec's defaults apply).
+    pub annotations: Map<String, Value>,
+}
+
+/// Who the server says it is.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ServerInfo {
+    pub name: String,
+    pub version: String,
+    pub protocol_version: String,
+}
+
+/// How a call ended, as far as the server told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallEnd {
+    /// The server answered (`is_error` when the tool reported an error).
+    Answered { text: String, is_error: bool },
+    /// The server answered the request with a protocol error (unknown tool, bad arguments):
+    /// nothing ran, as far as it says.
+    Refused(String),
+    /// No answer within the tool timeout: the call was cancelled.
+    TimedOut,
+    /// Abandoned (the run was stopped): the call was cancelled.
+    Abandoned,
+    /// The connection broke or the server died while the call ran: its effect is unknown.
+    Lost(String),
+}
+
+/// Notifications the server sends, for the calls waiting on them.
+#[derive(Default)]
+struct Notes {
+    /// Progress senders by progress token.
+    progress: Mutex<HashMap<String, mpsc::UnboundedSender<String>>>,
+    /// The tool list changed since it was last listed.
+    tools_changed: AtomicBool,
+}
+
+#[derive(Clone)]
+struct Handler {
+    notes: Arc<Notes>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let key = token_key(&params.progress_token);
+        let text = match (&params.message, params.total) {
+            (Some(m), Some(t)) => format!("{m} ({}/{t})", params.progress),
+            (Some(m), None) => m.clone(),
+            (None, Some(t)) => format!("{}/{t}", params.progress),
+            (None, None) => format!("{}", params.progress),
+        };
+        if let Some(tx) = lock(&self.notes.progress).get(&key) {
+            let _ = tx.send(text);
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.notes.tools_changed.store(true, Ordering::SeqCst);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("lazarus", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn token_key(t: &ProgressToken) -> String {
+    match &t.0 {
+        NumberOrString::Number(n) => n.to_string(),
+        NumberOrString::String(s) => s.to_string(),
+    }
+}
+
+/// A running server.
+pub struct McpServer {
+    pub config: Server,
+    pub info: ServerInfo,
+    client: RunningService<RoleClient, Handler>,
+    notes: Arc<Notes>,
+    tools: RwLock<Vec<ListedTool>>,
+    stderr_tail: Arc<Mutex<Vec<u8>>>,
+    /// The process group of a stdio server (killed when the server is dropped).
+    pgid: Option<i32>,
+    next_token: AtomicU64,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("name", &self.config.name)
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpServer {
+    /// Starts `config`'s server (`cwd`: where a stdio server runs when its configuration
+    /// names no directory), initializes it and lists its tools, within its startup timeout.
+    pub async fn start(config: Server, cwd: &std::path::Path) -> Result<McpServer, McpError> {
+        let name = config.name.clone();
+        let startup = config.startup_timeout;
+        let notes = Arc::new(Notes::default());
+        let handler = Handler {
+            notes: notes.clone(),
+        };
+        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+        let fail = |why: String| McpError::Startup {
+            server: name.clone(),
+            why,
+        };
+        let (client, pgid) = match &config.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd: own_cwd,
+            } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args)
+                    .current_dir(own_cwd.as_deref().unwrap_or(cwd))
+                    .env_clear()
+                    .envs(
+                        INHERITED_ENV
+                            .iter()
+                            .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
+                    )
+                    .envs(env)
+                    .process_group(0)
+                    .kill_on_drop(true);
+                // SAFETY: prctl with constant arguments is async-signal-safe.
+                unsafe {
+                    cmd.pre_exec(|| {
+                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+                let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| fail(format!("cannot start {command:?}: {e}")))?;
+                let pgid = transport.id().and_then(|p| i32::try_from(p).ok());
+                if let Some(mut err) = stderr {
+                    let tail = stderr_tail.clone();
+                    tokio::spawn(async move {
+                        use tokio::io::AsyncReadExt;
+                        let mut buf = [0u8; 4096];
+                        while let Ok(n) = err.read(&mut buf).await {
+                            if n == 0 {
+                                break;
+                            }
+                            let mut t = lock(&tail);
+                            t.extend_from_slice(&buf[..n]);
+                            let over = t.len().saturating_sub(STDERR_TAIL_BYTES);
+                            t.drain(..over);
+                        }
+                    });
+                }
+                let served = tokio::time::timeout(startup, handler.serve(transport)).await;
+                let client = match served {
+                    Ok(Ok(c)) => c,
+                    Ok(Err(e)) => {
+                        return Err(fail(with_stderr(
+                            &format!("initialize failed: {e}"),
+                            &stderr_tail,
+                        )));
+                    }
+                    Err(_) => {
+                        kill_group(pgid);
+                        return Err(fail(with_stderr(
+                            &format!(
+                                "no answer to initialize within {} s (startup_timeout_sec)",
+                                startup.as_secs()
+                            ),
+                            &stderr_tail,
+                        )));
+                    }
+                };
+                (client, pgid)
+            }
+            Transport::Http {
+                url,
+                bearer_token_env_var,
+                headers,
+            } => {
+                use rmcp::transport::StreamableHttpClientTransport;
+                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.clone());
+                if let Some(var) = bearer_token_env_var {
+                    let token = std::env::var(var).map_err(|_| {
+                        fail(format!(
+                            "bearer_token_env_var names {var}, which is not set in the environment"
+                        ))
+                    })?;
+                    cfg = cfg.auth_header(token);
+                }
+                let mut custom = HashMap::new();
+                for (k, v) in headers {
+                    let k = http::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|e| fail(format!("http_headers: {k:?} is not a header name: {e}")))?;
+                    let v = http::HeaderValue::from_str(v)
+                        .map_err(|e| fail(format!("http_headers: the value of {k} is not valid: {e}")))?;
+                    custom.insert(k, v);
+                }
+                cfg = cfg.custom_headers(custom);
+                let transport = StreamableHttpClientTransport::from_config(cfg);
+                let client = match tokio::time::timeout(startup, handler.serve(transport)).await {
+                    Ok(Ok(c)) => c,
+                    Ok(Err(e)) => return Err(fail(format!("initialize at {url} failed: {e}"))),
+                    Err(_) => {
+                        return Err(fail(format!(
+                            "no answer from {url} to initialize within {} s (startup_timeout_sec)",
+                            startup.as_secs()
+                        )));
+                    }
+                };
+                (client, None)
+            }
+        };
+        let info = client
+            .peer_info()
+            .map(|p| ServerInfo {
+                name: p
+                    .server_info
+                    .as_ref()
+                    .map(|i| i.name.clone())
+                    .unwrap_or_default(),
+                version: p
+                    .server_info
+                    .as_ref()
+                    .map(|i| i.version.clone())
+                    .unwrap_or_default(),
+                protocol_version: p.protocol_version.to_string(),
+            })
+            .unwrap_or_default();
+        let server = McpServer {
+            config,
+            info,
+            client,
+            notes,
+            tools: RwLock::new(Vec::new()),
+            stderr_tail,
+            pgid,
+            next_token: AtomicU64::new(1),
+        };
+        match tokio::time::timeout(startup, server.list_tools()).await {
+            Ok(Ok(tools)) => *server.tools.write().unwrap_or_else(|p| p.into_inner()) = tools,
+            Ok(Err(e)) => return Err(fail(e)),
+            Err(_) => {
+                return Err(fail(format!(
+                    "no answer to tools/list within {} s (startup_timeout_sec)",
+                    startup.as_secs()
+                )));
+            }
+        }
+        server.notes.tools_changed.store(false, Ordering::SeqCst);
+        Ok(server)
+    }
+
+    /// Lists every tool (all pages), keeping those the configuration offers.
+    async fn list_tools(&self) -> Result<Vec<ListedTool>, String> {
+        let tools = self
+            .client
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| self.with_stderr(&format!("tools/list failed: {e}")))?;
+        let mut out = Vec::new();
+        for t in tools {
+            if !self.config.offers(&t.name) {
+                continue;
+            }
+            let annotations = match t.annotations.as_ref().map(serde_json::to_value) {
+                Some(Ok(Value::Object(mut m))) => {
+                    m.retain(|k, _| {
+                        matches!(
+                            k.as_str(),
+                            "readOnlyHint" | "destructiveHint" | "idempotentHint" | "openWorldHint"
+                        )
+                    });
+                    m
+                }
+                _ => Map::new(),
+            };
+            out.push(ListedTool {
+                name: t.name.to_string(),
+                description: t.description.as_deref().unwrap_or_default().to_string(),
+                input_schema: (*t.input_schema).clone(),
+                annotations,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The tools as last listed; listed again first when the server said they changed.
+    pub async fn tools(&self) -> Vec<ListedTool> {
+        if self.notes.tools_changed.swap(false, Ordering::SeqCst) {
+            match self.list_tools().await {
+                Ok(t) => *self.tools.write().unwrap_or_else(|p| p.into_inner()) = t,
+                Err(e) => tracing::warn!(server = %self.config.name, error = %e, "cannot list the changed tools; keeping the old list"),
+            }
+        }
+        self.tools_now()
+    }
+
+    /// The tools as last listed (no request).
+    pub fn tools_now(&self) -> Vec<ListedTool> {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Whether the server said its tool list changed since it was last listed.
+    pub fn tools_changed(&self) -> bool {
+        self.notes.tools_changed.load(Ordering::SeqCst)
+    }
+
+    /// Calls `tool` with `arguments`, carrying `idempotency_key` in `_meta`; `progress`
+    /// gets each progress notification; `cancel` abandons the call.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+        idempotency_key: Option<&str>,
+        progress: &mut (dyn FnMut(&str) + Send),
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> CallEnd {
+        let n = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let token_text = format!("lazarus-{n}");
+        let token = ProgressToken(NumberOrString::String(token_text.clone().into()));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        lock(&self.notes.progress).insert(token_text.clone(), tx);
+        let mut meta = RequestMetaObject::with_progress_token(token);
+        if let Some(key) = idempotency_key {
+            meta.0.insert(IDEMPOTENCY_KEY_META.into(), Value::String(key.into()));
+        }
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = Some(arguments);
+        params.meta = Some(meta);
+        let peer = self.client.peer().clone();
+        let request = peer.call_tool(params);
+        tokio::pin!(request);
+        let deadline = tokio::time::sleep(self.config.tool_timeout);
+        tokio::pin!(deadline);
+        let end = loop {
+            tokio::select! {
+                r = &mut request => break self.ended(r),
+                Some(text) = rx.recv() => progress(&text),
+                _ = &mut deadline => break CallEnd::TimedOut,
+                _ = cancel.cancelled() => break CallEnd::Abandoned,
+            }
+        };
+        // dropping the request future sends notifications/cancelled when it is unanswered
+        lock(&self.notes.progress).remove(&token_text);
+        end
+    }
+
+    fn ended(&self, r: Result<rmcp::model::CallToolResult, rmcp::ServiceError>) -> CallEnd {
+        match r {
+            Ok(result) => {
+                let is_error = result.is_error == Some(true);
+                let mut parts: Vec<String> = Vec::new();
+                for block in &result.content {
+                    let v = serde_json::to_value(block).unwrap_or(Value::Null);
+                    match v["type"].as_str() {
+                        Some("text") => parts.push(v["text"].as_str().unwrap_or("").to_string()),
+                        Some("image") | Some("audio") => parts.push(format!(
+                            "[{} content, {}; not shown]",
+                            v["type"].as_str().unwrap_or("binary"),
+                            v["mimeType"].as_str().unwrap_or("unknown type")
+                        )),
+                        Some("resource") => parts.push(
+                            v["resource"]["text"]
+                                .as_str()
+                                .map(str::to_string)
+                                .unwrap_or_else(|| format!("[resource {}]", v["resource"]["uri"])),
+                        ),
+                        Some("resource_link") => {
+                            parts.push(format!("[resource link {}]", v["uri"]))
+                        }
+                        _ => parts.push(v.to_string()),
+                    }
+                }
+                if let Some(s) = &result.structured_content
+                    && (parts.is_empty() || !parts.iter().any(|p| p.contains('{')))
+                {
+                    parts.push(s.to_string());
+                }
+                CallEnd::Answered {
+                    text: cut(parts.join("\n")),
+                    is_error,
+                }
+            }
+            Err(rmcp::ServiceError::McpError(e)) => {
+                CallEnd::Refused(format!("error {}: {}", e.code.0, e.message))
+            }
+            Err(e) => CallEnd::Lost(self.with_stderr(&e.to_string())),
+        }
+    }
+
+    /// `what`, with the server's last stderr lines when it has some.
+    fn with_stderr(&self, what: &str) -> String {
+        with_stderr(what, &self.stderr_tail)
+    }
+
+    /// Stops the server: a stdio server's whole process group is killed.
+    pub async fn stop(self) {
+        // dropping the service closes the transport; Drop kills the group
+        drop(self);
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        kill_group(self.pgid);
+    }
+}
+
+fn kill_group(pgid: Option<i32>) {
+    if let Some(pid) = pgid.and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+fn with_stderr(what: &str, tail: &Mutex<Vec<u8>>) -> String {
+    let t = lock(tail);
+    let text = String::from_utf8_lossy(&t);
+    let last: Vec<&str> = text.lines().rev().take(5).collect();
+    if last.is_empty() {
+        return what.to_string();
+    }
+    let mut lines: Vec<&str> = last.into_iter().rev().collect();
+    lines.retain(|l| !l.trim().is_empty());
+    format!("{what} (its stderr: {})", lines.join(" | "))
+}
+
+/// `text` within [`RESULT_BYTES_MAX`], the cut said.
+fn cut(mut text: String) -> String {
+    if text.len() <= RESULT_BYTES_MAX {
+        return text;
+    }
+    let total = text.len();
+    let mut end = RESULT_BYTES_MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(&format!(
+        "\n[Lazarus: the result was {total} bytes; cut to the first {end}]"
+    ));
+    text
+}
+
+/// The configured servers, started in parallel; the first failure is the error (every
+/// server started so far is stopped).
+pub async fn start_all(
+    servers: &[Server],
+    cwd: &std::path::Path,
+) -> Result<Vec<Arc<McpServer>>, McpError> {
+    let mut set = tokio::task::JoinSet::new();
+    for (i, s) in servers.iter().cloned().enumerate() {
+        let cwd = cwd.to_path_buf();
+        set.spawn(async move { (i, McpServer::start(s, &cwd).await) });
+    }
+    let mut started: BTreeMap<usize, McpServer> = BTreeMap::new();
+    let mut failure = None;
+    while let Some(j) = set.join_next().await {
+        match j {
+            Ok((i, Ok(s))) => {
+                started.insert(i, s);
+            }
+            Ok((_, Err(e))) => {
+                failure.get_or_insert(e);
+            }
+            Err(e) => {
+                failure.get_or_insert(McpError::Server {
+                    server: "?".into(),
+                    why: e.to_string(),
+                });
+            }
+        }
+    }
+    if let Some(e) = failure {
+        for (_, s) in started {
+            s.stop().await;
+        }
+        return Err(e);
+    }
+    Ok(started.into_values().map(Arc::new).collect())
+}

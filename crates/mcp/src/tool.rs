@@ -1,0 +1,223 @@
+//! Each MCP server tool as a runner [`Tool`], and the servers of a run as one [`ToolSource`].
+//!
+//! The re-run rule (G7 for tools Lazarus did not write): when a call starts, its intent
+//! records the facts the answer rests on — the server's configured name, its `serverInfo`
+//! name and version, the tool, its annotations as listed then, and whether the server was
+//! trusted. A call cut off without an outcome runs again only when that record says the
+//! server was trusted **and** the tool `readOnlyHint: true` or `idempotentHint: true`, and
+//! today's configuration still says so; otherwise it is closed in doubt and the model is
+//! told. Hints of an untrusted server are never acted on, as the spec requires.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use lazarus_agent::model::ToolSpec;
+use lazarus_agent::tools::{
+    Rerun, Tool, ToolContext, ToolFuture, ToolHooks, ToolOutput, ToolSource, ToolStatus,
+};
+use serde_json::{Map, Value, json};
+
+use crate::McpError;
+use crate::names::{assign, model_name};
+use crate::server::{CallEnd, ListedTool, McpServer};
+
+/// One tool of one server.
+pub struct McpTool {
+    server: Arc<McpServer>,
+    tool: ListedTool,
+    spec: ToolSpec,
+}
+
+impl McpTool {
+    fn new(server: Arc<McpServer>, tool: ListedTool, name: String) -> Self {
+        let description = format!(
+            "{} (MCP server {:?})",
+            if tool.description.is_empty() {
+                tool.name.as_str()
+            } else {
+                tool.description.as_str()
+            },
+            server.config.name
+        );
+        let spec = ToolSpec {
+            name,
+            description,
+            parameters: Value::Object(tool.input_schema.clone()),
+        };
+        McpTool { server, tool, spec }
+    }
+
+    /// The facts the re-run answer rests on, as recorded in the intent.
+    fn basis(&self) -> Map<String, Value> {
+        let v = json!({
+            "source": "mcp",
+            "server": self.server.config.name,
+            "server_info": {"name": self.server.info.name, "version": self.server.info.version},
+            "tool": self.tool.name,
+            "annotations": Value::Object(self.tool.annotations.clone()),
+            "trusted": self.server.config.trusted,
+        });
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+}
+
+/// Whether a basis (recorded or current) allows a re-run: a trusted server, and a tool that
+/// says it is read-only or idempotent.
+pub fn basis_allows_rerun(basis: &Map<String, Value>) -> bool {
+    let hint = |k: &str| basis["annotations"].get(k) == Some(&Value::Bool(true));
+    basis.get("source") == Some(&Value::String("mcp".into()))
+        && basis.get("trusted") == Some(&Value::Bool(true))
+        && (hint("readOnlyHint") || hint("idempotentHint"))
+}
+
+impl Tool for McpTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn rerun(&self) -> Rerun {
+        let basis = self.basis();
+        Rerun {
+            idempotent: basis_allows_rerun(&basis),
+            basis: Some(basis),
+        }
+    }
+
+    /// From what was recorded when the call started, and only if today agrees.
+    fn may_rerun(&self, recorded: &Rerun) -> bool {
+        let then = recorded.basis.as_ref().is_some_and(basis_allows_rerun);
+        then && recorded.idempotent && self.rerun().idempotent
+    }
+
+    fn run<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        arguments: &'a Value,
+        hooks: &'a mut dyn ToolHooks,
+    ) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let server = &self.server.config.name;
+            let Value::Object(args) = arguments else {
+                return ToolOutput::rejected(format!(
+                    "error: the arguments of {} must be a JSON object",
+                    self.spec.name
+                ));
+            };
+            if let Err(e) = hooks.started(None) {
+                return ToolOutput::rejected(e);
+            }
+            let key = ctx.call.as_ref().map(|c| c.idempotency_key());
+            let end = self
+                .server
+                .call(
+                    &self.tool.name,
+                    args.clone(),
+                    key.as_deref(),
+                    &mut |text: &str| hooks.progress(text),
+                    &ctx.cancel,
+                )
+                .await;
+            match end {
+                CallEnd::Answered {
+                    text,
+                    is_error: false,
+                } => ToolOutput::ok(text),
+                CallEnd::Answered {
+                    text,
+                    is_error: true,
+                } => ToolOutput::error(text),
+                CallEnd::Refused(why) => ToolOutput::error(format!(
+                    "error: the MCP server {server:?} refused the call: {why}"
+                )),
+                CallEnd::TimedOut => ToolOutput {
+                    status: ToolStatus::Timeout,
+                    ..ToolOutput::error(format!(
+                        "error: no answer from the MCP server {server:?} within {} s (tool_timeout_sec); the call was cancelled. Its effect is unknown: check before trying again.",
+                        self.server.config.tool_timeout.as_secs()
+                    ))
+                },
+                CallEnd::Abandoned => ToolOutput {
+                    status: ToolStatus::Cancelled,
+                    ..ToolOutput::error("cancelled")
+                },
+                CallEnd::Lost(why) => ToolOutput {
+                    status: ToolStatus::InDoubt,
+                    ..ToolOutput::error(format!(
+                        "The connection to the MCP server {server:?} broke while this call ran ({why}). Its effect is unknown: it may have run completely, partly, or not at all. Check the current state before retrying it."
+                    ))
+                },
+            }
+        })
+    }
+}
+
+/// The servers of a run as one source of tools, named `mcp__<server>__<tool>`.
+pub struct McpSource {
+    servers: Vec<Arc<McpServer>>,
+}
+
+impl McpSource {
+    /// The tools of `servers`; two that would get the same name are refused.
+    pub fn new(servers: Vec<Arc<McpServer>>) -> Result<Arc<McpSource>, McpError> {
+        let pairs: Vec<(String, String)> = servers
+            .iter()
+            .flat_map(|s| {
+                s.tools_now()
+                    .into_iter()
+                    .map(|t| (s.config.name.clone(), t.name))
+            })
+            .collect();
+        assign(&pairs).map_err(|why| McpError::Server {
+            server: pairs.first().map(|p| p.0.clone()).unwrap_or_default(),
+            why,
+        })?;
+        let source = Arc::new(McpSource { servers });
+        // a server that says its tools changed is listed again, in the background
+        if tokio::runtime::Handle::try_current().is_ok() {
+            tokio::spawn(watch_tool_lists(Arc::downgrade(&source)));
+        }
+        Ok(source)
+    }
+
+    pub fn servers(&self) -> &[Arc<McpServer>] {
+        &self.servers
+    }
+}
+
+/// How often the servers are asked whether their tool list changed.
+const LIST_CHANGED_POLL: Duration = Duration::from_millis(200);
+
+async fn watch_tool_lists(source: Weak<McpSource>) {
+    loop {
+        tokio::time::sleep(LIST_CHANGED_POLL).await;
+        let Some(s) = source.upgrade() else { return };
+        for server in &s.servers {
+            if server.tools_changed() {
+                let before = server.tools_now().len();
+                let now = server.tools().await.len();
+                tracing::info!(server = %server.config.name, before, now, "MCP tool list changed; offered from the next request on");
+            }
+        }
+    }
+}
+
+impl ToolSource for McpSource {
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        let mut taken = std::collections::BTreeSet::new();
+        let mut out: Vec<Arc<dyn Tool>> = Vec::new();
+        for server in &self.servers {
+            for t in server.tools_now() {
+                let name = model_name(&server.config.name, &t.name);
+                if !taken.insert(name.clone()) {
+                    tracing::warn!(server = %server.config.name, tool = %t.name, "an MCP tool's name collides with another's; not offered");
+                    continue;
+                }
+                out.push(Arc::new(McpTool::new(server.clone(), t, name)));
+            }
+        }
+        out
+    }
+}
