@@ -20,6 +20,7 @@
 //! or the ledger's recovery rule. From the ledger it uses only the file layer the tools need
 //! (regular-file opens and `durable_replace`).
 
+pub mod failpoint;
 pub mod model;
 pub mod process;
 pub mod provider;

@@ -247,6 +247,14 @@ pub struct ModelArgs {
     /// sockets in the workspace and their own $TMPDIR.
     #[arg(long, value_name = "PATH")]
     pub sandbox_allow_unix_socket: Vec<PathBuf>,
+    /// Start the MCP servers of this `.mcp.json` file (Claude Code's and Cursor's format;
+    /// repeatable) besides the config file's `[mcp_servers]`; their tools are offered as
+    /// `mcp__<server>__<tool>` (docs/mcp.md).
+    #[arg(long, value_name = "FILE")]
+    pub mcp_config: Vec<PathBuf>,
+    /// Start no MCP server, not even the config file's.
+    #[arg(long, conflicts_with = "mcp_config")]
+    pub no_mcp: bool,
 }
 
 fn parse_sandbox_mode(s: &str) -> Result<SandboxMode, String> {

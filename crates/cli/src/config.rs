@@ -19,6 +19,11 @@
 //! set = { CI = "1" }
 //! include_only = []                    # if given: only these names
 //! ignore_default_excludes = false      # true: keep credential-like variables
+//!
+//! [mcp_servers.files]                  # an MCP server (docs/mcp.md)
+//! command = "npx"
+//! args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
+//! trusted = true                       # believe its readOnlyHint / idempotentHint
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -45,6 +50,10 @@ pub struct FileConfig {
     pub shell_environment_policy: Option<lazarus_agent::sandbox::EnvPolicy>,
     pub session_dir: Option<PathBuf>,
     pub store: Option<String>,
+    /// MCP servers whose tools `run` and `serve` offer (`[mcp_servers.NAME]`, Codex's shape;
+    /// see docs/mcp.md).
+    #[serde(default)]
+    pub mcp_servers: std::collections::BTreeMap<String, lazarus_mcp::config::ServerConfig>,
 }
 
 /// The file read at start (none: an empty one).
@@ -195,6 +204,13 @@ pub fn file_env_policy() -> lazarus_agent::sandbox::EnvPolicy {
         .get()
         .and_then(|(_, c)| c.shell_environment_policy.clone())
         .unwrap_or_default()
+}
+
+/// The file's `[mcp_servers]` tables (empty without a file).
+pub fn file_mcp_servers() -> &'static std::collections::BTreeMap<String, lazarus_mcp::config::ServerConfig> {
+    static EMPTY: std::collections::BTreeMap<String, lazarus_mcp::config::ServerConfig> =
+        std::collections::BTreeMap::new();
+    LOADED.get().map(|(_, c)| &c.mcp_servers).unwrap_or(&EMPTY)
 }
 
 /// The file the settings were read from, if there was one.

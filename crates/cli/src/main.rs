@@ -11,6 +11,7 @@ mod config;
 mod config_cmd;
 mod db;
 mod fmt;
+mod mcp;
 mod paths;
 mod run;
 mod serve;
@@ -66,6 +67,8 @@ enum Command {
     BootResume(Box<boot_resume::BootResumeArgs>),
     /// Show the configuration: each setting, its value and where it comes from.
     Config(config_cmd::ConfigArgs),
+    /// MCP servers: list the configured ones, check what each offers.
+    Mcp(mcp::McpArgs),
     /// The web view of a store, read-only (sessions, timelines, receipts, fork trees).
     Ui(Box<ui::UiArgs>),
     /// Print a shell completion script: `lazarus completions bash > ~/.local/share/bash-completion/completions/lazarus`.
@@ -109,6 +112,7 @@ fn main() {
         }
         Command::Man { subcommand } => man(subcommand.as_deref()),
         Command::Config(args) => config_cmd::run(args),
+        Command::Mcp(args) => mcp::run(args),
         Command::Ui(args) => ui::run(*args),
     };
     match result {

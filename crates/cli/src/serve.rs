@@ -104,7 +104,8 @@ pub fn run(args: ServeArgs) -> Result<i32> {
             anyhow::bail!("{flag} must be more than 0 (a connection would be closed at once)");
         }
     }
-    let toolbox = args.model.toolbox()?;
+    let mut toolbox = args.model.toolbox()?;
+    let mcp = crate::mcp::configured(&args.model.mcp_config, args.model.no_mcp)?;
     args.store.check()?;
     let state = crate::paths::state_dir();
     let token_file = args
@@ -140,6 +141,22 @@ pub fn run(args: ServeArgs) -> Result<i32> {
             .deny(args.store.local_dir()?),
     );
     eprintln!("{}", runner.sandbox.describe());
+    // The MCP servers, shared by every session, live on a runtime of their own (the
+    // gateway's are made inside `lazarus_gateway::run`); one that fails to start stops the
+    // gateway before it listens. A stdio server runs in the workspace root.
+    let mcp_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("mcp")
+        .enable_all()
+        .build()
+        .context("starting the MCP runtime")?;
+    std::fs::create_dir_all(&workspace_root)
+        .with_context(|| format!("creating the workspace root {}", workspace_root.display()))?;
+    let mcp_source =
+        mcp_runtime.block_on(crate::mcp::start(&mcp, &workspace_root, &runner.sandbox))?;
+    if let Some(source) = &mcp_source {
+        toolbox.add_source(source.clone());
+    }
     let shared = args.store.is_postgres()?;
     let store: std::sync::Arc<dyn lazarus_session::Store> =
         std::sync::Arc::from(args.store.open()?);
@@ -178,5 +195,7 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         http_threads: args.http_threads,
     };
     lazarus_gateway::run(cfg).context("gateway")?;
+    drop(mcp_source);
+    mcp_runtime.shutdown_timeout(Duration::from_secs(2));
     Ok(0)
 }

@@ -11,28 +11,36 @@
 //! `startup_timeout`. A `notifications/tools/list_changed` makes it list them again.
 //! [`McpServer::call`] sends one `tools/call` with the idempotency key and a progress token in
 //! `_meta`; progress notifications are passed on; a call that outlives `tool_timeout`, or is
-//! abandoned (Ctrl-C), is dropped, which sends `notifications/cancelled`.
+//! abandoned (Ctrl-C), is cancelled with `notifications/cancelled`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, NumberOrString,
-    ProgressNotificationParam, ProgressToken, RequestMetaObject,
+    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
+    CustomResult, Implementation, ListToolsRequest, NumberOrString, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, RequestMetaObject, ServerResult, Tool,
 };
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use crate::McpError;
 use crate::config::{Server, Transport};
+use lazarus_agent::sandbox::{Confinement, Sandbox};
 
 /// Environment variables a stdio server inherits (Codex's list); the rest comes from `env`.
 pub const INHERITED_ENV: &[&str] = &[
     "HOME", "LOGNAME", "PATH", "SHELL", "USER", "LANG", "LC_ALL", "TERM", "TMPDIR", "TZ",
 ];
+
+/// Pages of `tools/list` read at most (a server paging in a circle is an error).
+pub const TOOL_PAGES_MAX: usize = 100;
+
+/// How long a server that failed to start is given to finish what it says on stderr.
+const STDERR_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Bytes of a server's stderr kept for error messages.
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
@@ -143,7 +151,8 @@ pub struct McpServer {
     stderr_tail: Arc<Mutex<Vec<u8>>>,
     /// The process group of a stdio server (killed when the server is dropped).
     pgid: Option<i32>,
-    next_token: AtomicU64,
+    /// The sandbox a stdio server runs in, if it does (kept while it runs).
+    _confinement: Option<Confinement>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -158,7 +167,15 @@ impl std::fmt::Debug for McpServer {
 impl McpServer {
     /// Starts `config`'s server (`cwd`: where a stdio server runs when its configuration
     /// names no directory), initializes it and lists its tools, within its startup timeout.
-    pub async fn start(config: Server, cwd: &std::path::Path) -> Result<McpServer, McpError> {
+    ///
+    /// A stdio server configured with `sandbox = true` runs confined by `sandbox` as a shell
+    /// call in `cwd` is (writing only there and in a private `$TMPDIR`).
+    pub async fn start(
+        config: Server,
+        cwd: &std::path::Path,
+        sandbox: Option<&Sandbox>,
+    ) -> Result<McpServer, McpError> {
+        let mut confinement = None;
         let name = config.name.clone();
         let startup = config.startup_timeout;
         let notes = Arc::new(Notes::default());
@@ -180,13 +197,6 @@ impl McpServer {
                 let mut cmd = tokio::process::Command::new(command);
                 cmd.args(args)
                     .current_dir(own_cwd.as_deref().unwrap_or(cwd))
-                    .env_clear()
-                    .envs(
-                        INHERITED_ENV
-                            .iter()
-                            .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
-                    )
-                    .envs(env)
                     .process_group(0)
                     .kill_on_drop(true);
                 // SAFETY: prctl with constant arguments is async-signal-safe.
@@ -198,14 +208,33 @@ impl McpServer {
                         Ok(())
                     });
                 }
+                if config.sandbox {
+                    let Some(sandbox) = sandbox else {
+                        return Err(fail(
+                            "sandbox = true, and this command has no sandbox to run it in".into(),
+                        ));
+                    };
+                    let confined = sandbox
+                        .confine(cwd, &mut cmd)
+                        .map_err(|e| fail(format!("sandbox = true, and the sandbox cannot be entered: {e}; set sandbox = false to run it unconfined")))?;
+                    confinement = Some(confined);
+                } else {
+                    cmd.env_clear().envs(
+                        INHERITED_ENV
+                            .iter()
+                            .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
+                    );
+                }
+                cmd.envs(env);
                 let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
                     .stderr(std::process::Stdio::piped())
                     .spawn()
                     .map_err(|e| fail(format!("cannot start {command:?}: {e}")))?;
                 let pgid = transport.id().and_then(|p| i32::try_from(p).ok());
+                let mut stderr_reader = None;
                 if let Some(mut err) = stderr {
                     let tail = stderr_tail.clone();
-                    tokio::spawn(async move {
+                    stderr_reader = Some(tokio::spawn(async move {
                         use tokio::io::AsyncReadExt;
                         let mut buf = [0u8; 4096];
                         while let Ok(n) = err.read(&mut buf).await {
@@ -217,12 +246,19 @@ impl McpServer {
                             let over = t.len().saturating_sub(STDERR_TAIL_BYTES);
                             t.drain(..over);
                         }
-                    });
+                    }));
                 }
+                // a server that exits at once says why on stderr: read it to the end first
+                let stderr_read = || async {
+                    if let Some(reader) = stderr_reader {
+                        let _ = tokio::time::timeout(STDERR_WAIT, reader).await;
+                    }
+                };
                 let served = tokio::time::timeout(startup, handler.serve(transport)).await;
                 let client = match served {
                     Ok(Ok(c)) => c,
                     Ok(Err(e)) => {
+                        stderr_read().await;
                         return Err(fail(with_stderr(
                             &format!("initialize failed: {e}"),
                             &stderr_tail,
@@ -304,7 +340,7 @@ impl McpServer {
             tools: RwLock::new(Vec::new()),
             stderr_tail,
             pgid,
-            next_token: AtomicU64::new(1),
+            _confinement: confinement,
         };
         match tokio::time::timeout(startup, server.list_tools()).await {
             Ok(Ok(tools)) => *server.tools.write().unwrap_or_else(|p| p.into_inner()) = tools,
@@ -320,39 +356,81 @@ impl McpServer {
         Ok(server)
     }
 
-    /// Lists every tool (all pages), keeping those the configuration offers.
+    /// Lists every tool (all pages, at most [`TOOL_PAGES_MAX`]), keeping those the
+    /// configuration offers. A tool the SDK cannot read (no `inputSchema`, say) is an error
+    /// naming it, unless the configuration leaves it out (`disabled_tools`).
     async fn list_tools(&self) -> Result<Vec<ListedTool>, String> {
-        let tools = self
-            .client
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| self.with_stderr(&format!("tools/list failed: {e}")))?;
         let mut out = Vec::new();
-        for t in tools {
-            if !self.config.offers(&t.name) {
-                continue;
-            }
-            let annotations = match t.annotations.as_ref().map(serde_json::to_value) {
-                Some(Ok(Value::Object(mut m))) => {
-                    m.retain(|k, _| {
-                        matches!(
-                            k.as_str(),
-                            "readOnlyHint" | "destructiveHint" | "idempotentHint" | "openWorldHint"
-                        )
-                    });
-                    m
+        let mut cursor: Option<String> = None;
+        for _ in 0..TOOL_PAGES_MAX {
+            let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+            let answer = self
+                .client
+                .peer()
+                .send_request(ClientRequest::ListToolsRequest(ListToolsRequest::with_param(
+                    params,
+                )))
+                .await
+                .map_err(|e| self.with_stderr(&format!("tools/list failed: {e}")))?;
+            let (tools, next) = match answer {
+                ServerResult::ListToolsResult(r) => (r.tools, r.next_cursor),
+                // the SDK could not read the list as one: find the tool it could not read
+                ServerResult::CustomResult(CustomResult(v)) => self.read_tools_by_hand(&v)?,
+                other => {
+                    return Err(format!(
+                        "tools/list was answered with something else: {}",
+                        snippet(&serde_json::to_string(&other).unwrap_or_default())
+                    ));
                 }
-                _ => Map::new(),
             };
-            out.push(ListedTool {
-                name: t.name.to_string(),
-                description: t.description.as_deref().unwrap_or_default().to_string(),
-                input_schema: (*t.input_schema).clone(),
-                annotations,
-            });
+            for t in tools {
+                if !self.config.offers(&t.name) {
+                    continue;
+                }
+                out.push(listed(t));
+            }
+            match next {
+                Some(c) if !c.is_empty() => cursor = Some(c),
+                _ => return Ok(out),
+            }
         }
-        Ok(out)
+        Err(format!(
+            "tools/list has more than {TOOL_PAGES_MAX} pages; is the server paging in a circle?"
+        ))
+    }
+
+    /// Reads a `tools/list` answer tool by tool: every tool the configuration offers must be
+    /// readable.
+    fn read_tools_by_hand(&self, v: &Value) -> Result<(Vec<Tool>, Option<String>), String> {
+        let Some(items) = v.get("tools").and_then(Value::as_array) else {
+            return Err(format!(
+                "tools/list answer has no `tools` array: {}",
+                snippet(&v.to_string())
+            ));
+        };
+        let mut tools = Vec::new();
+        for item in items {
+            let name = item.get("name").and_then(Value::as_str).unwrap_or("");
+            match serde_json::from_value::<Tool>(item.clone()) {
+                Ok(t) => tools.push(t),
+                Err(_) if !name.is_empty() && !self.config.offers(name) => {}
+                Err(e) => {
+                    let why = if item.get("inputSchema").is_none() {
+                        "it has no inputSchema (the MCP spec requires one)".to_string()
+                    } else {
+                        format!("it cannot be read ({e})")
+                    };
+                    return Err(format!(
+                        "its tool {name:?} is not usable: {why}; fix the server, or leave the tool out with disabled_tools = [{name:?}]"
+                    ));
+                }
+            }
+        }
+        let next = v
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        Ok((tools, next))
     }
 
     /// The tools as last listed; listed again first when the server said they changed.
@@ -386,39 +464,70 @@ impl McpServer {
         progress: &mut (dyn FnMut(&str) + Send),
         cancel: &tokio_util::sync::CancellationToken,
     ) -> CallEnd {
-        let n = self.next_token.fetch_add(1, Ordering::Relaxed);
-        let token_text = format!("lazarus-{n}");
-        let token = ProgressToken(NumberOrString::String(token_text.clone().into()));
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        lock(&self.notes.progress).insert(token_text.clone(), tx);
-        let mut meta = RequestMetaObject::with_progress_token(token);
-        if let Some(key) = idempotency_key {
-            meta.0.insert(IDEMPOTENCY_KEY_META.into(), Value::String(key.into()));
-        }
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = Some(arguments);
-        params.meta = Some(meta);
-        let peer = self.client.peer().clone();
-        let request = peer.call_tool(params);
-        tokio::pin!(request);
+        if let Some(key) = idempotency_key {
+            let mut meta = RequestMetaObject::default();
+            meta.0
+                .insert(IDEMPOTENCY_KEY_META.into(), Value::String(key.into()));
+            params.meta = Some(meta);
+        }
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        // the SDK gives the request its progress token; progress for it comes here
+        let mut handle = match self
+            .client
+            .peer()
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(h) => h,
+            Err(e) => return CallEnd::Lost(self.with_stderr(&format!("cannot send the call: {e}"))),
+        };
+        let token = token_key(&handle.progress_token);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        lock(&self.notes.progress).insert(token.clone(), tx);
         let deadline = tokio::time::sleep(self.config.tool_timeout);
         tokio::pin!(deadline);
         let end = loop {
             tokio::select! {
-                r = &mut request => break self.ended(r),
+                r = &mut handle.rx => break Some(match r {
+                    Ok(answer) => self.ended(answer),
+                    Err(_) => self.ended(Err(rmcp::ServiceError::TransportClosed)),
+                }),
                 Some(text) = rx.recv() => progress(&text),
-                _ = &mut deadline => break CallEnd::TimedOut,
-                _ = cancel.cancelled() => break CallEnd::Abandoned,
+                _ = &mut deadline => break None,
+                _ = cancel.cancelled() => break None,
             }
         };
-        // dropping the request future sends notifications/cancelled when it is unanswered
-        lock(&self.notes.progress).remove(&token_text);
-        end
+        lock(&self.notes.progress).remove(&token);
+        while let Ok(text) = rx.try_recv() {
+            progress(&text);
+        }
+        match end {
+            Some(end) => end,
+            None => {
+                // tell the server (notifications/cancelled); its effect stays unknown
+                let timed_out = !cancel.is_cancelled();
+                let reason = if timed_out {
+                    "tool_timeout_sec passed"
+                } else {
+                    "the run was stopped"
+                };
+                if let Err(e) = handle.cancel(Some(reason.into())).await {
+                    tracing::warn!(server = %self.config.name, error = %e, "cannot send notifications/cancelled");
+                }
+                if timed_out {
+                    CallEnd::TimedOut
+                } else {
+                    CallEnd::Abandoned
+                }
+            }
+        }
     }
 
-    fn ended(&self, r: Result<rmcp::model::CallToolResult, rmcp::ServiceError>) -> CallEnd {
+    fn ended(&self, r: Result<ServerResult, rmcp::ServiceError>) -> CallEnd {
         match r {
-            Ok(result) => {
+            Ok(ServerResult::CallToolResult(result)) => {
                 let is_error = result.is_error == Some(true);
                 let mut parts: Vec<String> = Vec::new();
                 for block in &result.content {
@@ -442,8 +551,10 @@ impl McpServer {
                         _ => parts.push(v.to_string()),
                     }
                 }
+                // structured content comes with its text form (the spec asks servers to send
+                // both); it is shown only when there is no text at all
                 if let Some(s) = &result.structured_content
-                    && (parts.is_empty() || !parts.iter().any(|p| p.contains('{')))
+                    && parts.is_empty()
                 {
                     parts.push(s.to_string());
                 }
@@ -452,6 +563,10 @@ impl McpServer {
                     is_error,
                 }
             }
+            Ok(other) => CallEnd::Lost(format!(
+                "the server answered with something that is not a tool result: {}",
+                snippet(&serde_json::to_string(&other).unwrap_or_default())
+            )),
             Err(rmcp::ServiceError::McpError(e)) => {
                 CallEnd::Refused(format!("error {}: {}", e.code.0, e.message))
             }
@@ -495,6 +610,41 @@ fn with_stderr(what: &str, tail: &Mutex<Vec<u8>>) -> String {
     format!("{what} (its stderr: {})", lines.join(" | "))
 }
 
+/// A tool as Lazarus keeps it: its annotations as given (hints only).
+fn listed(t: Tool) -> ListedTool {
+    let annotations = match t.annotations.as_ref().map(serde_json::to_value) {
+        Some(Ok(Value::Object(mut m))) => {
+            m.retain(|k, _| {
+                matches!(
+                    k.as_str(),
+                    "readOnlyHint" | "destructiveHint" | "idempotentHint" | "openWorldHint"
+                )
+            });
+            m
+        }
+        _ => Map::new(),
+    };
+    ListedTool {
+        name: t.name.to_string(),
+        description: t.description.as_deref().unwrap_or_default().to_string(),
+        input_schema: (*t.input_schema).clone(),
+        annotations,
+    }
+}
+
+/// The first 200 bytes of `text`, for messages.
+fn snippet(text: &str) -> String {
+    let mut end = text.len().min(200);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    if end < text.len() {
+        format!("{}…", &text[..end])
+    } else {
+        text.to_string()
+    }
+}
+
 /// `text` within [`RESULT_BYTES_MAX`], the cut said.
 fn cut(mut text: String) -> String {
     if text.len() <= RESULT_BYTES_MAX {
@@ -517,11 +667,13 @@ fn cut(mut text: String) -> String {
 pub async fn start_all(
     servers: &[Server],
     cwd: &std::path::Path,
+    sandbox: Option<Arc<Sandbox>>,
 ) -> Result<Vec<Arc<McpServer>>, McpError> {
     let mut set = tokio::task::JoinSet::new();
     for (i, s) in servers.iter().cloned().enumerate() {
         let cwd = cwd.to_path_buf();
-        set.spawn(async move { (i, McpServer::start(s, &cwd).await) });
+        let sandbox = sandbox.clone();
+        set.spawn(async move { (i, McpServer::start(s, &cwd, sandbox.as_deref()).await) });
     }
     let mut started: BTreeMap<usize, McpServer> = BTreeMap::new();
     let mut failure = None;

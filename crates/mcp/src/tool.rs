@@ -109,6 +109,7 @@ impl Tool for McpTool {
             if let Err(e) = hooks.started(None) {
                 return ToolOutput::rejected(e);
             }
+            lazarus_agent::failpoint::hit("mcp/before-request");
             let key = ctx.call.as_ref().map(|c| c.idempotency_key());
             let end = self
                 .server
@@ -120,6 +121,9 @@ impl Tool for McpTool {
                     &ctx.cancel,
                 )
                 .await;
+            if matches!(end, CallEnd::Answered { .. }) {
+                lazarus_agent::failpoint::hit("mcp/after-answer");
+            }
             match end {
                 CallEnd::Answered {
                     text,

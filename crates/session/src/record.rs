@@ -401,6 +401,18 @@ pub struct ResumeReceipt {
     /// How the runner that resumed confined `shell` commands (absent in older receipts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxRecord>,
+    /// The MCP calls among the counts above (absent when the resume touched none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpCalls>,
+}
+
+/// The MCP tool calls a resume reused, re-ran and closed in doubt.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpCalls {
+    pub calls_reused: u64,
+    pub calls_rerun: u64,
+    pub calls_in_doubt: u64,
 }
 
 /// How `shell` commands were confined.

@@ -30,6 +30,7 @@
 //! ```
 
 pub mod anthropic;
+pub mod mcp_servers;
 pub mod responses;
 mod script;
 pub mod sse;

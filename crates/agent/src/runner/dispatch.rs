@@ -45,6 +45,12 @@ impl Runner {
                 duration_ms: None,
             },
             Plan::RunFresh { .. } | Plan::Rerun => {
+                // a call whose intent is recorded keeps the key recorded there
+                let idempotency_key = call
+                    .intent
+                    .as_ref()
+                    .map(|i| i.idempotency_key.clone())
+                    .unwrap_or_else(|| idempotency_key(st.id(), &call.call_id));
                 if plan == (Plan::RunFresh { has_intent: false }) {
                     // decided now, with its facts, and recorded before the call can start
                     let rerun = self
@@ -60,7 +66,7 @@ impl Runner {
                             tool: call.name.clone(),
                             arguments: call.arguments.clone(),
                             idempotent: rerun.idempotent,
-                            idempotency_key: format!("{}:{}", st.id(), call.call_id),
+                            idempotency_key: idempotency_key.clone(),
                             rerun_basis: rerun.basis,
                         }),
                         observer,
@@ -84,6 +90,7 @@ impl Runner {
                     call: Some(CallRef {
                         session: st.id().to_string(),
                         call_id: call.call_id.clone(),
+                        idempotency_key,
                     }),
                     ..ctx.clone()
                 };
@@ -112,6 +119,12 @@ impl Runner {
         append(session, Record::ToolOutcome(outcome), observer)?;
         Ok(())
     }
+}
+
+/// The idempotency key of a new intent: `<session>/<call id>` (ledgers written before MCP
+/// support recorded `<session>:<call id>`; a re-run sends whatever was recorded).
+pub fn idempotency_key(session: &str, call_id: &str) -> String {
+    format!("{session}/{call_id}")
 }
 
 fn to_outcome(call_id: &str, out: ToolOutput, took: Duration) -> ToolOutcome {

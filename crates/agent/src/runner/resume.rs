@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use lazarus_session::record::{ProcessRef, Record, ResumeReceipt, SandboxRecord};
+use lazarus_session::record::{McpCalls, ProcessRef, Record, ResumeReceipt, SandboxRecord};
 use lazarus_session::{CallState, Status};
 
 use super::dispatch::Plan;
@@ -48,11 +48,16 @@ impl Runner {
         };
         // Results of finished calls of the last turn with calls are reused as recorded.
         let last_call_turn = st.calls.last().map(|c| c.turn);
-        receipt.calls_reused = st
+        let reused: Vec<_> = st
             .calls
             .iter()
             .filter(|c| Some(c.turn) == last_call_turn && c.state() == CallState::Finished)
-            .count() as u64;
+            .collect();
+        receipt.calls_reused = reused.len() as u64;
+        let mut mcp = McpCalls {
+            calls_reused: reused.iter().filter(|c| is_mcp(c)).count() as u64,
+            ..McpCalls::default()
+        };
         for call in st.unresolved_calls() {
             let plan = match call.state() {
                 CallState::Finished => continue,
@@ -80,9 +85,13 @@ impl Runner {
             };
             match plan {
                 Plan::RunFresh { .. } => receipt.calls_not_started += 1,
-                Plan::Rerun => receipt.calls_rerun += 1,
+                Plan::Rerun => {
+                    receipt.calls_rerun += 1;
+                    mcp.calls_rerun += u64::from(is_mcp(call));
+                }
                 Plan::InDoubt => {
                     receipt.calls_in_doubt += 1;
+                    mcp.calls_in_doubt += u64::from(is_mcp(call));
                     if let Some(p) = call.start.as_ref().and_then(|s| s.process)
                         && self.terminate_leftover(p).await
                     {
@@ -92,6 +101,9 @@ impl Runner {
             }
             self.execute_call(session, &st, &call.call_id, plan, ctx, observer)
                 .await?;
+        }
+        if mcp != McpCalls::default() {
+            receipt.mcp = Some(mcp);
         }
         receipt.every_call_has_one_result = lock(session).state().every_call_has_one_result();
         append(session, Record::Resume(receipt), observer)?;
@@ -117,6 +129,15 @@ impl Runner {
             outcome,
             Some(process::TerminateOutcome::Terminated) | Some(process::TerminateOutcome::Killed)
         )
+    }
+}
+
+/// Whether a call went to an MCP server: its intent's basis says so, or (no intent) its name
+/// has the MCP prefix.
+fn is_mcp(call: &lazarus_session::Call) -> bool {
+    match call.intent.as_ref().and_then(|i| i.rerun_basis.as_deref()) {
+        Some(basis) => basis.get("source").and_then(|v| v.as_str()) == Some("mcp"),
+        None => call.name.starts_with("mcp__"),
     }
 }
 

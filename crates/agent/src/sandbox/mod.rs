@@ -581,6 +581,32 @@ impl Sandbox {
 /// bound its calls.
 const ROOT_NEEDS_BOUND: &str = "running as root, the number of a call's processes can be bounded only by the PID namespace's pid_max (Linux 6.14+, a bound of at least 301) or a pids cgroup, and neither is available here (cgroup v1 `pids` hierarchy, or cgroup v2 with `pids` in a writable cgroup's subtree_control); run lazarus as another user, on a newer kernel, give it such a cgroup, or pass --sandbox off";
 
+/// A long-lived program confined like a shell call (an MCP server run with `sandbox =
+/// true`): keep it as long as the program runs; dropping it removes the program's private
+/// directory and process bound.
+#[derive(Debug)]
+pub struct Confinement {
+    _prepared: Prepared,
+}
+
+impl Sandbox {
+    /// Confines `cmd` as a shell call in `workspace` is: the environment the policy gives
+    /// (replacing the runner's; set the program's own variables after this), a private
+    /// `$TMPDIR`, and the namespaces, Landlock rules, seccomp filters and process bound. An
+    /// error says why the sandbox cannot be entered here.
+    pub fn confine(
+        &self,
+        workspace: &Path,
+        cmd: &mut tokio::process::Command,
+    ) -> io::Result<Confinement> {
+        let prepared = self.prepare(workspace)?;
+        prepared.apply(cmd);
+        Ok(Confinement {
+            _prepared: prepared,
+        })
+    }
+}
+
 /// A prepared sandbox for one command.
 #[derive(Debug)]
 pub(crate) struct Prepared {

@@ -121,13 +121,14 @@ pub struct ToolContext {
 pub struct CallRef {
     pub session: String,
     pub call_id: String,
+    /// The key its intent recorded, `<session>/<call id>`: a re-run on resume sends the same.
+    pub idempotency_key: String,
 }
 
 impl CallRef {
-    /// The key that stays the same when this call is run again on resume:
-    /// `<session>/<call id>`.
+    /// The key that stays the same when this call is run again on resume.
     pub fn idempotency_key(&self) -> String {
-        format!("{}/{}", self.session, self.call_id)
+        self.idempotency_key.clone()
     }
 }
 

@@ -143,7 +143,7 @@ fn show_event(ev: &RunEvent<'_>, json: bool) {
                 ));
             }
             "resume" => print_line(&format!(
-                "resumed ({}): {} bytes of crash debris cut{}, {} records replayed, {} calls reused, {} re-run, {} in doubt, {} not started, {} leftover process groups terminated, {} inputs pending{}; every tool call has exactly one result: {}; sandbox: {}",
+                "resumed ({}): {} bytes of crash debris cut{}, {} records replayed, {} calls reused, {} re-run, {} in doubt, {} not started{}, {} leftover process groups terminated, {} inputs pending{}; every tool call has exactly one result: {}; sandbox: {}",
                 data["trigger"].as_str().unwrap_or("?"),
                 data["truncated_bytes"],
                 data["truncated_saved_to"]
@@ -155,6 +155,7 @@ fn show_event(ev: &RunEvent<'_>, json: bool) {
                 data["calls_rerun"],
                 data["calls_in_doubt"],
                 data["calls_not_started"],
+                mcp_counts(&data["mcp"]),
                 data["processes_terminated"],
                 data["inputs_pending"],
                 data["open_turn"]
@@ -168,4 +169,15 @@ fn show_event(ev: &RunEvent<'_>, json: bool) {
             _ => {}
         },
     }
+}
+
+/// `(MCP: 1 reused, 0 re-run, 1 in doubt)` when the receipt counts MCP calls.
+fn mcp_counts(m: &serde_json::Value) -> String {
+    if !m.is_object() {
+        return String::new();
+    }
+    format!(
+        " (MCP: {} reused, {} re-run, {} in doubt)",
+        m["calls_reused"], m["calls_rerun"], m["calls_in_doubt"]
+    )
 }

@@ -82,6 +82,9 @@ struct Checked {
     workspace: PathBuf,
     cfg: RunnerConfig,
     runner: Runner,
+    /// The built-in tools offered; the MCP servers' are added once they started.
+    toolbox: lazarus_agent::tools::Toolbox,
+    mcp: lazarus_mcp::config::Servers,
     prompt: Option<String>,
 }
 
@@ -110,6 +113,7 @@ fn check_arguments(args: &RunArgs) -> Result<Checked> {
         .canonicalize()
         .with_context(|| format!("workspace {} must exist", workspace.display()))?;
     let toolbox = args.model.toolbox()?;
+    let mcp = crate::mcp::configured(&args.model.mcp_config, args.model.no_mcp)?;
     args.store.check()?;
     let prompt = read_prompt(args)?;
     if prompt.is_none() && args.message_id.is_some() {
@@ -133,12 +137,14 @@ fn check_arguments(args: &RunArgs) -> Result<Checked> {
     let mut cfg = args.model.runner_config(workspace.clone(), true)?;
     // the session files are not the shell's to read
     cfg.sandbox = Arc::new(cfg.sandbox.as_ref().clone().deny(args.store.local_dir()?));
-    let runner = Runner::new(cfg.clone())?.with_toolbox(toolbox);
+    let runner = Runner::new(cfg.clone())?;
     Ok(Checked {
         interactive,
         workspace,
         cfg,
         runner,
+        toolbox,
+        mcp,
         prompt,
     })
 }
@@ -165,8 +171,16 @@ async fn run_async(args: RunArgs, checked: Checked) -> Result<i32> {
         workspace,
         cfg,
         runner,
+        mut toolbox,
+        mcp,
         mut prompt,
     } = checked;
+    // the MCP servers start before anything is written: one that fails stops the run here
+    let mcp = crate::mcp::start(&mcp, &workspace, &cfg.sandbox).await?;
+    if let Some(source) = &mcp {
+        toolbox.add_source(source.clone());
+    }
+    let runner = runner.with_toolbox(toolbox);
     let store = args.store.open()?;
     let mut editor = if interactive {
         Some(rustyline::DefaultEditor::new().context("opening the line editor")?)

@@ -359,6 +359,15 @@ fn receipt(d: &Value) -> String {
         n("processes_terminated"),
         n("inputs_pending"),
     );
+    if d["mcp"].is_object() {
+        let m = |k: &str| d["mcp"][k].as_u64().unwrap_or(0);
+        s.push_str(&format!(
+            "; MCP calls: {} reused, {} re-run, {} in doubt",
+            m("calls_reused"),
+            m("calls_rerun"),
+            m("calls_in_doubt")
+        ));
+    }
     if let Some(t) = d["open_turn"].as_u64() {
         s.push_str(&format!("; turn {t} requested again"));
     }

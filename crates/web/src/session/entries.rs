@@ -59,6 +59,9 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
                         div { dt { "calls re-run" } dd { (r.calls_rerun) } }
                         div class=@if r.calls_in_doubt > 0 { "hl" } { dt { "calls in doubt" } dd { (r.calls_in_doubt) } }
                         div { dt { "calls not started" } dd { (r.calls_not_started) } }
+                        @if let Some(m) = &r.mcp {
+                            div class=@if m.calls_in_doubt > 0 { "hl" } { dt { "MCP calls" } dd { (m.calls_reused) " reused, " (m.calls_rerun) " re-run, " (m.calls_in_doubt) " in doubt" } }
+                        }
                         div { dt { "processes terminated" } dd { (r.processes_terminated) } }
                         div { dt { "inputs pending" } dd { (r.inputs_pending) } }
                         div { dt { "open turn" } dd { @match r.open_turn { Some(t) => { "turn " (t) " requested again" }, None => "none" } } }

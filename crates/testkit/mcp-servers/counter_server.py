@@ -4,7 +4,10 @@ tools with annotations whose effects can be counted.
 Every effect appends one line to the file named by $COUNTER_FILE: `<tool> <idempotency key>`
 (the key the client sent in `_meta`, `lazarus/idempotency-key`; `-` when none). A tool that
 sleeps first writes its line *before* sleeping when asked to (`effect_first`), so a test can
-kill the client while the server works, after the effect.
+kill the client while the server works, after the effect. With `stop`, the tool stops
+its client (SIGSTOP to its parent process) after the effect and before answering, and writes
+`$COUNTER_FILE.stopped`: the answer then sits in the pipe, unread, so a test can kill the
+client after the server answered and before the client recorded the answer.
 
     python counter_server.py stdio
     python counter_server.py http PORT        # Streamable HTTP at http://127.0.0.1:PORT/mcp
@@ -12,6 +15,7 @@ kill the client while the server works, after the effect.
 
 import asyncio
 import os
+import signal
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -40,8 +44,16 @@ def effect(tool: str, ctx: Context) -> int:
         return sum(1 for _ in f)
 
 
+def stop_client():
+    os.kill(os.getppid(), signal.SIGSTOP)
+    with open(os.environ["COUNTER_FILE"] + ".stopped", "w") as f:
+        f.write("stopped\n")
+
+
 @server.tool(annotations=ToolAnnotations(destructiveHint=True, idempotentHint=False))
-async def bump(ctx: Context, sleep_secs: float = 0.0, effect_first: bool = True) -> str:
+async def bump(
+    ctx: Context, sleep_secs: float = 0.0, effect_first: bool = True, stop: bool = False
+) -> str:
     """Appends a line to the counter (not idempotent). Sleeps sleep_secs (after the effect
     when effect_first, else before it)."""
     if not effect_first:
@@ -49,22 +61,38 @@ async def bump(ctx: Context, sleep_secs: float = 0.0, effect_first: bool = True)
     n = effect("bump", ctx)
     if effect_first:
         await asyncio.sleep(sleep_secs)
+    if stop:
+        stop_client()
     return f"bumped: {n} lines"
 
 
 @server.tool(annotations=ToolAnnotations(destructiveHint=True, idempotentHint=True))
-async def set_flag(ctx: Context, sleep_secs: float = 0.0) -> str:
+async def set_flag(
+    ctx: Context, sleep_secs: float = 0.0, effect_first: bool = True, stop: bool = False
+) -> str:
     """Sets the flag (idempotent: setting it twice leaves it set)."""
+    if not effect_first:
+        await asyncio.sleep(sleep_secs)
     n = effect("set_flag", ctx)
-    await asyncio.sleep(sleep_secs)
+    if effect_first:
+        await asyncio.sleep(sleep_secs)
+    if stop:
+        stop_client()
     return f"flag set ({n} lines)"
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-async def peek(ctx: Context, sleep_secs: float = 0.0) -> str:
+async def peek(
+    ctx: Context, sleep_secs: float = 0.0, effect_first: bool = True, stop: bool = False
+) -> str:
     """Reads the counter (read-only)."""
+    if not effect_first:
+        await asyncio.sleep(sleep_secs)
     effect("peek", ctx)
-    await asyncio.sleep(sleep_secs)
+    if effect_first:
+        await asyncio.sleep(sleep_secs)
+    if stop:
+        stop_client()
     return "peeked"
 
 
