@@ -4,7 +4,8 @@ tools with annotations whose effects can be counted.
 Every effect appends one line to the file named by $COUNTER_FILE: `<tool> <idempotency key>`
 (the key the client sent in `_meta`, `lazarus/idempotency-key`; `-` when none). A tool that
 sleeps first writes its line *before* sleeping when asked to (`effect_first`), so a test can
-kill the client while the server works, after the effect. With `stop`, the tool stops
+kill the client while the server works, after the effect (`sleep_once`: only the first time
+a key is seen, so a re-run answers at once). With `stop`, the tool stops
 its client (SIGSTOP to its parent process) after the effect and before answering, and writes
 `$COUNTER_FILE.stopped`: the answer then sits in the pipe, unread, so a test can kill the
 client after the server answered and before the client recorded the answer.
@@ -44,6 +45,15 @@ def effect(tool: str, ctx: Context) -> int:
         return sum(1 for _ in f)
 
 
+def seen_before(tool: str, ctx: Context) -> bool:
+    """Whether this tool already ran with this call's idempotency key."""
+    try:
+        with open(os.environ["COUNTER_FILE"]) as f:
+            return f"{tool} {key_of(ctx)}\n" in f.readlines()
+    except FileNotFoundError:
+        return False
+
+
 def stop_client():
     os.kill(os.getppid(), signal.SIGSTOP)
     with open(os.environ["COUNTER_FILE"] + ".stopped", "w") as f:
@@ -52,10 +62,16 @@ def stop_client():
 
 @server.tool(annotations=ToolAnnotations(destructiveHint=True, idempotentHint=False))
 async def bump(
-    ctx: Context, sleep_secs: float = 0.0, effect_first: bool = True, stop: bool = False
+    ctx: Context,
+    sleep_secs: float = 0.0,
+    effect_first: bool = True,
+    stop: bool = False,
+    sleep_once: bool = False,
 ) -> str:
     """Appends a line to the counter (not idempotent). Sleeps sleep_secs (after the effect
     when effect_first, else before it)."""
+    if sleep_once and seen_before("bump", ctx):
+        sleep_secs = 0.0
     if not effect_first:
         await asyncio.sleep(sleep_secs)
     n = effect("bump", ctx)
@@ -68,9 +84,15 @@ async def bump(
 
 @server.tool(annotations=ToolAnnotations(destructiveHint=True, idempotentHint=True))
 async def set_flag(
-    ctx: Context, sleep_secs: float = 0.0, effect_first: bool = True, stop: bool = False
+    ctx: Context,
+    sleep_secs: float = 0.0,
+    effect_first: bool = True,
+    stop: bool = False,
+    sleep_once: bool = False,
 ) -> str:
     """Sets the flag (idempotent: setting it twice leaves it set)."""
+    if sleep_once and seen_before("set_flag", ctx):
+        sleep_secs = 0.0
     if not effect_first:
         await asyncio.sleep(sleep_secs)
     n = effect("set_flag", ctx)
@@ -83,9 +105,15 @@ async def set_flag(
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 async def peek(
-    ctx: Context, sleep_secs: float = 0.0, effect_first: bool = True, stop: bool = False
+    ctx: Context,
+    sleep_secs: float = 0.0,
+    effect_first: bool = True,
+    stop: bool = False,
+    sleep_once: bool = False,
 ) -> str:
     """Reads the counter (read-only)."""
+    if sleep_once and seen_before("peek", ctx):
+        sleep_secs = 0.0
     if not effect_first:
         await asyncio.sleep(sleep_secs)
     effect("peek", ctx)
