@@ -490,6 +490,10 @@ pub struct Import {
     /// What of the source did not become records, and why (bookkeeping, torn tails, …).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<Dropped>,
+    /// Sessions imported beside this one from the source's sub-agent transcripts (Claude
+    /// Code), or from the other branches of its session tree (pi, OpenClaw: forks of this one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub related: Vec<String>,
 }
 
 /// Something of an imported source that did not become records.

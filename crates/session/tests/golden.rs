@@ -180,6 +180,7 @@ fn import_records() -> Vec<Record> {
                 count: 10,
                 why: "bookkeeping the model was not sent as conversation".into(),
             }],
+            related: vec![],
         }),
         Record::Input(Input {
             input_id: "import-8942a624".into(),
