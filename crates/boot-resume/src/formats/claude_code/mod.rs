@@ -23,7 +23,12 @@ const KNOWN: &str = "1.x, 2.x";
 
 /// Reads a transcript and the sub-agent transcripts beside it.
 pub fn read(source: &Path, opts: &ReadOptions) -> Result<Conversation, ReadError> {
-    let mut conv = read_one(source, opts, false)?;
+    // a sub-agent's own file (`agent-<id>.jsonl`) is all sidechain lines
+    let sub = source
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("agent-"));
+    let mut conv = read_one(source, opts, sub)?;
     let dir = source.with_extension("").join("subagents");
     if let Ok(rd) = std::fs::read_dir(&dir) {
         let mut files: Vec<_> = rd
