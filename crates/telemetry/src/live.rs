@@ -38,6 +38,13 @@ struct PinnedIds {
     next: std::sync::Arc<Mutex<Option<(TraceId, SpanId)>>>,
 }
 
+impl PinnedIds {
+    /// Sets the ids the next build takes (the generator locks only this slot, briefly).
+    fn pin(&self, ids: Option<(TraceId, SpanId)>) {
+        *self.next.lock().unwrap_or_else(|p| p.into_inner()) = ids;
+    }
+}
+
 impl opentelemetry_sdk::trace::IdGenerator for PinnedIds {
     fn new_trace_id(&self) -> TraceId {
         match *self.next.lock().unwrap_or_else(|p| p.into_inner()) {
@@ -57,6 +64,8 @@ impl opentelemetry_sdk::trace::IdGenerator for PinnedIds {
 /// The live exporter of one process (any number of sessions).
 pub struct Live {
     ids: PinnedIds,
+    /// Held while a span is built with pinned ids.
+    building: Mutex<()>,
     provider: SdkTracerProvider,
     tracer: SdkTracer,
     model: Option<String>,
@@ -104,6 +113,7 @@ impl Live {
         let tracer = provider.tracer("lazarus");
         Ok(Some(Live {
             ids,
+            building: Mutex::new(()),
             provider,
             tracer,
             model,
@@ -150,13 +160,13 @@ impl Live {
         // the SDK takes its ids from its id generator: hand it this span's (the same ids
         // an export gives), under the lock that keeps them for this one build
         let span = {
-            let mut next = self.ids.next.lock().unwrap_or_else(|p| p.into_inner());
-            *next = Some((
+            let _one_at_a_time = self.building.lock().unwrap_or_else(|p| p.into_inner());
+            self.ids.pin(Some((
                 TraceId::from_bytes(s.trace_id),
                 SpanId::from_bytes(s.span_id),
-            ));
+            )));
             let span = self.tracer.build_with_context(b, &Context::new());
-            *next = None;
+            self.ids.pin(None);
             span
         };
         let cx = Context::new().with_span(span);
