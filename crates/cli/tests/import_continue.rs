@@ -42,7 +42,15 @@ fn ok(o: Output, what: &str) -> String {
 fn import(dir: &Path, source: &Path, id: &str) {
     ok(
         Command::new(BIN)
-            .args(["sessions", "import", "--from", "claude-code", "--id", id, "--session-dir"])
+            .args([
+                "sessions",
+                "import",
+                "--from",
+                "claude-code",
+                "--id",
+                id,
+                "--session-dir",
+            ])
             .arg(dir)
             .arg(source)
             .output()
@@ -129,10 +137,9 @@ fn carried(api: Api, req: &Value) -> Carried {
                         i["name"].as_str().unwrap().into(),
                         serde_json::from_str(i["arguments"].as_str().unwrap()).unwrap(),
                     )),
-                    (Some("function_call_output"), _) => c.results.push((
-                        i["call_id"].as_str().unwrap().into(),
-                        text(&i["output"]),
-                    )),
+                    (Some("function_call_output"), _) => c
+                        .results
+                        .push((i["call_id"].as_str().unwrap().into(), text(&i["output"]))),
                     (_, Some("user")) => c.users.push(text(&i["content"])),
                     (_, Some("assistant")) => c.answers.push(text(&i["content"])),
                     _ => {}
@@ -205,11 +212,23 @@ fn an_imported_claude_code_session_continues_on_every_provider_with_its_history(
                 "run",
             );
             let reqs = server.requests();
-            assert_eq!(reqs.len(), 1, "{api} {capture_name}: one request, then idle");
+            assert_eq!(
+                reqs.len(),
+                1,
+                "{api} {capture_name}: one request, then idle"
+            );
             let c = carried(api, &reqs[0]);
             let what = format!("{api} {capture_name}: {c:#?}");
-            assert_eq!(c.users.first().map(String::as_str), Some("please make the file"), "{what}");
-            assert_eq!(c.users.last().map(String::as_str), Some("carry on"), "{what}");
+            assert_eq!(
+                c.users.first().map(String::as_str),
+                Some("please make the file"),
+                "{what}"
+            );
+            assert_eq!(
+                c.users.last().map(String::as_str),
+                Some("carry on"),
+                "{what}"
+            );
             assert_eq!(c.calls.len(), 1, "{what}");
             let (id, name, args) = &c.calls[0];
             assert_eq!(name, "Bash", "{what}");
@@ -245,8 +264,16 @@ fn an_imported_claude_code_session_continues_on_the_real_local_model() {
         .arg(port.to_string())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let pid: u32 = String::from_utf8(out.stdout).unwrap().trim().parse().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pid: u32 = String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     struct Kill(u32);
     impl Drop for Kill {
         fn drop(&mut self) {
@@ -255,7 +282,14 @@ fn an_imported_claude_code_session_continues_on_the_real_local_model() {
     }
     let _server = Kill(pid);
     let url = format!("http://127.0.0.1:{port}/v1");
-    let cheap = ["--max-tokens", "8", "--temperature", "0", "--max-turns", "1"];
+    let cheap = [
+        "--max-tokens",
+        "8",
+        "--temperature",
+        "0",
+        "--max-turns",
+        "1",
+    ];
     let prompt_tokens = |dir: &Path| -> u64 {
         let export = ok(
             Command::new(BIN)
@@ -276,14 +310,36 @@ fn an_imported_claude_code_session_continues_on_the_real_local_model() {
     // the same prompt in a fresh session: the baseline
     let fresh = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let o = run(fresh.path(), ws.path(), Api::Chat, &url, "gemma-3-270m", &cheap);
-    assert!(matches!(o.status.code(), Some(0) | Some(3)), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(
+        fresh.path(),
+        ws.path(),
+        Api::Chat,
+        &url,
+        "gemma-3-270m",
+        &cheap,
+    );
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(3)),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let base = prompt_tokens(fresh.path());
     // the imported session, continued
     let dir = tempfile::tempdir().unwrap();
     import(dir.path(), &capture("finished"), "cc");
-    let o = run(dir.path(), ws.path(), Api::Chat, &url, "gemma-3-270m", &cheap);
-    assert!(matches!(o.status.code(), Some(0) | Some(3)), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(
+        dir.path(),
+        ws.path(),
+        Api::Chat,
+        &url,
+        "gemma-3-270m",
+        &cheap,
+    );
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(3)),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let continued = prompt_tokens(dir.path());
     // the history went with it: the user message, the call, its result and the answer
     assert!(
@@ -304,5 +360,9 @@ fn an_imported_claude_code_session_continues_on_the_real_local_model() {
         .map(|r| r["kind"].as_str().unwrap_or_default().to_string())
         .collect();
     assert_eq!(kinds[1], "import");
-    assert_eq!(kinds.iter().filter(|k| *k == "response").count(), 3, "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "response").count(),
+        3,
+        "{kinds:?}"
+    );
 }
