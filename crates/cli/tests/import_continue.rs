@@ -304,7 +304,7 @@ fn an_imported_claude_code_session_continues_on_the_real_local_model() {
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(|r| r["kind"] == "response")
             .filter_map(|r| r["data"]["usage"]["prompt_tokens"].as_u64())
-            .last()
+            .next_back()
             .expect("the model's response, with its usage")
     };
     // the same prompt in a fresh session: the baseline

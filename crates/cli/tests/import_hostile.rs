@@ -38,6 +38,8 @@ fn capture(agent: &str, name: &str) -> PathBuf {
 
 /// Runs an import with a deadline; returns its output and the child's peak RSS in KiB.
 fn import(dir: &Path, from: &str, source: &Path) -> (Output, u64) {
+    // reaped below by wait4 (for its rusage), not by Child::wait
+    #[allow(clippy::zombie_processes)]
     let mut child = Command::new(BIN)
         .args(["sessions", "import", "--from", from, "--session-dir"])
         .arg(dir)

@@ -6,6 +6,7 @@
 //! that cannot be read, or a plan that does not replay, writes nothing.
 
 pub mod atif;
+mod branches;
 mod plan;
 
 use lazarus_boot_resume::formats::{Conversation, Event};
@@ -97,15 +98,37 @@ pub fn import(
             subs.push((sub_id, sub));
         }
     }
-    let related: Vec<String> = subs.iter().map(|(i, _)| i.to_string()).collect();
+    let mut related: Vec<String> = subs.iter().map(|(i, _)| i.to_string()).collect();
+    let branch_ids: Vec<SessionId> = (1..=conv.branches.len())
+        .map(|n| SessionId::parse(&format!("{id}-branch-{n}")))
+        .collect::<Result<_, _>>()?;
+    related.extend(branch_ids.iter().map(|b| b.to_string()));
     let main = plan(conv, &id, &related, &conv.events)?;
     let mut sub_plans = Vec::new();
     for (sub_id, sub) in &subs {
         sub_plans.push((sub_id.clone(), *sub, plan(sub, sub_id, &[], &sub.events)?));
     }
+    let branch_plans = conv
+        .branches
+        .iter()
+        .zip(&branch_ids)
+        .map(|(events, bid)| plan(conv, bid, &[], events))
+        .collect::<Result<Vec<_>, _>>()?;
+    let main_ends = main.ends.clone();
+    let main_state = main.state.clone();
     let mut out = write(store, conv, &id, main)?;
     for (sub_id, sub, p) in sub_plans {
         out.related.push(write(store, sub, &sub_id, p)?);
+    }
+    for ((events, bid), p) in conv.branches.iter().zip(&branch_ids).zip(branch_plans) {
+        let main = branches::Main {
+            id: &id,
+            events: &conv.events,
+            ends: &main_ends,
+            state: &main_state,
+        };
+        out.related
+            .push(branches::write_branch(store, conv, &main, events, bid, p)?);
     }
     Ok(out)
 }
@@ -125,7 +148,7 @@ fn header_meta(conv: &Conversation) -> serde_json::Value {
     })
 }
 
-fn plan(
+pub(crate) fn plan(
     conv: &Conversation,
     id: &SessionId,
     related: &[String],
@@ -176,7 +199,7 @@ fn import_record(conv: &Conversation, related: &[String], dropped: Vec<Dropped>)
     })
 }
 
-fn write(
+pub(crate) fn write(
     store: &dyn Store,
     conv: &Conversation,
     id: &SessionId,

@@ -33,6 +33,8 @@ pub struct Plan {
     /// Source call id -> native call id, for calls waiting for their result.
     open: HashMap<String, String>,
     inputs: usize,
+    /// The last seq written by each event planned so far (an event may write none).
+    pub ends: Vec<u64>,
 }
 
 /// A call id every provider takes: `[A-Za-z0-9_-]`, at most 64 bytes, never empty.
@@ -63,6 +65,7 @@ impl Plan {
             counts: Counts::default(),
             open: HashMap::new(),
             inputs,
+            ends: Vec::new(),
         }
     }
 
@@ -78,6 +81,12 @@ impl Plan {
 
     /// Plans one event.
     pub fn event(&mut self, e: &Event) -> Result<(), ImportError> {
+        self.one(e)?;
+        self.ends.push(self.state.last_seq);
+        Ok(())
+    }
+
+    fn one(&mut self, e: &Event) -> Result<(), ImportError> {
         match e {
             Event::User { text, .. } => {
                 self.inputs += 1;

@@ -38,7 +38,7 @@ fn capture(rel: &str) -> PathBuf {
 fn model_rules(t: &Value) -> Result<(), String> {
     let steps = t["steps"].as_array().ok_or("no steps")?;
     for (i, s) in steps.iter().enumerate() {
-        if s["step_id"] != Value::from(i + 1) {
+        if s["step_id"] != i + 1 {
             return Err(format!("step {i} has step_id {}", s["step_id"]));
         }
         if s["source"] != "agent" {

@@ -246,9 +246,8 @@ fn every_real_capture_imports_with_matching_counts_and_byte_equal_results() {
     let mut per_format = std::collections::BTreeMap::new();
     for p in &all {
         let s = p.to_string_lossy();
-        let (format, expected) = if s.contains("/.claude/projects/") && !s.contains("/subagents/") {
-            (Format::ClaudeCode, tally_claude(p))
-        } else if s.contains("/subagents/agent-") && s.ends_with(".jsonl") {
+        // main transcripts and sub-agent ones alike
+        let (format, expected) = if s.contains("/.claude/projects/") && s.ends_with(".jsonl") {
             (Format::ClaudeCode, tally_claude(p))
         } else if s.contains("/.codex/sessions/") {
             (Format::Codex, tally_codex(p))
