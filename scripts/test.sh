@@ -25,13 +25,17 @@ python3 scripts/check-layout.py
 echo "== local model (for the end-to-end tests)"
 bash scripts/local-model/setup.sh
 
+echo "== the OTLP receiver (for the live-telemetry test: opentelemetry-proto from PyPI)"
+bash scripts/otel-receiver/setup.sh >/dev/null
+
 echo "== end-to-end: a real model, kill -9 mid-tool, resume"
 bash scripts/demo.sh </dev/null   # not a terminal: it ends after printing the page's URL
 
-echo "== the real-model client test"
+echo "== the real-model tests (the client; an imported Claude Code session continued)"
 # --workspace, so this build is the one the suite below reuses (a -p build resolves features
 # differently and compiles the dependencies twice).
-cargo nextest run --workspace --run-ignored only -E 'package(lazarus-agent) & binary(local_model)'
+cargo nextest run --workspace --run-ignored only \
+  -E '(package(lazarus-agent) & binary(local_model)) | (package(lazarus-cli) & binary(import_continue))'
 
 echo "== the workspace test suite"
 cargo nextest run --workspace

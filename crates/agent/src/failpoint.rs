@@ -30,10 +30,8 @@ fn armed() -> &'static [String] {
 pub fn hit(name: &str) {
     if armed().iter().any(|a| a == name) {
         eprintln!("failpoint {name}: killing this process (SIGKILL)");
-        let _ = rustix::process::kill_process(
-            rustix::process::getpid(),
-            rustix::process::Signal::KILL,
-        );
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
         // SIGKILL cannot be caught; should it somehow not land, stop all the same
         std::process::abort();
     }

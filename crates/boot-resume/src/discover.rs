@@ -407,7 +407,7 @@ pub fn openclaw_index(path: &Path) -> Vec<Candidate> {
     out
 }
 
-fn open_ro(db: &Path) -> rusqlite::Result<rusqlite::Connection> {
+pub(crate) fn open_ro(db: &Path) -> rusqlite::Result<rusqlite::Connection> {
     use rusqlite::OpenFlags;
     // A symlink or a FIFO named like the database is refused before SQLite touches it.
     match std::fs::symlink_metadata(db) {

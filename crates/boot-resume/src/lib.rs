@@ -12,6 +12,7 @@
 pub mod classify;
 pub mod cli;
 pub mod discover;
+pub mod formats;
 pub mod fsutil;
 pub mod inject;
 pub mod lines;

@@ -207,7 +207,8 @@ pub fn file_env_policy() -> lazarus_agent::sandbox::EnvPolicy {
 }
 
 /// The file's `[mcp_servers]` tables (empty without a file).
-pub fn file_mcp_servers() -> &'static std::collections::BTreeMap<String, lazarus_mcp::config::ServerConfig> {
+pub fn file_mcp_servers()
+-> &'static std::collections::BTreeMap<String, lazarus_mcp::config::ServerConfig> {
     static EMPTY: std::collections::BTreeMap<String, lazarus_mcp::config::ServerConfig> =
         std::collections::BTreeMap::new();
     LOADED.get().map(|(_, c)| &c.mcp_servers).unwrap_or(&EMPTY)

@@ -43,7 +43,9 @@ pub async fn start(
     }
     let started = start_all(&servers.servers, workspace, Some(sandbox.clone()))
         .await
-        .context("starting the MCP servers (fix the server or its configuration, or run with --no-mcp)")?;
+        .context(
+            "starting the MCP servers (fix the server or its configuration, or run with --no-mcp)",
+        )?;
     for s in &started {
         eprintln!("mcp: {}", describe(s));
     }

@@ -231,6 +231,22 @@ fn every_command_output_uses_the_documented_names() {
         &["sessions", "import", out_s, "--json"],
         true,
     );
+    // another agent's session
+    let claude = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
+        "../boot-resume/tests/fixtures/real/claude/background-subagent-done/home/.claude/projects/-home-dev-capture-work/10db40ad-df56-4bd4-89fc-f5ad46bf61f1.jsonl",
+    );
+    check(
+        "sessions import --from AGENT --json",
+        &[
+            "sessions",
+            "import",
+            "--from",
+            "claude-code",
+            claude.to_str().unwrap(),
+            "--json",
+        ],
+        true,
+    );
     // queued: another process holds the session
     let store = LocalStore::open(dir).unwrap();
     let held = store.open(&SessionId::literal("a")).unwrap();

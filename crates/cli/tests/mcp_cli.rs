@@ -148,7 +148,10 @@ fn mcp_list_starts_every_server_and_says_what_each_offers() {
         .find(|l| l.contains("mcp__tcounter__set_flag"))
         .unwrap();
     assert!(line.contains("runs again"), "{line}");
-    let line = t.lines().find(|l| l.contains("mcp__tcounter__bump")).unwrap();
+    let line = t
+        .lines()
+        .find(|l| l.contains("mcp__tcounter__bump"))
+        .unwrap();
     assert!(line.contains("in doubt"), "{line}");
 }
 
@@ -267,7 +270,10 @@ fn a_run_with_the_mcp_json_next_to_it() {
         .unwrap();
     let t = text(&out);
     assert_eq!(out.status.code(), Some(0), "{t}");
-    assert!(t.contains("mcp: counter: lazarus-counter 1.2.3, 7 tools"), "{t}");
+    assert!(
+        t.contains("mcp: counter: lazarus-counter 1.2.3, 7 tools"),
+        "{t}"
+    );
     assert!(t.contains("… step 2 (2/3)"), "progress not shown: {t}");
     assert_eq!(
         std::fs::read_to_string(&counter).unwrap(),
@@ -337,7 +343,10 @@ fn a_sandboxed_server_writes_only_in_the_workspace() {
             assert_eq!(std::fs::read_to_string(&counter).unwrap(), "bump s/c1\n");
         } else {
             assert_eq!(status, OutcomeStatus::Error, "{}", text(&out));
-            assert!(!counter.exists(), "the sandboxed server wrote outside the workspace");
+            assert!(
+                !counter.exists(),
+                "the sandboxed server wrote outside the workspace"
+            );
         }
     }
 }
@@ -353,7 +362,9 @@ fn the_gateway_serves_sessions_with_mcp_tools() {
                 "mcp__counter__set_flag",
                 json!({}),
             ))
-            .when(When::LastUserContains { text: "flag".into() })
+            .when(When::LastUserContains {
+                text: "flag".into(),
+            })
             .repeat(),
             Step::after_tool_result("g1", ScriptedResponse::text("flag is set")).repeat(),
         ])))

@@ -65,7 +65,7 @@ fn script(tool: &str, args: Value) -> Script {
     Script::new([
         Step::reply(ScriptedResponse::tool_call(
             "c1",
-            &format!("mcp__counter__{tool}"),
+            format!("mcp__counter__{tool}"),
             args,
         ))
         .when(When::LastUserContains { text: "go".into() })
@@ -220,17 +220,30 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) {
         Kill::DuringWork => json!({"sleep_secs": 60, "sleep_once": true}),
         _ => json!({}),
     };
-    let model = rt.block_on(ScriptedServer::start(script(sc.tool, args))).unwrap();
+    let model = rt
+        .block_on(ScriptedServer::start(script(sc.tool, args)))
+        .unwrap();
     let url = model.base_url();
     let tmp = tempfile::tempdir().unwrap();
     let (dir, ws) = (tmp.path().join("sessions"), tmp.path().join("ws"));
     std::fs::create_dir_all(&ws).unwrap();
     let counter = tmp.path().join("counter.txt");
     let http = (sc.transport == Transport::Http).then(|| start_http(&counter));
-    let config = write_config(tmp.path(), &counter, sc.trusted, http.as_ref().map(|h| h.port));
+    let config = write_config(
+        tmp.path(),
+        &counter,
+        sc.trusted,
+        http.as_ref().map(|h| h.port),
+    );
 
     first_run(
-        lazarus(&config, &dir, &ws, &url, &["-p", "go", "--message-id", "m1"]),
+        lazarus(
+            &config,
+            &dir,
+            &ws,
+            &url,
+            &["-p", "go", "--message-id", "m1"],
+        ),
         sc.kill,
         &counter,
         &label,
@@ -240,7 +253,10 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) {
         Kill::BeforeRequest => 0,
         _ => 1,
     };
-    assert_eq!(effects_before, expected_before, "{label}: effects at the kill");
+    assert_eq!(
+        effects_before, expected_before,
+        "{label}: effects at the kill"
+    );
 
     if sc.trusted_at_resume != sc.trusted {
         write_config(
@@ -264,14 +280,19 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) {
     let c1 = st.call("c1").expect("the call is recorded");
     let intent = c1.intent.as_ref().expect("an intent");
     assert_eq!(intent.idempotency_key, "s/c1", "{label}");
-    let basis = intent.rerun_basis.as_ref().expect("an MCP call records its basis");
+    let basis = intent
+        .rerun_basis
+        .as_ref()
+        .expect("an MCP call records its basis");
     assert_eq!(basis["server"], "counter", "{label}");
     assert_eq!(basis["server_info"]["name"], "lazarus-counter", "{label}");
     assert_eq!(basis["server_info"]["version"], "1.2.3", "{label}");
     assert_eq!(basis["tool"], sc.tool, "{label}");
     assert_eq!(basis["trusted"], sc.trusted, "{label}");
     let effects = counter_lines(&counter);
-    let records = store.records(&SessionId::literal("s"), 0, usize::MAX).unwrap();
+    let records = store
+        .records(&SessionId::literal("s"), 0, usize::MAX)
+        .unwrap();
     let receipt = records
         .iter()
         .find(|r| r.kind == "resume")
@@ -279,9 +300,10 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) {
         .data
         .clone();
     let requests = rt.block_on(async { model.requests() });
-    let told = requests
-        .iter()
-        .any(|r| r.to_string().contains(&IN_DOUBT_NOTICE.replace('"', "\\\"")[..60]));
+    let told = requests.iter().any(|r| {
+        r.to_string()
+            .contains(&IN_DOUBT_NOTICE.replace('"', "\\\"")[..60])
+    });
     match sc.expect {
         Expect::InDoubt => {
             assert_eq!(
@@ -289,7 +311,11 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) {
                 OutcomeStatus::InDoubt,
                 "{label}"
             );
-            assert_eq!(effects.len(), effects_before, "{label}: ran again: {effects:?}");
+            assert_eq!(
+                effects.len(),
+                effects_before,
+                "{label}: ran again: {effects:?}"
+            );
             assert_eq!(receipt["calls_in_doubt"], 1, "{label}: {receipt}");
             assert_eq!(receipt["mcp"]["calls_in_doubt"], 1, "{label}: {receipt}");
             assert!(told, "{label}: the model was not told the call is in doubt");
@@ -339,7 +365,13 @@ fn rt() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn sc(transport: Transport, trusted: bool, tool: &'static str, kill: Kill, expect: Expect) -> Scenario {
+fn sc(
+    transport: Transport,
+    trusted: bool,
+    tool: &'static str,
+    kill: Kill,
+    expect: Expect,
+) -> Scenario {
     Scenario {
         transport,
         trusted,
@@ -356,7 +388,10 @@ fn an_untrusted_server_call_cut_anywhere_is_in_doubt_and_never_run_twice() {
     for kill in [Kill::BeforeRequest, Kill::DuringWork, Kill::AfterAnswer] {
         // even a tool that says it is idempotent: an untrusted server's hints are not acted on
         for tool in ["bump", "set_flag"] {
-            run_scenario(&rt, &sc(Transport::Stdio, false, tool, kill, Expect::InDoubt));
+            run_scenario(
+                &rt,
+                &sc(Transport::Stdio, false, tool, kill, Expect::InDoubt),
+            );
         }
     }
 }
@@ -365,45 +400,105 @@ fn an_untrusted_server_call_cut_anywhere_is_in_doubt_and_never_run_twice() {
 fn a_trusted_idempotent_or_read_only_call_runs_again_with_the_same_key() {
     let rt = rt();
     for kill in [Kill::BeforeRequest, Kill::DuringWork, Kill::AfterAnswer] {
-        run_scenario(&rt, &sc(Transport::Stdio, true, "set_flag", kill, Expect::Rerun));
+        run_scenario(
+            &rt,
+            &sc(Transport::Stdio, true, "set_flag", kill, Expect::Rerun),
+        );
     }
-    run_scenario(&rt, &sc(Transport::Stdio, true, "peek", Kill::AfterAnswer, Expect::Rerun));
+    run_scenario(
+        &rt,
+        &sc(
+            Transport::Stdio,
+            true,
+            "peek",
+            Kill::AfterAnswer,
+            Expect::Rerun,
+        ),
+    );
 }
 
 #[test]
 fn a_trusted_destructive_call_is_in_doubt() {
     let rt = rt();
     for kill in [Kill::BeforeRequest, Kill::DuringWork, Kill::AfterAnswer] {
-        run_scenario(&rt, &sc(Transport::Stdio, true, "bump", kill, Expect::InDoubt));
+        run_scenario(
+            &rt,
+            &sc(Transport::Stdio, true, "bump", kill, Expect::InDoubt),
+        );
     }
 }
 
 #[test]
 fn a_finished_call_is_reused_from_the_ledger() {
     let rt = rt();
-    run_scenario(&rt, &sc(Transport::Stdio, false, "bump", Kill::AfterOutcome, Expect::Reused));
-    run_scenario(&rt, &sc(Transport::Stdio, true, "set_flag", Kill::AfterOutcome, Expect::Reused));
+    run_scenario(
+        &rt,
+        &sc(
+            Transport::Stdio,
+            false,
+            "bump",
+            Kill::AfterOutcome,
+            Expect::Reused,
+        ),
+    );
+    run_scenario(
+        &rt,
+        &sc(
+            Transport::Stdio,
+            true,
+            "set_flag",
+            Kill::AfterOutcome,
+            Expect::Reused,
+        ),
+    );
 }
 
 #[test]
 fn over_streamable_http_the_same_rule_holds() {
     let rt = rt();
     for kill in [Kill::BeforeRequest, Kill::DuringWork, Kill::AfterAnswer] {
-        run_scenario(&rt, &sc(Transport::Http, true, "set_flag", kill, Expect::Rerun));
-        run_scenario(&rt, &sc(Transport::Http, false, "bump", kill, Expect::InDoubt));
+        run_scenario(
+            &rt,
+            &sc(Transport::Http, true, "set_flag", kill, Expect::Rerun),
+        );
+        run_scenario(
+            &rt,
+            &sc(Transport::Http, false, "bump", kill, Expect::InDoubt),
+        );
     }
-    run_scenario(&rt, &sc(Transport::Http, true, "bump", Kill::AfterOutcome, Expect::Reused));
+    run_scenario(
+        &rt,
+        &sc(
+            Transport::Http,
+            true,
+            "bump",
+            Kill::AfterOutcome,
+            Expect::Reused,
+        ),
+    );
 }
 
 #[test]
 fn a_call_runs_again_only_when_both_the_record_and_today_say_so() {
     let rt = rt();
     // trusted when the call started, no longer trusted at resume: in doubt
-    let mut s = sc(Transport::Stdio, true, "set_flag", Kill::DuringWork, Expect::InDoubt);
+    let mut s = sc(
+        Transport::Stdio,
+        true,
+        "set_flag",
+        Kill::DuringWork,
+        Expect::InDoubt,
+    );
     s.trusted_at_resume = false;
     run_scenario(&rt, &s);
     // untrusted when the call started, trusted at resume: still in doubt (the record rules)
-    let mut s = sc(Transport::Stdio, false, "set_flag", Kill::DuringWork, Expect::InDoubt);
+    let mut s = sc(
+        Transport::Stdio,
+        false,
+        "set_flag",
+        Kill::DuringWork,
+        Expect::InDoubt,
+    );
     s.trusted_at_resume = true;
     run_scenario(&rt, &s);
 }
@@ -413,7 +508,10 @@ fn a_call_runs_again_only_when_both_the_record_and_today_say_so() {
 #[test]
 fn the_reference_filesystem_server_under_the_rule() {
     let rt = rt();
-    for (tool, expect) in [("write_file", Expect::Rerun), ("edit_file", Expect::InDoubt)] {
+    for (tool, expect) in [
+        ("write_file", Expect::Rerun),
+        ("edit_file", Expect::InDoubt),
+    ] {
         let label = format!("filesystem {tool} killed after its answer");
         let tmp = tempfile::tempdir().unwrap();
         let (dir, ws) = (tmp.path().join("sessions"), tmp.path().join("ws"));
@@ -429,7 +527,7 @@ fn the_reference_filesystem_server_under_the_rule() {
             .block_on(ScriptedServer::start(Script::new([
                 Step::reply(ScriptedResponse::tool_call(
                     "c1",
-                    &format!("mcp__files__{tool}"),
+                    format!("mcp__files__{tool}"),
                     args,
                 ))
                 .when(When::LastUserContains { text: "go".into() })
@@ -463,11 +561,18 @@ fn the_reference_filesystem_server_under_the_rule() {
             .unwrap();
         let c1 = st.call("c1").unwrap();
         let basis = c1.intent.as_ref().unwrap().rerun_basis.as_ref().unwrap();
-        assert_eq!(basis["server_info"]["name"], "secure-filesystem-server", "{label}");
+        assert_eq!(
+            basis["server_info"]["name"], "secure-filesystem-server",
+            "{label}"
+        );
         let text = std::fs::read_to_string(&file).unwrap();
         match expect {
             Expect::Rerun => {
-                assert_eq!(c1.outcome.as_ref().unwrap().status, OutcomeStatus::Ok, "{label}");
+                assert_eq!(
+                    c1.outcome.as_ref().unwrap().status,
+                    OutcomeStatus::Ok,
+                    "{label}"
+                );
                 assert_eq!(text, "hello again", "{label}");
             }
             _ => {

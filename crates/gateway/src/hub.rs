@@ -126,6 +126,8 @@ pub struct Hub {
     /// Sessions with mail whose lease another process holds, and when it runs out: the
     /// inbox pass does not knock before then.
     pub(crate) mail_not_before: Mutex<std::collections::HashMap<SessionId, Instant>>,
+    /// Live OpenTelemetry spans, when `OTEL_EXPORTER_OTLP_ENDPOINT` asked for them.
+    pub(crate) telemetry: std::sync::OnceLock<lazarus_telemetry::live::Live>,
 }
 
 impl Hub {
@@ -145,6 +147,7 @@ impl Hub {
             run_rt,
             runs: TaskTracker::new(),
             mail_not_before: Mutex::new(std::collections::HashMap::new()),
+            telemetry: std::sync::OnceLock::new(),
         })
     }
 

@@ -112,6 +112,10 @@ async fn serve(cfg: Config, run_rt: tokio::runtime::Handle) -> Result<()> {
         },
         run_rt,
     );
+    // OpenTelemetry spans while sessions run, only when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    if let Some(t) = lazarus_telemetry::live::Live::from_env(Some(cfg.runner.model.clone()))? {
+        let _ = hub.telemetry.set(t);
+    }
     let stop = CancellationToken::new();
     let state = api::AppState {
         hub: hub.clone(),
@@ -187,6 +191,9 @@ async fn serve(cfg: Config, run_rt: tokio::runtime::Handle) -> Result<()> {
         tracing::warn!("HTTP connections still open after drain; closing them");
     }
     signals.abort();
+    if let Some(t) = hub.telemetry.get() {
+        tokio::task::block_in_place(|| t.shutdown());
+    }
     eprintln!("stopped; every session is resumable");
     Ok(())
 }

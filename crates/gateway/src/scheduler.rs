@@ -234,6 +234,9 @@ impl Hub {
                 kind,
                 data,
             } => {
+                if let Some(t) = self.telemetry.get() {
+                    t.record(actor.id.as_str(), seq, ts, kind, &data);
+                }
                 let m = &self.metrics;
                 m.appended(kind);
                 match kind {

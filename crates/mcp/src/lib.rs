@@ -13,6 +13,7 @@
 //!   in doubt. Every call carries `_meta` `{"lazarus/idempotency-key": "<session>/<call id>"}`.
 
 pub mod config;
+pub mod content;
 pub mod names;
 pub mod server;
 pub mod tool;

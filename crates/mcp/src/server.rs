@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 
 use crate::McpError;
 use crate::config::{Server, Transport};
+use crate::content::{self, listed, snippet};
 use lazarus_agent::sandbox::{Confinement, Sandbox};
 
 /// Environment variables a stdio server inherits (Codex's list); the rest comes from `env`.
@@ -45,22 +46,10 @@ const STDERR_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 /// Bytes of a server's stderr kept for error messages.
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
 
-/// Largest result text kept from one call, in bytes; the rest is cut, and the cut is said.
-pub const RESULT_BYTES_MAX: usize = 1024 * 1024;
+pub use crate::content::{ListedTool, RESULT_BYTES_MAX};
 
 /// The `_meta` key of the idempotency key every call carries.
 pub const IDEMPOTENCY_KEY_META: &str = "lazarus/idempotency-key";
-
-/// A tool as the server lists it (what Lazarus uses of it).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ListedTool {
-    pub name: String,
-    pub description: String,
-    pub input_schema: Map<String, Value>,
-    /// `readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`, as given (absent
-    /// ones absent: the spec's defaults apply).
-    pub annotations: Map<String, Value>,
-}
 
 /// Who the server says it is.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -295,10 +284,12 @@ impl McpServer {
                 }
                 let mut custom = HashMap::new();
                 for (k, v) in headers {
-                    let k = http::HeaderName::from_bytes(k.as_bytes())
-                        .map_err(|e| fail(format!("http_headers: {k:?} is not a header name: {e}")))?;
-                    let v = http::HeaderValue::from_str(v)
-                        .map_err(|e| fail(format!("http_headers: the value of {k} is not valid: {e}")))?;
+                    let k = http::HeaderName::from_bytes(k.as_bytes()).map_err(|e| {
+                        fail(format!("http_headers: {k:?} is not a header name: {e}"))
+                    })?;
+                    let v = http::HeaderValue::from_str(v).map_err(|e| {
+                        fail(format!("http_headers: the value of {k} is not valid: {e}"))
+                    })?;
                     custom.insert(k, v);
                 }
                 cfg = cfg.custom_headers(custom);
@@ -367,9 +358,9 @@ impl McpServer {
             let answer = self
                 .client
                 .peer()
-                .send_request(ClientRequest::ListToolsRequest(ListToolsRequest::with_param(
-                    params,
-                )))
+                .send_request(ClientRequest::ListToolsRequest(
+                    ListToolsRequest::with_param(params),
+                ))
                 .await
                 .map_err(|e| self.with_stderr(&format!("tools/list failed: {e}")))?;
             let (tools, next) = match answer {
@@ -438,7 +429,9 @@ impl McpServer {
         if self.notes.tools_changed.swap(false, Ordering::SeqCst) {
             match self.list_tools().await {
                 Ok(t) => *self.tools.write().unwrap_or_else(|p| p.into_inner()) = t,
-                Err(e) => tracing::warn!(server = %self.config.name, error = %e, "cannot list the changed tools; keeping the old list"),
+                Err(e) => {
+                    tracing::warn!(server = %self.config.name, error = %e, "cannot list the changed tools; keeping the old list")
+                }
             }
         }
         self.tools_now()
@@ -481,7 +474,9 @@ impl McpServer {
             .await
         {
             Ok(h) => h,
-            Err(e) => return CallEnd::Lost(self.with_stderr(&format!("cannot send the call: {e}"))),
+            Err(e) => {
+                return CallEnd::Lost(self.with_stderr(&format!("cannot send the call: {e}")));
+            }
         };
         let token = token_key(&handle.progress_token);
         let (tx, mut rx) = mpsc::unbounded_channel();
@@ -527,42 +522,10 @@ impl McpServer {
 
     fn ended(&self, r: Result<ServerResult, rmcp::ServiceError>) -> CallEnd {
         match r {
-            Ok(ServerResult::CallToolResult(result)) => {
-                let is_error = result.is_error == Some(true);
-                let mut parts: Vec<String> = Vec::new();
-                for block in &result.content {
-                    let v = serde_json::to_value(block).unwrap_or(Value::Null);
-                    match v["type"].as_str() {
-                        Some("text") => parts.push(v["text"].as_str().unwrap_or("").to_string()),
-                        Some("image") | Some("audio") => parts.push(format!(
-                            "[{} content, {}; not shown]",
-                            v["type"].as_str().unwrap_or("binary"),
-                            v["mimeType"].as_str().unwrap_or("unknown type")
-                        )),
-                        Some("resource") => parts.push(
-                            v["resource"]["text"]
-                                .as_str()
-                                .map(str::to_string)
-                                .unwrap_or_else(|| format!("[resource {}]", v["resource"]["uri"])),
-                        ),
-                        Some("resource_link") => {
-                            parts.push(format!("[resource link {}]", v["uri"]))
-                        }
-                        _ => parts.push(v.to_string()),
-                    }
-                }
-                // structured content comes with its text form (the spec asks servers to send
-                // both); it is shown only when there is no text at all
-                if let Some(s) = &result.structured_content
-                    && parts.is_empty()
-                {
-                    parts.push(s.to_string());
-                }
-                CallEnd::Answered {
-                    text: cut(parts.join("\n")),
-                    is_error,
-                }
-            }
+            Ok(ServerResult::CallToolResult(result)) => CallEnd::Answered {
+                text: content::render(&result),
+                is_error: result.is_error == Some(true),
+            },
             Ok(other) => CallEnd::Lost(format!(
                 "the server answered with something that is not a tool result: {}",
                 snippet(&serde_json::to_string(&other).unwrap_or_default())
@@ -608,58 +571,6 @@ fn with_stderr(what: &str, tail: &Mutex<Vec<u8>>) -> String {
     let mut lines: Vec<&str> = last.into_iter().rev().collect();
     lines.retain(|l| !l.trim().is_empty());
     format!("{what} (its stderr: {})", lines.join(" | "))
-}
-
-/// A tool as Lazarus keeps it: its annotations as given (hints only).
-fn listed(t: Tool) -> ListedTool {
-    let annotations = match t.annotations.as_ref().map(serde_json::to_value) {
-        Some(Ok(Value::Object(mut m))) => {
-            m.retain(|k, _| {
-                matches!(
-                    k.as_str(),
-                    "readOnlyHint" | "destructiveHint" | "idempotentHint" | "openWorldHint"
-                )
-            });
-            m
-        }
-        _ => Map::new(),
-    };
-    ListedTool {
-        name: t.name.to_string(),
-        description: t.description.as_deref().unwrap_or_default().to_string(),
-        input_schema: (*t.input_schema).clone(),
-        annotations,
-    }
-}
-
-/// The first 200 bytes of `text`, for messages.
-fn snippet(text: &str) -> String {
-    let mut end = text.len().min(200);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    if end < text.len() {
-        format!("{}…", &text[..end])
-    } else {
-        text.to_string()
-    }
-}
-
-/// `text` within [`RESULT_BYTES_MAX`], the cut said.
-fn cut(mut text: String) -> String {
-    if text.len() <= RESULT_BYTES_MAX {
-        return text;
-    }
-    let total = text.len();
-    let mut end = RESULT_BYTES_MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
-    text.push_str(&format!(
-        "\n[Lazarus: the result was {total} bytes; cut to the first {end}]"
-    ));
-    text
 }
 
 /// The configured servers, started in parallel; the first failure is the error (every

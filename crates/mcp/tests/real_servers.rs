@@ -139,7 +139,13 @@ async fn filesystem_server_lists_annotated_tools_and_writes_files() {
     )
     .await;
     assert!(
-        matches!(end, CallEnd::Answered { is_error: false, .. }),
+        matches!(
+            end,
+            CallEnd::Answered {
+                is_error: false,
+                ..
+            }
+        ),
         "{end:?}"
     );
     assert_eq!(
@@ -184,7 +190,13 @@ async fn everything_server_reports_progress_and_structured_results() {
         )
         .await;
     assert!(
-        matches!(end, CallEnd::Answered { is_error: false, .. }),
+        matches!(
+            end,
+            CallEnd::Answered {
+                is_error: false,
+                ..
+            }
+        ),
         "{end:?}"
     );
     // the last notification may race the answer; those that came are the server's, in order
@@ -256,7 +268,13 @@ async fn memory_server_keeps_what_it_was_told() {
     )
     .await;
     assert!(
-        matches!(end, CallEnd::Answered { is_error: false, .. }),
+        matches!(
+            end,
+            CallEnd::Answered {
+                is_error: false,
+                ..
+            }
+        ),
         "{end:?}"
     );
     let end = call(&server, "read_graph", json!({})).await;
@@ -277,7 +295,13 @@ async fn python_sdk_server_gets_the_idempotency_key_and_reports_errors() {
     );
     let end = call(&server, "bump", json!({})).await;
     assert!(
-        matches!(end, CallEnd::Answered { is_error: false, .. }),
+        matches!(
+            end,
+            CallEnd::Answered {
+                is_error: false,
+                ..
+            }
+        ),
         "{end:?}"
     );
     assert_eq!(lines(&file), ["bump s/c1"]);
@@ -337,7 +361,13 @@ async fn python_sdk_server_over_streamable_http() {
         )
         .await;
     assert!(
-        matches!(end, CallEnd::Answered { is_error: false, .. }),
+        matches!(
+            end,
+            CallEnd::Answered {
+                is_error: false,
+                ..
+            }
+        ),
         "{end:?}"
     );
     assert_eq!(progress, ["step 1 (1/3)", "step 2 (2/3)", "step 3 (3/3)"]);
@@ -352,14 +382,22 @@ async fn a_changed_tool_list_is_listed_again() {
     let (s, _) = counter(dir.path());
     let server = Arc::new(McpServer::start(s, dir.path(), None).await.expect("starts"));
     let source = McpSource::new(vec![server.clone()]).unwrap();
-    let before: Vec<String> = source.tools().iter().map(|t| t.name().to_string()).collect();
+    let before: Vec<String> = source
+        .tools()
+        .iter()
+        .map(|t| t.name().to_string())
+        .collect();
     assert!(!before.contains(&"mcp__counter__late".to_string()));
     let end = call(&server, "add_tool", json!({})).await;
     assert!(matches!(end, CallEnd::Answered { .. }), "{end:?}");
     // the source's watcher lists again after the notification
     let mut after = Vec::new();
     for _ in 0..100 {
-        after = source.tools().iter().map(|t| t.name().to_string()).collect();
+        after = source
+            .tools()
+            .iter()
+            .map(|t| t.name().to_string())
+            .collect();
         if after.contains(&"mcp__counter__late".to_string()) {
             break;
         }
@@ -506,7 +544,10 @@ async fn a_tool_whose_server_dies_is_in_doubt_never_an_error() {
 
 struct NoHooks;
 impl ToolHooks for NoHooks {
-    fn started(&mut self, _: Option<lazarus_agent::process::ProcessGroupRef>) -> Result<(), String> {
+    fn started(
+        &mut self,
+        _: Option<lazarus_agent::process::ProcessGroupRef>,
+    ) -> Result<(), String> {
         Ok(())
     }
 }
@@ -530,7 +571,10 @@ async fn a_big_line_within_the_transport_limit_is_cut() {
     let CallEnd::Answered { text, .. } = call(&server, "work", json!({})).await else {
         panic!("no answer")
     };
-    assert!(text.contains("[Lazarus: the result was 4194304 bytes"), "cut not said");
+    assert!(
+        text.contains("[Lazarus: the result was 4194304 bytes"),
+        "cut not said"
+    );
 }
 
 #[tokio::test]
@@ -557,7 +601,10 @@ async fn startup_failures_name_the_server_and_say_why() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(e.contains("\"ghost\"") && e.contains("/nonexistent/mcp-server"), "{e}");
+    assert!(
+        e.contains("\"ghost\"") && e.contains("/nonexistent/mcp-server"),
+        "{e}"
+    );
     // nothing listens at the URL
     let cfg = ServerConfig {
         url: Some(format!("http://127.0.0.1:{}/mcp", free_port())),
@@ -590,6 +637,9 @@ async fn two_tools_that_would_share_a_model_name_are_refused() {
             .await
             .expect("starts"),
     );
-    let e = McpSource::new(vec![server]).err().expect("refused").to_string();
+    let e = McpSource::new(vec![server])
+        .err()
+        .expect("refused")
+        .to_string();
     assert!(e.contains("do.it") && e.contains("do_it"), "{e}");
 }

@@ -64,6 +64,10 @@ pub use id::SessionId;
 pub use inbox::{Delivery, Drained, InboxMessage, Waiting};
 pub use local::LocalStore;
 pub use record::{FORMAT, Record};
+/// The text a call closed "in doubt" returns to the model: after a crash (the runner's resume)
+/// and for a call an imported log holds no result for.
+pub const IN_DOUBT_NOTICE: &str = "This tool call was interrupted before its result was recorded (the process was stopped or the machine went down). Its effect is unknown: it may have run completely, partly, or not at all. Check the current state before retrying it.";
+
 pub use state::{Call, CallState, ContextEntry, LastResponse, ReplayError, SessionState, Status};
 pub use store::{
     CreateOptions, HolderView, InputAck, OpenReport, Result, Session, SessionError, SessionSummary,

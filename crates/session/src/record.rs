@@ -46,6 +46,7 @@ pub enum Record {
     Resume(ResumeReceipt),
     Interrupted(Interrupted),
     Compaction(Compaction),
+    Import(Import),
     /// A header record; only valid as line 1, so seeing one here is an error the ledger names.
     #[doc(hidden)]
     Header,
@@ -64,6 +65,7 @@ pub const KINDS: &[&str] = &[
     "resume",
     "interrupted",
     "compaction",
+    "import",
 ];
 
 impl Record {
@@ -81,6 +83,7 @@ impl Record {
             Record::Resume(_) => "resume",
             Record::Interrupted(_) => "interrupted",
             Record::Compaction(_) => "compaction",
+            Record::Import(_) => "import",
             Record::Header => "header",
         }
     }
@@ -99,6 +102,7 @@ impl Record {
             Record::Resume(d) => serde_json::to_vec(d),
             Record::Interrupted(d) => serde_json::to_vec(d),
             Record::Compaction(d) => serde_json::to_vec(d),
+            Record::Import(d) => serde_json::to_vec(d),
             Record::Header => Ok(b"{}".to_vec()),
         }
     }
@@ -126,6 +130,7 @@ impl<'de> lazarus_ledger::Payload<'de> for Record {
             "resume" => Record::Resume(Deserialize::deserialize(d)?),
             "interrupted" => Record::Interrupted(Deserialize::deserialize(d)?),
             "compaction" => Record::Compaction(Deserialize::deserialize(d)?),
+            "import" => Record::Import(Deserialize::deserialize(d)?),
             "header" => {
                 IgnoredAny::deserialize(d)?;
                 Record::Header
@@ -466,4 +471,51 @@ pub struct Compaction {
     /// Failed attempts of the summarising request before the one that answered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<Attempt>,
+}
+
+/// Where an imported session came from: the first record after the header of a session
+/// `lazarus sessions import --from AGENT` wrote from another agent's log (at most once).
+/// Provenance only: replay does not act on it, and the conversation follows as ordinary
+/// records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Import {
+    /// `claude-code`, `codex`, `pi` or `openclaw`.
+    pub agent: String,
+    /// The agent's version, when the source says it (Claude Code's `version`, Codex's
+    /// `cli_version`; pi and OpenClaw name only their file format's version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+    /// The source's own format version, when it has one (pi's header `version`, OpenClaw's
+    /// database schema version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format_version: Option<String>,
+    /// The source path as given (for OpenClaw: the database file).
+    pub source: String,
+    /// The source's own session id or key, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_session: Option<String>,
+    /// Bytes of the source that were read (for OpenClaw: of the session's event rows).
+    pub bytes: u64,
+    /// SHA-256 of those bytes, lowercase hex: importing the same source again is refused.
+    pub sha256: String,
+    /// What of the source did not become records, and why (bookkeeping, torn tails, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<Dropped>,
+    /// Sessions imported beside this one from the source's sub-agent transcripts (Claude
+    /// Code), or from the other branches of its session tree (pi, OpenClaw: forks of this one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub related: Vec<String>,
+}
+
+/// Something of an imported source that did not become records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dropped {
+    /// What it was (a record type, `torn tail`, …).
+    pub what: String,
+    /// How many of them.
+    pub count: u64,
+    /// Why it was not kept.
+    pub why: String,
 }

@@ -110,6 +110,7 @@ fn records() -> Vec<Record> {
             open_turn: None,
             every_call_has_one_result: true,
             sandbox: None,
+            mcp: None,
         }),
         Record::TurnStart(TurnStart {
             turn: 2,
@@ -163,6 +164,137 @@ fn records() -> Vec<Record> {
     ]
 }
 
+/// An imported session: the `import` record first, then the conversation it held, with a
+/// compaction the source agent made (trigger `import`).
+fn import_records() -> Vec<Record> {
+    vec![
+        Record::Import(Import {
+            agent: "claude-code".into(),
+            agent_version: Some("2.1.332".into()),
+            format_version: None,
+            source: "/home/dana/.claude/projects/-home-dana-project/6c244e51.jsonl".into(),
+            source_session: Some("6c244e51-cbbc-4421-844e-19ff53e1b86f".into()),
+            bytes: 48213,
+            sha256: "9f2c4e0b7a1d3c5e8f6a2b4d6c8e0a1b3c5d7e9f1a3b5c7d9e1f3a5b7c9d1e3f".into(),
+            dropped: vec![Dropped {
+                what: "attachment".into(),
+                count: 10,
+                why: "bookkeeping the model was not sent as conversation".into(),
+            }],
+            related: vec![],
+        }),
+        Record::Input(Input {
+            input_id: "import-8942a624".into(),
+            source: "import".into(),
+            text: "please make the file".into(),
+        }),
+        Record::TurnStart(TurnStart {
+            turn: 1,
+            prev_seq: None,
+            inputs: vec![2],
+        }),
+        Record::Response(Response {
+            turn: 1,
+            items: vec![Item::ToolCall {
+                call_id: "toolu_01".into(),
+                name: "Bash".into(),
+                arguments: r#"{"command":"echo hi > out.txt"}"#.into(),
+            }],
+            usage: None,
+            stop_reason: Some("tool_use".into()),
+            failure: None,
+            model: Some("claude-opus-5-5".into()),
+            provider_extra: None,
+            attempts: vec![],
+        }),
+        Record::ToolIntent(ToolIntent {
+            call_id: "toolu_01".into(),
+            turn: 1,
+            tool: "Bash".into(),
+            arguments: r#"{"command":"echo hi > out.txt"}"#.into(),
+            idempotent: false,
+            idempotency_key: "import:toolu_01".into(),
+            rerun_basis: None,
+        }),
+        Record::ToolStart(ToolStart {
+            call_id: "toolu_01".into(),
+            process: None,
+        }),
+        Record::ToolOutcome(ToolOutcome {
+            call_id: "toolu_01".into(),
+            status: OutcomeStatus::Ok,
+            result: "(Bash completed with no output)".into(),
+            exit_code: None,
+            duration_ms: None,
+        }),
+        Record::TurnStart(TurnStart {
+            turn: 2,
+            prev_seq: Some(3),
+            inputs: vec![],
+        }),
+        Record::Response(Response {
+            turn: 2,
+            items: vec![Item::Text {
+                text: "Done: wrote out.txt.".into(),
+            }],
+            usage: None,
+            stop_reason: Some("end_turn".into()),
+            failure: None,
+            model: Some("claude-opus-5-5".into()),
+            provider_extra: None,
+            attempts: vec![],
+        }),
+        Record::Compaction(Compaction {
+            trigger: "import".into(),
+            from_seq: 1,
+            through_seq: 9,
+            summary: "The user asked for out.txt; it was written with echo.".into(),
+            tokens_before: 0,
+            tokens_after: 0,
+            model: None,
+            usage: None,
+            attempts: vec![],
+        }),
+    ]
+}
+
+fn render_import() -> String {
+    let header = Header {
+        format: FORMAT.into(),
+        version: 1,
+        id: "golden-import".into(),
+        created_at: TS.into(),
+        parent: None,
+        meta: Some(json!({"workspace": "/home/dana/project", "model": "claude-opus-5-5"})),
+        unsynced_bytes_max: None,
+    };
+    encode(&header, &import_records())
+}
+
+fn encode(header: &Header, records: &[Record]) -> String {
+    let mut out = Vec::new();
+    let mut line = Vec::new();
+    encode_line(
+        &mut line,
+        0,
+        TS,
+        "header",
+        &serde_json::to_vec(header).unwrap(),
+    );
+    out.extend_from_slice(&line);
+    for (i, rec) in records.iter().enumerate() {
+        encode_line(
+            &mut line,
+            i as u64 + 1,
+            TS,
+            rec.kind(),
+            &rec.data_json().unwrap(),
+        );
+        out.extend_from_slice(&line);
+    }
+    String::from_utf8(out).unwrap()
+}
+
 fn render() -> String {
     let header = Header {
         format: FORMAT.into(),
@@ -176,54 +308,74 @@ fn render() -> String {
         meta: Some(json!({"workspace": "/home/dana/project"})),
         unsynced_bytes_max: None,
     };
-    let mut out = Vec::new();
-    let mut line = Vec::new();
-    encode_line(
-        &mut line,
-        0,
-        TS,
-        "header",
-        &serde_json::to_vec(&header).unwrap(),
-    );
-    out.extend_from_slice(&line);
-    for (i, rec) in records().iter().enumerate() {
-        encode_line(
-            &mut line,
-            i as u64 + 1,
-            TS,
-            rec.kind(),
-            &rec.data_json().unwrap(),
-        );
-        out.extend_from_slice(&line);
-    }
-    String::from_utf8(out).unwrap()
+    encode(&header, &records())
 }
 
-fn golden_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/golden.jsonl")
+fn golden_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
 }
 
 #[test]
 fn golden_session_is_pinned() {
-    let rendered = render();
-    if std::env::var_os("LAZARUS_BLESS").is_some() {
-        std::fs::write(golden_path(), &rendered).unwrap();
+    for (name, rendered, recs) in [
+        ("golden.jsonl", render(), records()),
+        ("import.jsonl", render_import(), import_records()),
+    ] {
+        if std::env::var_os("LAZARUS_BLESS").is_some() {
+            std::fs::write(golden_path(name), &rendered).unwrap();
+        }
+        let golden = std::fs::read_to_string(golden_path(name)).unwrap();
+        assert_eq!(
+            rendered, golden,
+            "record encoding of {name} changed; bless and review if intended"
+        );
+        // each golden line decodes to the same typed record, and re-encodes to the same bytes
+        for (line, rec) in golden.lines().skip(1).zip(recs) {
+            let env: Envelope<Record> = decode_line(line.as_bytes()).unwrap();
+            assert_eq!(env.data, rec);
+        }
     }
-    let golden = std::fs::read_to_string(golden_path()).unwrap();
-    assert_eq!(
-        rendered, golden,
-        "record encoding changed; bless and review if intended"
-    );
     // every kind is covered
-    let kinds: std::collections::BTreeSet<_> = records().iter().map(|r| r.kind()).collect();
+    let kinds: std::collections::BTreeSet<_> = records()
+        .iter()
+        .chain(import_records().iter())
+        .map(|r| r.kind())
+        .collect();
     for k in KINDS {
-        assert!(kinds.contains(k), "golden file lacks kind {k}");
+        assert!(kinds.contains(k), "the golden files lack kind {k}");
     }
-    // each golden line decodes to the same typed record, and re-encodes to the same bytes
-    for (line, rec) in golden.lines().skip(1).zip(records()) {
-        let env: Envelope<Record> = decode_line(line.as_bytes()).unwrap();
-        assert_eq!(env.data, rec);
-    }
+}
+
+#[test]
+fn golden_import_replays_and_refuses_a_second_import_record() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("golden-import.jsonl"), render_import()).unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    let st = store.load(&SessionId::literal("golden-import")).unwrap();
+    assert_eq!(st.last_seq, 10);
+    assert_eq!(
+        st.imported.as_ref().map(|i| i.agent.as_str()),
+        Some("claude-code")
+    );
+    assert_eq!(st.status(), Status::Idle);
+    // an import record anywhere but first is refused, naming the rule
+    let err = st.check(&import_records()[0]).unwrap_err();
+    assert!(
+        err.to_string().contains("first record after the header"),
+        "{err}"
+    );
+    // an import compaction in a session that was not imported is refused
+    let plain = store.load(&SessionId::literal("golden-import")).unwrap();
+    let mut fresh = lazarus_session::SessionState::new(plain.header.clone());
+    fresh.apply(1, import_records()[1].clone());
+    let Record::Compaction(mut c) = import_records()[9].clone() else {
+        unreachable!()
+    };
+    c.through_seq = 1;
+    let err = fresh.check(&Record::Compaction(c)).unwrap_err();
+    assert!(err.to_string().contains("imported session"), "{err}");
 }
 
 #[test]
@@ -243,7 +395,12 @@ fn golden_session_replays_as_a_valid_session() {
 fn format_doc_shows_every_golden_line() {
     let doc_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/FORMAT.md");
     let doc = std::fs::read_to_string(doc_path).unwrap();
-    for line in render().lines() {
+    // the import golden's own kind (its other lines repeat kinds shown above)
+    let import_line = render_import()
+        .lines()
+        .find(|l| l.contains(r#""kind":"import""#))
+        .map(str::to_string);
+    for line in render().lines().chain(import_line.as_deref()) {
         assert!(
             doc.contains(line),
             "docs/FORMAT.md lacks the golden line:\n{line}"

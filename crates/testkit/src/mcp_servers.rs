@@ -50,5 +50,9 @@ pub fn python() -> PathBuf {
 
 /// A test server script in `crates/testkit/mcp-servers/` (e.g. `counter_server.py`).
 pub fn script(name: &str) -> PathBuf {
-    present(Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp-servers").join(name))
+    present(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("mcp-servers")
+            .join(name),
+    )
 }

@@ -46,6 +46,8 @@ pub enum Body {
     Turn(Box<Turn>),
     Resume(Box<ResumeReceipt>),
     Fork(ForkPoint),
+    /// Where an imported session came from.
+    Import(Box<lazarus_session::record::Import>),
     Stop(Interrupted),
     /// What is sent to the model from here on starts with this summary; the history above
     /// stays in the ledger and on the page.
@@ -407,6 +409,9 @@ impl Builder {
             }
             Record::Compaction(c) => {
                 self.push_entry(format!("r{seq}"), seq, ts, Body::Compaction(Box::new(c)));
+            }
+            Record::Import(i) => {
+                self.push_entry(format!("r{seq}"), seq, ts, Body::Import(Box::new(i)));
             }
             Record::Header => self.unreadable(&r, "a header record after line 1".into()),
         }

@@ -44,8 +44,9 @@ pub type SharedSession = Arc<Mutex<Session>>;
 pub const COMPACTED_PREFIX: &str =
     "[The earlier conversation was compacted to save context. Its summary:]\n";
 
-/// The text a call closed "in doubt" returns to the model.
-pub const IN_DOUBT_NOTICE: &str = "This tool call was interrupted before its result was recorded (the process was stopped or the machine went down). Its effect is unknown: it may have run completely, partly, or not at all. Check the current state before retrying it.";
+/// The text a call closed "in doubt" returns to the model (the session crate's, so an import
+/// tells the model exactly what a resume does).
+pub use lazarus_session::IN_DOUBT_NOTICE;
 
 /// Runs sessions.
 #[derive(Debug, Clone)]

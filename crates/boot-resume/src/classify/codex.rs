@@ -1,61 +1,9 @@
 //! Codex CLI rollouts (session-formats.md §4; mirrors codex-rs turn_lifecycle).
 use super::{Parsed, clip, need_more, stem};
+use crate::formats::codex::{CALLS, Line, OUTPUTS, Payload};
 use crate::lines::is_transient_error;
 use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use std::collections::HashSet;
-
-#[derive(Deserialize)]
-struct Line<'a> {
-    #[serde(default)]
-    timestamp: Option<String>,
-    #[serde(rename = "type", default)]
-    ty: String,
-    #[serde(borrow, default)]
-    payload: Option<Payload<'a>>,
-}
-
-#[derive(Deserialize)]
-struct Payload<'a> {
-    #[serde(rename = "type", default)]
-    ty: Option<String>,
-    #[serde(default)]
-    role: Option<String>,
-    #[serde(default)]
-    call_id: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    reason: Option<String>,
-    #[serde(default)]
-    message: Option<serde_json::Value>,
-    /// `task_complete.error` (0.171+): `{"message", "codex_error_info"}`.
-    #[serde(default)]
-    error: Option<serde_json::Value>,
-    // session_meta
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    cwd: Option<String>,
-    #[serde(borrow, default)]
-    source: Option<&'a RawValue>,
-}
-
-const CALLS: &[&str] = &[
-    "function_call",
-    "custom_tool_call",
-    "local_shell_call",
-    "tool_search_call",
-    "web_search_call",
-    "image_generation_call",
-];
-const OUTPUTS: &[&str] = &[
-    "function_call_output",
-    "custom_tool_call_output",
-    "local_shell_call_output",
-    "tool_search_call_output",
-];
 
 /// The last interesting response item of the open turn.
 enum Last {

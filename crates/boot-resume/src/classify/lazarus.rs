@@ -301,8 +301,11 @@ impl Back {
                 let d = data(r);
                 // Ctrl-C (`sigint`) is the user asking to stop: leave it stopped — unless it
                 // was resumed since (a receipt follows), and cut off again. A stop the system
-                // forced (`sigterm`, `shutdown`) is resumed.
-                if !self.resumed_since && matches!(d.reason.as_deref(), Some("user" | "sigint")) {
+                // forced (`sigterm`, `shutdown`) is resumed. An imported session that owes
+                // work (`import`) waits for the person who imported it.
+                if !self.resumed_since
+                    && matches!(d.reason.as_deref(), Some("user" | "sigint" | "import"))
+                {
                     return Some((
                         Verdict::UserStopped,
                         format!("seq {seq}: interrupted by the user"),

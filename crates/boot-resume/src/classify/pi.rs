@@ -1,89 +1,12 @@
 //! pi session v3 transcripts, shared by pi and OpenClaw (session-formats.md §1, §2.4).
 use super::{Parsed, clip, need_more, stem};
+use crate::formats::pi::{Content, Entry, Msg, content, text_of};
 use crate::lines::{UserText, is_context_overflow, is_transient_error, user_text_kind};
 use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::value::RawValue;
-use std::borrow::Cow;
 use std::collections::HashSet;
 
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-    Option::<String>::deserialize(d).map(Some)
-}
-
-#[derive(Deserialize)]
-struct Entry<'a> {
-    #[serde(rename = "type", default)]
-    ty: String,
-    #[serde(default)]
-    id: Option<String>,
-    /// Missing (v1 linear file) vs null (root) vs an id.
-    #[serde(rename = "parentId", default, deserialize_with = "present")]
-    parent: Option<Option<String>>,
-    #[serde(rename = "customType", default)]
-    custom_type: Option<String>,
-    #[serde(rename = "targetId", default)]
-    target_id: Option<String>,
-    #[serde(borrow, default)]
-    message: Option<Msg<'a>>,
-    #[serde(borrow, default)]
-    data: Option<&'a RawValue>,
-    #[serde(default)]
-    cwd: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Msg<'a> {
-    #[serde(default)]
-    role: String,
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
-    #[serde(rename = "stopReason", default)]
-    stop_reason: Option<String>,
-    #[serde(rename = "errorMessage", default)]
-    error_message: Option<String>,
-    #[serde(rename = "toolCallId", default)]
-    tool_call_id: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Block<'a> {
-    #[serde(rename = "type", default)]
-    ty: String,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    thinking: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Content<'a> {
-    Text(#[serde(borrow)] Cow<'a, str>),
-    Blocks(#[serde(borrow)] Vec<Block<'a>>),
-}
-
-fn content(raw: Option<&RawValue>) -> Option<Content<'_>> {
-    raw.and_then(|r| serde_json::from_str(r.get()).ok())
-}
-
-fn text_of(raw: Option<&RawValue>) -> String {
-    match content(raw) {
-        Some(Content::Text(t)) => t.into_owned(),
-        Some(Content::Blocks(b)) => b
-            .iter()
-            .filter_map(|b| b.text.as_deref())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        None => String::new(),
-    }
-}
-
-/// Whether an assistant message content has any non-blank text, thinking or tool call.
 fn has_content(raw: Option<&RawValue>) -> bool {
     match content(raw) {
         Some(Content::Text(t)) => !t.trim().is_empty(),

@@ -265,6 +265,39 @@ async fn converse(
     let current = Arc::new(Mutex::new(CancellationToken::new()));
     spawn_signal_handler(current.clone(), cfg.stop_reason.clone());
     let json_out = args.json;
+    // OpenTelemetry spans while the run works, only when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    let telemetry = lazarus_telemetry::live::Live::from_env(Some(cfg.model.clone()))?;
+    let code = drive_loop(
+        runner,
+        session,
+        id,
+        editor,
+        &current,
+        cfg,
+        json_out,
+        interactive,
+        telemetry.as_ref(),
+    )
+    .await;
+    if let Some(t) = &telemetry {
+        tokio::task::block_in_place(|| t.shutdown());
+    }
+    code
+}
+
+/// Drives the session until it is idle, then (interactive) reads the next line and goes on.
+#[allow(clippy::too_many_arguments)]
+async fn drive_loop(
+    runner: &Runner,
+    session: &Arc<Mutex<lazarus_session::Session>>,
+    id: &str,
+    editor: &mut Option<rustyline::DefaultEditor>,
+    current: &Arc<Mutex<CancellationToken>>,
+    cfg: &RunnerConfig,
+    json_out: bool,
+    interactive: bool,
+    telemetry: Option<&lazarus_telemetry::live::Live>,
+) -> Result<i32> {
     loop {
         let cancel = current
             .lock()
@@ -272,7 +305,21 @@ async fn converse(
             .clone();
         let mut live = Live::new(json_out);
         let retries = live.retries.clone();
-        let mut observer = move |ev: RunEvent<'_>| live.show(&ev);
+        let mut observer = move |ev: RunEvent<'_>| {
+            if let (
+                Some(t),
+                RunEvent::Record {
+                    seq,
+                    ts,
+                    kind,
+                    data,
+                },
+            ) = (telemetry, &ev)
+            {
+                t.record(id, *seq, ts, kind, data);
+            }
+            live.show(&ev)
+        };
         let outcome = runner.drive(session, "run", &cancel, &mut observer).await?;
         drop(observer);
         end_open_line();

@@ -120,18 +120,45 @@ pub enum SessionsCommand {
         /// A session whose family to show [default: every session]
         id: Option<SessionId>,
     },
-    /// Write a session's exact JSON Lines to stdout (or --output FILE).
+    /// Write a session to stdout (or --output FILE): its exact JSON Lines, an ATIF
+    /// trajectory, or OpenTelemetry spans (OTLP JSON).
     Export {
         /// The session to export.
         id: SessionId,
         /// Write to this file (replaced atomically, mode 0600) instead of stdout.
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<PathBuf>,
+        /// `jsonl` (the ledger, byte for byte; `sessions import` takes it back), `atif` (an
+        /// Agent Trajectory Interchange Format trajectory) or `otel` (OTLP JSON spans, GenAI
+        /// semantic conventions).
+        #[arg(long, value_name = "FORMAT", default_value = "jsonl")]
+        format: transfer::ExportFormat,
     },
-    /// Create a session from exported JSON Lines (checked line by line; never overwrites).
+    /// Create a session from exported JSON Lines, or from another agent's session log.
+    ///
+    /// With --from claude-code, codex, pi or openclaw, SOURCE is that agent's log (OpenClaw:
+    /// its state directory or agent database, with --source-session KEY): the conversation
+    /// becomes a native session (user messages, answers, every tool call with its result;
+    /// a call without a result is closed in doubt), whose first record says where it came
+    /// from. Continue it with `lazarus run --session ID` on any provider. Importing the same
+    /// bytes twice is refused. Nothing is written unless the whole source reads.
     Import {
-        /// A file written by `sessions export`.
+        /// A file written by `sessions export`, or another agent's log (see --from).
+        #[arg(value_name = "SOURCE")]
         file: PathBuf,
+        /// What SOURCE is: lazarus (an export), claude-code, codex, pi, openclaw, or auto
+        /// (guessed from the content, and said).
+        #[arg(long, value_name = "AGENT", default_value = "lazarus")]
+        from: String,
+        /// The new session's id [default: a fresh one]. Foreign imports only.
+        #[arg(long = "id", value_name = "NEW")]
+        new_id: Option<SessionId>,
+        /// OpenClaw: the session key (or id) to import from the state directory.
+        #[arg(long, value_name = "KEY")]
+        source_session: Option<String>,
+        /// pi, OpenClaw: also import the session tree's other branches, each as a fork.
+        #[arg(long)]
+        branches: bool,
     },
     /// Remove sessions (their ledger, saved debris and lock file).
     ///
@@ -222,10 +249,24 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
             }
             return verify::verify(&args.store.local("verify")?, id, all, json, &mut out);
         }
-        SessionsCommand::Export { id, output } => {
-            transfer::export(store, &id, output, json, &mut out)?
+        SessionsCommand::Export { id, output, format } => {
+            transfer::export(store, &id, output, format, json, &mut out)?
         }
-        SessionsCommand::Import { file } => transfer::import(store, &file, json, &mut out)?,
+        SessionsCommand::Import {
+            file,
+            from,
+            new_id,
+            source_session,
+            branches,
+        } => {
+            let opts = transfer::ImportArgs {
+                from,
+                new_id,
+                source_session,
+                branches,
+            };
+            transfer::import(store, &file, &opts, json, &mut out)?
+        }
         SessionsCommand::Repair { id } => {
             if args.store.is_postgres()? {
                 anyhow::bail!(

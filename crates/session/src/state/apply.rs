@@ -126,6 +126,7 @@ impl SessionState {
                     summary: c.summary,
                 })
             }
+            Record::Import(i) => self.imported = Some(i),
             Record::Header => {}
         }
     }

@@ -54,6 +54,10 @@ pub enum ReplayError {
     CallFinishedTwice { call_id: String },
     #[error("a fork record may only follow the copied prefix")]
     MisplacedFork,
+    #[error(
+        "an import record may only be the first record after the header (found after seq {last_seq})"
+    )]
+    MisplacedImport { last_seq: u64 },
     #[error("header record outside line 1")]
     MisplacedHeader,
     #[error("compaction of seqs {from_seq}..={through_seq} does not fit: {why}")]
@@ -202,8 +206,18 @@ impl SessionState {
                     "manual" if self.owes_work() => {
                         return bad("a manual compaction is written only when no work is owed");
                     }
-                    "auto" | "manual" => {}
-                    _ => return bad("trigger must be auto or manual"),
+                    "import" if self.imported.is_none() => {
+                        return bad("an import compaction is written only in an imported session");
+                    }
+                    "auto" | "manual" | "import" => {}
+                    _ => return bad("trigger must be auto, manual or import"),
+                }
+            }
+            Record::Import(_) => {
+                if self.last_seq != 0 {
+                    return Err(ReplayError::MisplacedImport {
+                        last_seq: self.last_seq,
+                    });
                 }
             }
             Record::Header => return Err(ReplayError::MisplacedHeader),

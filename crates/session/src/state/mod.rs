@@ -113,6 +113,8 @@ pub struct SessionState {
     /// The latest compaction in force, if any: requests send its summary, then the context
     /// entries after its `through_seq`.
     pub compaction: Option<CompactionState>,
+    /// Where the session came from, when it was imported from another agent's log.
+    pub imported: Option<crate::record::Import>,
 }
 
 impl SessionState {
@@ -138,6 +140,7 @@ impl SessionState {
             pending_control: None,
             forked_at_turn: None,
             compaction: None,
+            imported: None,
         }
     }
 

@@ -20,6 +20,7 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
         Body::Turn(_) => "entry turn",
         Body::Resume(_) => "entry receipt",
         Body::Fork(_) => "entry fork",
+        Body::Import(_) => "entry fork",
         Body::Stop(_) => "entry stop",
         Body::Compaction(_) => "entry compaction",
         Body::Unreadable { .. } => "entry unreadable",
@@ -86,6 +87,17 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
                         " at turn " (f.at_turn) " (its record #" (f.parent_seq) ") · " (seq_time(ctx, e.seq, &e.ts))
                     }
                     p.muted { "Everything above is the parent's history, copied; everything below is this session's own." }
+                }
+                Body::Import(i) => {
+                    div.banner-head {
+                        strong { "Imported" } " from " (i.agent)
+                        @if let Some(v) = &i.agent_version { " " (v) }
+                        " · " code { (i.source) } " · " (i.bytes) " bytes · sha256 " code { (i.sha256.get(..12).unwrap_or(&i.sha256)) }
+                        " · " (seq_time(ctx, e.seq, &e.ts))
+                    }
+                    @for d in &i.dropped {
+                        p.muted { "Not imported: " (d.count) " × " (d.what) " (" (d.why) ")" }
+                    }
                 }
                 Body::Stop(s) => {
                     div.banner-head {

@@ -24,10 +24,10 @@
 
 mod api_error;
 mod facts;
-mod record;
 mod walk;
 
 use super::{Parsed, need_more, stem};
+use crate::formats::claude_code::record;
 use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
 use facts::{gather_facts, outstanding_background_agents, owner_line};
 use record::Line;

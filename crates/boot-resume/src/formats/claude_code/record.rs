@@ -1,89 +1,116 @@
-//! The record model of a Claude Code transcript: the fields of a line this classifier reads,
-//! the message content blocks, the record types known to be bookkeeping, and what a user
-//! line holds (text, tool results, a rejection).
+//! The record model of a Claude Code transcript, the one place its lines are understood: the
+//! fields of a line, the message content blocks, the record types known to be bookkeeping,
+//! and what a user line holds (text, tool results, a rejection). The classifier
+//! (`classify::claude_code`) reads a tail through it, the reader (`formats::claude_code`) the
+//! whole conversation.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 
 #[derive(Deserialize)]
-pub(super) struct Line<'a> {
+pub struct Line<'a> {
     #[serde(rename = "type", default)]
-    pub(super) ty: String,
+    pub ty: String,
     #[serde(default)]
-    pub(super) subtype: Option<String>,
+    pub subtype: Option<String>,
     #[serde(default)]
-    pub(super) uuid: Option<String>,
+    pub uuid: Option<String>,
     #[serde(rename = "isSidechain", default)]
-    pub(super) is_sidechain: bool,
+    pub is_sidechain: bool,
     #[serde(rename = "isMeta", default)]
-    pub(super) is_meta: bool,
+    pub is_meta: bool,
     #[serde(rename = "isCompactSummary", default)]
-    pub(super) is_compact_summary: bool,
+    pub is_compact_summary: bool,
     #[serde(rename = "isApiErrorMessage", default)]
-    pub(super) is_api_error: bool,
+    pub is_api_error: bool,
     #[serde(rename = "apiErrorStatus", default)]
-    pub(super) api_error_status: Option<serde_json::Value>,
+    pub api_error_status: Option<serde_json::Value>,
     #[serde(rename = "apiErrorType", default)]
-    pub(super) api_error_type: Option<String>,
+    pub api_error_type: Option<String>,
     #[serde(default)]
-    pub(super) error: Option<serde_json::Value>,
+    pub error: Option<serde_json::Value>,
     #[serde(default)]
-    pub(super) cwd: Option<String>,
+    pub cwd: Option<String>,
     #[serde(rename = "sessionId", default)]
-    pub(super) session_id: Option<String>,
+    pub session_id: Option<String>,
     #[serde(default)]
-    pub(super) version: Option<String>,
+    pub version: Option<String>,
     #[serde(default)]
-    pub(super) entrypoint: Option<String>,
+    pub entrypoint: Option<String>,
     #[serde(rename = "permissionMode", default)]
-    pub(super) permission_mode: Option<String>,
+    pub permission_mode: Option<String>,
     #[serde(rename = "agentId", default)]
-    pub(super) agent_id: Option<String>,
+    pub agent_id: Option<String>,
     #[serde(rename = "toolUseResult", borrow, default)]
-    pub(super) tool_use_result: Option<&'a RawValue>,
+    pub tool_use_result: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    pub(super) message: Option<Msg<'a>>,
+    pub message: Option<Msg<'a>>,
+    #[serde(default)]
+    pub timestamp: Option<String>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct Msg<'a> {
+pub struct Msg<'a> {
     #[serde(default)]
-    pub(super) id: Option<String>,
+    pub id: Option<String>,
     #[serde(borrow, default)]
-    pub(super) content: Option<&'a RawValue>,
+    pub content: Option<&'a RawValue>,
     #[serde(default)]
-    pub(super) stop_reason: Option<String>,
+    pub stop_reason: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub usage: Option<ApiUsage>,
+}
+
+/// An Anthropic API `usage` object.
+#[derive(Deserialize, Clone, Default)]
+pub struct ApiUsage {
+    #[serde(default)]
+    pub input_tokens: Option<u64>,
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+    #[serde(default)]
+    pub cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    pub cache_creation_input_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct Block<'a> {
+pub struct Block<'a> {
     #[serde(rename = "type", default)]
-    pub(super) ty: String,
+    pub ty: String,
     #[serde(default)]
-    pub(super) id: Option<String>,
+    pub id: Option<String>,
     #[serde(default)]
-    pub(super) name: Option<String>,
+    pub name: Option<String>,
     #[serde(default)]
-    pub(super) tool_use_id: Option<String>,
+    pub tool_use_id: Option<String>,
     #[serde(default)]
-    pub(super) is_error: bool,
+    pub is_error: bool,
     #[serde(borrow, default)]
-    pub(super) text: Option<Cow<'a, str>>,
+    pub text: Option<Cow<'a, str>>,
     /// `tool_result` content (string or blocks); a `Value` because untagged enums cannot
     /// hold borrowed raw values.
     #[serde(default)]
-    pub(super) content: Option<serde_json::Value>,
+    pub content: Option<serde_json::Value>,
+    /// `thinking` blocks' text.
+    #[serde(borrow, default)]
+    pub thinking: Option<Cow<'a, str>>,
+    /// `tool_use` input.
+    #[serde(default)]
+    pub input: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
 #[serde(untagged)]
-pub(super) enum Content<'a> {
+pub enum Content<'a> {
     Text(#[serde(borrow)] Cow<'a, str>),
     Blocks(#[serde(borrow)] Vec<Block<'a>>),
 }
 
-pub(super) fn content(raw: Option<&RawValue>) -> Option<Content<'_>> {
+pub fn content(raw: Option<&RawValue>) -> Option<Content<'_>> {
     raw.and_then(|r| serde_json::from_str(r.get()).ok())
 }
 
@@ -108,18 +135,18 @@ pub const BOOKKEEPING: &[&str] = &[
     "atis-latch",
 ];
 
-pub(super) const INTERRUPT_MARKER: &str = "[Request interrupted by user";
-const REJECT_TEXT: &str = "The user doesn't want to proceed";
-pub(super) const NOTIFICATION: &str = "<task-notification>";
+pub const INTERRUPT_MARKER: &str = "[Request interrupted by user";
+pub const REJECT_TEXT: &str = "The user doesn't want to proceed";
+pub const NOTIFICATION: &str = "<task-notification>";
 
 /// What a user line holds.
-pub(super) struct UserInfo {
-    pub(super) text: String,
-    pub(super) results: Vec<String>,
-    pub(super) rejected: bool,
+pub struct UserInfo {
+    pub text: String,
+    pub results: Vec<String>,
+    pub rejected: bool,
 }
 
-pub(super) fn user_info(m: Option<&Msg>) -> UserInfo {
+pub fn user_info(m: Option<&Msg>) -> UserInfo {
     let mut u = UserInfo {
         text: String::new(),
         results: Vec::new(),
