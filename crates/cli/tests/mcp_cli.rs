@@ -292,6 +292,38 @@ fn a_run_with_the_mcp_json_next_to_it() {
     }
 }
 
+/// A `.mcp.json` in the workspace that was not passed is not started, and the run says so
+/// (with the flag that starts it); passed, or with `--no-mcp`, nothing is said.
+#[test]
+fn an_mcp_json_in_the_workspace_is_not_started_unless_passed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let counter = tmp.path().join("counter.txt");
+    mcp_json(&ws, &counter, true);
+    let run = |extra: &[&str]| {
+        let out = lazarus(tmp.path())
+            .args(["run", "--session-dir"])
+            .arg(tmp.path().join("sessions"))
+            .arg("--workspace")
+            .arg(&ws)
+            .args(extra)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        // no prompt: refused as "nothing to do" before any server starts
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        text(&out)
+    };
+    let t = run(&[]);
+    assert!(
+        t.contains(".mcp.json is not started; pass --mcp-config"),
+        "{t}"
+    );
+    assert!(!counter.exists(), "a server of the unpassed file ran");
+    assert!(!run(&["--no-mcp"]).contains("is not started"));
+}
+
 #[test]
 fn a_sandboxed_server_writes_only_in_the_workspace() {
     let rt = rt();

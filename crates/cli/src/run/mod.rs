@@ -114,6 +114,7 @@ fn check_arguments(args: &RunArgs) -> Result<Checked> {
         .with_context(|| format!("workspace {} must exist", workspace.display()))?;
     let toolbox = args.model.toolbox()?;
     let mcp = crate::mcp::configured(&args.model.mcp_config, args.model.no_mcp)?;
+    crate::mcp::note_unused_project_file(&workspace, &args.model.mcp_config, args.model.no_mcp);
     args.store.check()?;
     let prompt = read_prompt(args)?;
     if prompt.is_none() && args.message_id.is_some() {
