@@ -314,6 +314,56 @@ fn every_command_output_uses_the_documented_names() {
         true,
     );
 
+    // MCP servers: a real one and one that exits at start (scripts/mcp-servers/setup.sh)
+    let py = lazarus_testkit::mcp_servers::python().display().to_string();
+    let mcp_json = dir.join("mcp.json");
+    std::fs::write(
+        &mcp_json,
+        serde_json::json!({"mcpServers": {
+            "counter": {
+                "command": py,
+                "args": [lazarus_testkit::mcp_servers::script("counter_server.py"), "stdio"],
+                "env": {"COUNTER_FILE": dir.join("counter.txt")},
+            },
+            "broken": {
+                "command": py,
+                "args": [lazarus_testkit::mcp_servers::script("hostile_server.py"), "exit-at-start"],
+            },
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let mcp_json = mcp_json.display().to_string();
+    check(
+        "mcp list --json",
+        &["mcp", "list", "--json", "--mcp-config", &mcp_json],
+        true,
+    );
+    check(
+        "mcp list --json",
+        &[
+            "mcp",
+            "list",
+            "--no-start",
+            "--json",
+            "--mcp-config",
+            &mcp_json,
+        ],
+        true,
+    );
+    check(
+        "mcp check --json",
+        &[
+            "mcp",
+            "check",
+            "counter",
+            "--json",
+            "--mcp-config",
+            &mcp_json,
+        ],
+        true,
+    );
+
     let untested: Vec<_> = table.keys().filter(|k| !seen.contains(*k)).collect();
     assert!(
         untested.is_empty(),
