@@ -28,10 +28,22 @@ from harness import REPO, log, scrub_text  # noqa: E402
 PLACEHOLDER = "/home/dev/capture"
 
 
-def bins_from_env() -> dict:
-    need = ["NODE_BIN", "OPENCLAW_BIN", "CLAUDE_BIN", "CODEX_BIN", "PI_BIN"]
-    b = {k: os.environ.get(k, "") for k in need}
-    missing = [k for k, v in b.items() if not v]
+# program (fixture directory name) -> (module, the variable naming its binary, version pin key)
+PROGRAMS = {
+    "claude": ("claude", "CLAUDE_BIN", "CLAUDE_PKG"),
+    "openclaw": ("openclaw", "OPENCLAW_BIN", "OPENCLAW_PKG"),
+    "codex": ("codex", "CODEX_BIN", "CODEX_PKG"),
+    "pi": ("pi", "PI_BIN", "PI_PKG"),
+    "gemini-cli": ("gemini", "GEMINI_BIN", "GEMINI_PKG"),
+    "opencode": ("opencode", "OPENCODE_BIN", "OPENCODE_PKG"),
+}
+
+
+def bins_from_env(program: str) -> dict:
+    """NODE_BIN and the program's own binary (every *_BIN that is set is passed on)."""
+    need = ["NODE_BIN", PROGRAMS[program][1]]
+    b = {k: v for k, v in os.environ.items() if k.endswith("_BIN") and v}
+    missing = [k for k in need if not b.get(k)]
     if missing:
         raise SystemExit(f"set {', '.join(missing)} (eval \"$(scripts/capture-real/install.sh)\")")
     return b
@@ -67,7 +79,10 @@ def store(program: str, name: str, res: dict, out: Path) -> dict:
         target = dest.joinpath(*parts)
         target.parent.mkdir(parents=True, exist_ok=True)
         data = f.read_bytes()
-        if ".sqlite" not in f.name:
+        # SQLite databases and their WAL cannot be scrubbed byte-wise (checksummed pages)
+        sqlite = (".sqlite" in f.name or f.name.endswith((".db", ".db-wal", ".db-shm"))
+                  or data[:16] == b"SQLite format 3\x00")
+        if not sqlite:
             for old, new in scrubs(root):
                 data = data.replace(old.encode(), new.encode())
         target.write_bytes(data)
@@ -84,20 +99,21 @@ def write_endings(path: Path, endings: dict):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("program", choices=["claude", "openclaw", "codex", "pi"])
+    ap.add_argument("program", choices=list(PROGRAMS))
     ap.add_argument("scenarios", nargs="*")
     ap.add_argument("--out", default=str(REPO / "crates/boot-resume/tests/fixtures/real"))
     ap.add_argument("--keep", action="store_true", help="keep the sandboxes")
     a = ap.parse_args()
-    bins = bins_from_env()
-    mod = __import__(a.program)
+    bins = bins_from_env(a.program)
+    module, _, pin = PROGRAMS[a.program]
+    mod = __import__(module)
     specs = mod.scenarios(None)
     names = a.scenarios or list(specs)
     out = Path(a.out)
     endings_path = out / a.program / "endings.json"
     endings = json.loads(endings_path.read_text()) if endings_path.exists() else {}
     endings["_versions"] = {k: v for k, v in versions().items()
-                            if k == "NODE_PKG" or k.startswith(a.program.upper())}
+                            if k in ("NODE_PKG", pin)}
     failed = []
     for name in names:
         if name not in specs:
