@@ -14,10 +14,12 @@ Default DIR: crates/boot-resume/tests/fixtures/real.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -65,12 +67,22 @@ def scrubs(root: Path) -> list[tuple[str, str]]:
     return [(r, PLACEHOLDER), (dashed, PLACEHOLDER.replace("/", "-"))]
 
 
-def store(program: str, name: str, res: dict, out: Path) -> dict:
+def zstd(data: bytes) -> bytes:
+    """Compressed with the zstd command (-19): raw SQLite pages and WAL frames repeat a lot."""
+    if not shutil.which("zstd"):
+        raise SystemExit("the zstd command is needed to store compressed captures (apt-get install zstd)")
+    return subprocess.run(["zstd", "-19", "-q", "-c"], input=data, capture_output=True,
+                          check=True).stdout
+
+
+def store(program: str, name: str, res: dict, out: Path, compress: tuple = ()) -> dict:
+    """`compress`: file names stored as NAME.zst (the raw bytes' SHA-256 goes to endings)."""
     root: Path = res["root"]
     dest = out / program / name
     if dest.exists():
         shutil.rmtree(dest)
     rel_files = []
+    raw = {}
     for f in res["files"]:
         rel = f.relative_to(root)
         # Claude Code names project directories after the cwd: drop that level's sandbox part.
@@ -85,10 +97,17 @@ def store(program: str, name: str, res: dict, out: Path) -> dict:
         if not sqlite:
             for old, new in scrubs(root):
                 data = data.replace(old.encode(), new.encode())
+        if f.name in compress:
+            raw[str(target.relative_to(dest))] = {"bytes": len(data),
+                                                   "sha256": hashlib.sha256(data).hexdigest()}
+            data = zstd(data)
+            target = target.with_name(target.name + ".zst")
         target.write_bytes(data)
         rel_files.append(str(target.relative_to(dest)))
     entry = {k: v for k, v in res.items() if k not in ("files", "root")}
     entry["files"] = sorted(rel_files)
+    if raw:
+        entry["uncompressed"] = raw
     return entry
 
 
@@ -126,7 +145,7 @@ def main():
         log(f"{a.program}/{name}: sandbox {box}")
         try:
             res = mod.run(name, specs[name], box, bins)
-            endings[name] = store(a.program, name, res, out)
+            endings[name] = store(a.program, name, res, out, getattr(mod, "COMPRESS", ()))
             log(f"{a.program}/{name}: stored {endings[name]['files']}")
             write_endings(endings_path, endings)
         except Exception as e:  # noqa: BLE001 - report and go on with the next scenario
