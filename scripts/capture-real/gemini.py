@@ -169,6 +169,19 @@ def r_resume_after_kill_in_tool(g: Gemini):
         g.extra["resume_request_contents"] = summary(resumed[0]["body"])
 
 
+def r_resume_after_kill_waiting_after_tool(g: Gemini):
+    """Killed while the request carrying the tool result was open; then resumed to its end."""
+    r_after_tool(g)
+    g.extra["count_after_kill"] = g.count()
+    g.extra["requests_before_resume"] = g.server.count()
+    g.run("--resume", "latest", "-p", "Your previous turn was interrupted. Carry on.")
+    g.extra["resume_exit"] = g.exited()
+    g.extra["count_after_resume"] = g.count()
+    resumed = g.server.requests()[g.extra["requests_before_resume"]:]
+    if resumed:
+        g.extra["resume_request_contents"] = summary(resumed[0]["body"])
+
+
 def summary(body) -> list[str]:
     """What a request's contents held, one word per part (role:kind)."""
     out = []
@@ -226,6 +239,11 @@ def scenarios(_):
             "killed while run_shell_command ran, then resumed by `gemini --resume latest -p` "
             "to its end", "finished", {},
             lambda box: tool_script(box, sleep_first=True), r_resume_after_kill_in_tool),
+        "resumed-after-kill-waiting-after-tool": (
+            "killed while the request carrying the tool result was open, then resumed by "
+            "`gemini --resume latest -p` to its end", "finished", {},
+            lambda box: [step(HANG, when=cond_result())] + tool_script(box),
+            r_resume_after_kill_waiting_after_tool),
     }
 
 
