@@ -221,6 +221,19 @@ def r_continue_after_kill_in_tool(o: OpenCode):
         o.extra["continue_request_messages"] = summary(resumed[0])
 
 
+def r_continue_after_kill_waiting_after_tool(o: OpenCode):
+    """Killed while the request carrying the tool result was open; then continued."""
+    r_after_tool(o)
+    o.extra["count_after_kill"] = o.count()
+    before = len(o.server.requests())
+    o.run("--continue", "Your previous turn was interrupted. Carry on.")
+    o.extra["continue_exit"] = o.exited()
+    o.extra["count_after_continue"] = o.count()
+    resumed = [r for r in o.server.requests()[before:] if r.get("tools")]
+    if resumed:
+        o.extra["continue_request_messages"] = summary(resumed[0])
+
+
 def summary(req) -> list[str]:
     out = []
     for m in req.get("messages", []):
@@ -282,6 +295,11 @@ def scenarios(_):
             "killed while the bash tool ran, then continued by `opencode run --continue` to "
             "its end", "finished", {},
             lambda box: tool_script(box, sleep_first=True), r_continue_after_kill_in_tool),
+        "continued-after-kill-waiting-after-tool": (
+            "killed while the request carrying the tool result was open, then continued by "
+            "`opencode run --continue` to its end", "finished", {},
+            lambda box: [step(text("late"), when=after("call01"), delay_ms=HANG)]
+            + tool_script(box), r_continue_after_kill_waiting_after_tool),
     }
 
 
