@@ -2,10 +2,12 @@
 """Captures what the real agents write when killed at known points, as boot-resume fixtures.
 
     eval "$(scripts/capture-real/install.sh)"   # pinned programs into the cache
-    scripts/capture-real/capture.py claude [SCENARIO...] [--out DIR]
+    scripts/capture-real/capture.py PROGRAM [SCENARIO...] [--out DIR]
+    PROGRAM: claude, openclaw, codex, pi, gemini-cli, opencode
 
 For every scenario: a fresh sandbox (HOME, work directory), the scripted model server from
-crates/testkit playing that scenario's script, the real program, SIGKILL of its whole process
+crates/testkit playing that scenario's script (for Gemini CLI, gemini_server.py, which speaks
+Google's Gemini API), the real program, SIGKILL of its whole process
 tree at the scenario's point. The transcripts it left are copied, with the sandbox path
 replaced by /home/dev/capture, to DIR/PROGRAM/SCENARIO/, and DIR/PROGRAM/endings.json
 records each scenario's true ending and the verdict boot-resume must give.
