@@ -56,13 +56,16 @@ def server_bin() -> str:
 class Server:
     """The scripted model server (crates/testkit) as a child process."""
 
-    def __init__(self, script: dict, workdir: Path):
+    def __init__(self, script: dict, workdir: Path, program: list[str] | None = None):
+        """`program`: another server taking the same flags and printing the same first line
+        (default: the testkit's scripted-model-server)."""
         self.dir = workdir
         self.script_path = workdir / "script.json"
         self.log_path = workdir / "requests.jsonl"
         self.script_path.write_text(json.dumps(script))
         self.proc = subprocess.Popen(
-            [server_bin(), "--script", str(self.script_path), "--requests-log", str(self.log_path)],
+            (program or [server_bin()])
+            + ["--script", str(self.script_path), "--requests-log", str(self.log_path)],
             stdout=subprocess.PIPE, stderr=open(workdir / "server.err", "w"), text=True)
         line = self.proc.stdout.readline().strip()
         if not line.startswith("listening on "):

@@ -15,12 +15,14 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real")
 }
 
-fn format_of(program: &str) -> Format {
+/// `None`: captured, but boot-resume has no reader for the program yet (issue 32).
+fn format_of(program: &str) -> Option<Format> {
     match program {
-        "claude" => Format::ClaudeCode,
-        "openclaw" => Format::Openclaw,
-        "codex" => Format::Codex,
-        "pi" => Format::Pi,
+        "claude" => Some(Format::ClaudeCode),
+        "openclaw" => Some(Format::Openclaw),
+        "codex" => Some(Format::Codex),
+        "pi" => Some(Format::Pi),
+        "gemini-cli" | "opencode" => None,
         other => panic!("unknown program directory {other}"),
     }
 }
@@ -119,7 +121,10 @@ fn every_real_capture_gets_the_verdict_of_its_true_ending() {
             &std::fs::read(prog.join("endings.json")).expect("endings.json"),
         )
         .expect("endings.json parses");
-        let fmt = format_of(&name);
+        let Some(fmt) = format_of(&name) else {
+            eprintln!("{name}: captures not checked (no reader yet)");
+            continue;
+        };
         programs.push(name.clone());
         for (scenario, entry) in endings.as_object().expect("object") {
             if scenario.starts_with('_') {
