@@ -38,6 +38,10 @@ def main():
     lazarus = os.environ["LAZARUS"]
     bad = total = 0
     for prog in sorted(p for p in root.iterdir() if p.is_dir()):
+        if prog.name not in FORMAT:
+            # captured, no reader yet (Gemini CLI, OpenCode: issue 32)
+            print(f"skip {prog.name}: captures without a reader yet")
+            continue
         endings = json.loads((prog / "endings.json").read_text())
         for name, e in sorted(endings.items()):
             if name.startswith("_"):
