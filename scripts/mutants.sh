@@ -6,7 +6,7 @@
 #   scripts/mutants.sh [GROUP...] [-- EXTRA CARGO-MUTANTS ARGS]
 #
 # GROUP: ledger (writer, scan, frame, repair), session (state, store, local), runner (the
-# resume path of agent::runner), or all (the default). Slow on 2 cores (hours for `all`):
+# resume path of agent::runner), mcp (the MCP re-run rule), or all (the default). Slow on 2 cores (hours for `all`):
 # it is opt-in, never part of the test suite.
 #
 # It runs in a throwaway git worktree of HEAD (your working tree is never touched), with a
@@ -23,13 +23,13 @@ extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --) shift; extra=("$@"); break ;;
-    ledger|session|runner) groups+=("$1") ;;
-    all) groups+=(ledger session runner) ;;
-    *) echo "mutants.sh: unknown group '$1' (ledger, session, runner, all)" >&2; exit 2 ;;
+    ledger|session|runner|mcp) groups+=("$1") ;;
+    all) groups+=(ledger session runner mcp) ;;
+    *) echo "mutants.sh: unknown group '$1' (ledger, session, runner, mcp, all)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#groups[@]} -gt 0 ] || groups=(ledger session runner)
+[ ${#groups[@]} -gt 0 ] || groups=(ledger session runner mcp)
 
 command -v cargo-mutants >/dev/null || { echo "mutants.sh: cargo-mutants is not installed: cargo install --locked cargo-mutants" >&2; exit 2; }
 command -v cargo-nextest >/dev/null || { echo "mutants.sh: cargo-nextest is not installed: cargo install --locked cargo-nextest" >&2; exit 2; }
@@ -63,6 +63,12 @@ run_group() {
   summary+=("$group: caught $caught, missed $missed, timeout $timeout, unviable $unviable ($o)")
 }
 
+# Only the test targets a group's filter runs are built (the CLI has ~40 test binaries, and
+# relinking all of them per mutant is most of a mutant's time on two cores).
+runner_targets=(--cargo-test-arg=--lib --cargo-test-arg=--test=rerun_basis
+  --cargo-test-arg=--test=provider_scripted --cargo-test-arg=--test=run_resume
+  --cargo-test-arg=--test=run_crash --cargo-test-arg=--test=run_mcp)
+
 summary=()
 for g in "${groups[@]}"; do
   case "$g" in
@@ -87,7 +93,15 @@ for g in "${groups[@]}"; do
         -f crates/agent/src/runner/resume.rs -f crates/agent/src/runner/dispatch.rs \
         -f crates/agent/src/runner/turns.rs -f crates/agent/src/runner/transcript.rs \
         --re 'resume_if_needed|owes_turn|clean_calls|execute_call|Runner::drive' \
-        --cargo-test-arg=-E --cargo-test-arg='package(lazarus-agent) | binary(run_resume) | binary(run_crash)' ;;
+        "${runner_targets[@]}" \
+        --cargo-test-arg=-E \
+        --cargo-test-arg='package(lazarus-agent) | binary(run_resume) | binary(run_crash) | binary(run_mcp)' ;;
+    mcp)
+      # The MCP re-run rule: what an interrupted MCP call may do at resume.
+      run_group mcp -p lazarus-mcp --test-package lazarus-mcp,lazarus-cli \
+        -f crates/mcp/src/tool.rs \
+        --cargo-test-arg=--lib --cargo-test-arg=--test=run_mcp --cargo-test-arg=--test=mcp_cli \
+        --cargo-test-arg=-E --cargo-test-arg='package(lazarus-mcp) | binary(run_mcp) | binary(mcp_cli)' ;;
   esac
 done
 
