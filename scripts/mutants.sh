@@ -89,7 +89,7 @@ for g in "${groups[@]}"; do
     runner)
       # The resume path: what resume decides and does. Its tests are the agent's own and
       # the CLI's resume and crash tests (real processes, real HTTP).
-      run_group runner -p lazarus-agent --test-package lazarus-agent,lazarus-cli \
+      run_group runner -p lazarus-agent --test-package lazarus-agent --test-package lazarus-cli \
         -f crates/agent/src/runner/resume.rs -f crates/agent/src/runner/dispatch.rs \
         -f crates/agent/src/runner/turns.rs -f crates/agent/src/runner/transcript.rs \
         --re 'resume_if_needed|owes_turn|clean_calls|execute_call|Runner::drive' \
@@ -98,7 +98,7 @@ for g in "${groups[@]}"; do
         --cargo-test-arg='package(lazarus-agent) | binary(run_resume) | binary(run_crash) | binary(run_mcp)' ;;
     mcp)
       # The MCP re-run rule: what an interrupted MCP call may do at resume.
-      run_group mcp -p lazarus-mcp --test-package lazarus-mcp,lazarus-cli \
+      run_group mcp -p lazarus-mcp --test-package lazarus-mcp --test-package lazarus-cli \
         -f crates/mcp/src/tool.rs \
         --cargo-test-arg=--lib --cargo-test-arg=--test=run_mcp --cargo-test-arg=--test=mcp_cli \
         --cargo-test-arg=-E --cargo-test-arg='package(lazarus-mcp) | binary(run_mcp) | binary(mcp_cli)' ;;
