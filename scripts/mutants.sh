@@ -91,7 +91,7 @@ for g in "${groups[@]}"; do
       # the CLI's resume and crash tests (real processes, real HTTP). --test-workspace with
       # the targets named: cargo-mutants 27.1 ran only the mutated crate's tests when given
       # --test-package, and the CLI's tests are where the resume path is proven.
-      run_group runner -p lazarus-agent --test-workspace=true \
+      run_group runner --test-workspace=true \
         -f crates/agent/src/runner/resume.rs -f crates/agent/src/runner/dispatch.rs \
         -f crates/agent/src/runner/turns.rs -f crates/agent/src/runner/transcript.rs \
         --re 'resume_if_needed|owes_turn|clean_calls|execute_call|Runner::drive' \
@@ -100,7 +100,7 @@ for g in "${groups[@]}"; do
         --cargo-test-arg='package(lazarus-agent) | binary(run_resume) | binary(run_crash) | binary(run_mcp)' ;;
     mcp)
       # The MCP re-run rule: what an interrupted MCP call may do at resume.
-      run_group mcp -p lazarus-mcp --test-workspace=true \
+      run_group mcp --test-workspace=true \
         -f crates/mcp/src/tool.rs \
         --cargo-test-arg=--lib --cargo-test-arg=--test=run_mcp --cargo-test-arg=--test=mcp_cli \
         --cargo-test-arg=-E --cargo-test-arg='package(lazarus-mcp) | binary(run_mcp) | binary(mcp_cli)' ;;
