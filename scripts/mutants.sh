@@ -65,7 +65,7 @@ run_group() {
 
 # Only the test targets a group's filter runs are built (the CLI has ~40 test binaries, and
 # relinking all of them per mutant is most of a mutant's time on two cores).
-runner_targets=(--cargo-test-arg=--lib --cargo-test-arg=--test=rerun_basis
+runner_targets=(--cargo-test-arg=--workspace --cargo-test-arg=--lib --cargo-test-arg=--test=rerun_basis
   --cargo-test-arg=--test=provider_scripted --cargo-test-arg=--test=run_resume
   --cargo-test-arg=--test=run_crash --cargo-test-arg=--test=run_mcp)
 
@@ -88,10 +88,11 @@ for g in "${groups[@]}"; do
         -f crates/session/src/local.rs ;;
     runner)
       # The resume path: what resume decides and does. Its tests are the agent's own and
-      # the CLI's resume and crash tests (real processes, real HTTP). --test-workspace with
-      # the targets named: cargo-mutants 27.1 ran only the mutated crate's tests when given
-      # --test-package, and the CLI's tests are where the resume path is proven.
-      run_group runner --test-workspace=true \
+      # the CLI's resume and crash tests (real processes, real HTTP). `--workspace` with
+      # the targets named: cargo-mutants 27.1 passes --package=<mutated crate> to the tests
+      # whatever --test-package or --test-workspace say, and the CLI's tests are where the
+      # resume path is proven (a later --workspace wins over --package).
+      run_group runner -p lazarus-agent \
         -f crates/agent/src/runner/resume.rs -f crates/agent/src/runner/dispatch.rs \
         -f crates/agent/src/runner/turns.rs -f crates/agent/src/runner/transcript.rs \
         --re 'resume_if_needed|owes_turn|clean_calls|execute_call|Runner::drive' \
@@ -100,9 +101,10 @@ for g in "${groups[@]}"; do
         --cargo-test-arg='package(lazarus-agent) | binary(run_resume) | binary(run_crash) | binary(run_mcp)' ;;
     mcp)
       # The MCP re-run rule: what an interrupted MCP call may do at resume.
-      run_group mcp --test-workspace=true \
+      run_group mcp -p lazarus-mcp \
         -f crates/mcp/src/tool.rs \
-        --cargo-test-arg=--lib --cargo-test-arg=--test=run_mcp --cargo-test-arg=--test=mcp_cli \
+        --cargo-test-arg=--workspace --cargo-test-arg=--lib \
+        --cargo-test-arg=--test=run_mcp --cargo-test-arg=--test=mcp_cli \
         --cargo-test-arg=-E --cargo-test-arg='package(lazarus-mcp) | binary(run_mcp) | binary(mcp_cli)' ;;
   esac
 done
