@@ -124,6 +124,11 @@ impl From<SessionError> for ApiError {
                 ..ApiError::new(StatusCode::CONFLICT, "locked", msg)
             },
             SessionError::Conflict { .. } => ApiError::new(StatusCode::CONFLICT, "conflict", msg),
+            // another writer took the session over: retrying reopens it (inputs are deduplicated)
+            SessionError::WriterLost { .. } => ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "writer_lost", msg)
+            },
             // its writer records what waits, then there is room again
             SessionError::InboxFull { .. } => ApiError::busy("inbox_full", msg, 5),
             SessionError::Ledger(l) => l.into(),

@@ -45,6 +45,18 @@ pub enum SessionError {
         location: String,
         seq: u64,
     },
+    /// The writer can no longer write: its lease was taken by another writer (it was not
+    /// renewed in time), or an append failed in a way that leaves its view of the log
+    /// uncertain. The failed append may or may not have committed; every acknowledged one has.
+    /// Reopening the session is safe: inputs are deduplicated by their ids.
+    #[error(
+        "session {id:?} in {location}: this writer can no longer write ({cause}); reopen the session (acknowledged records are safe)"
+    )]
+    WriterLost {
+        id: String,
+        location: String,
+        cause: String,
+    },
     /// The session's inbox is at its limit: nothing was added; retry once its writer has
     /// recorded what waits (a gateway answers 429 with `Retry-After`).
     #[error(

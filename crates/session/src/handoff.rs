@@ -156,7 +156,30 @@ const DEAD_HOLDER_LOOKS_MAX: usize = 50;
 
 /// Hands `msg` to session `id`: records it when this process can be the writer (after what
 /// waits in the inbox), else leaves it in the inbox of the live writer ([`open_or_deliver`]).
+/// A writer lost while recording ([`SessionError::WriterLost`]) opens again, up to
+/// [`HAND_OVER_ATTEMPTS`] times.
 pub fn hand_over(
+    store: &dyn Store,
+    id: &SessionId,
+    msg: &InboxMessage,
+    on_wait: &mut dyn FnMut(&Option<Holder>, Duration),
+) -> Result<Handed> {
+    // A writer that lost the session while recording (its lease taken over when it was not
+    // renewed in time, e.g. on a starved machine) does not know whether its append
+    // committed: open again and record it again — the message id makes that exactly once.
+    let mut attempt = 1;
+    loop {
+        match hand_over_once(store, id, msg, on_wait) {
+            Err(SessionError::WriterLost { .. }) if attempt < HAND_OVER_ATTEMPTS => attempt += 1,
+            done => return done,
+        }
+    }
+}
+
+/// Times [`hand_over`] opens the session when its writer is lost while recording.
+pub const HAND_OVER_ATTEMPTS: u32 = 3;
+
+fn hand_over_once(
     store: &dyn Store,
     id: &SessionId,
     msg: &InboxMessage,

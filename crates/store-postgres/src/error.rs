@@ -6,17 +6,6 @@ use lazarus_session::SessionError;
 /// [`PgError::Session`] as itself, the rest as [`SessionError::Backend`] with the message.
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {
-    /// The writer can no longer write: its lease was taken by another writer, or an append
-    /// failed in a way that leaves its view of the log uncertain. The failed append may or
-    /// may not have committed; every acknowledged one has.
-    #[error(
-        "session {id:?} in {location}: this writer can no longer write ({cause}); reopen the session (acknowledged records are safe)"
-    )]
-    WriterLost {
-        id: String,
-        location: String,
-        cause: String,
-    },
     #[error(
         "the database schema in {location} is at version {found}, newer than this build of Lazarus supports ({supported}); upgrade Lazarus (nothing was changed)"
     )]

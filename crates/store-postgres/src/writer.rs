@@ -436,12 +436,11 @@ impl PgWriter {
     }
 
     fn lost_error(&self, cause: String) -> SessionError {
-        PgError::WriterLost {
+        SessionError::WriterLost {
             id: self.id.clone(),
             location: self.ctx().location.clone(),
             cause,
         }
-        .into()
     }
 
     fn conflict(&self, seq: u64) -> SessionError {
