@@ -104,7 +104,8 @@ for g in "${groups[@]}"; do
       run_group mcp -p lazarus-mcp \
         -f crates/mcp/src/tool.rs \
         --cargo-test-arg=--workspace --cargo-test-arg=--lib \
-        --cargo-test-arg=--test=run_mcp --cargo-test-arg=--test=mcp_cli \
+        --cargo-test-arg=--test=real_servers --cargo-test-arg=--test=run_mcp \
+        --cargo-test-arg=--test=mcp_cli \
         --cargo-test-arg=-E --cargo-test-arg='package(lazarus-mcp) | binary(run_mcp) | binary(mcp_cli)' ;;
   esac
 done

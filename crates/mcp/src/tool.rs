@@ -185,10 +185,6 @@ impl McpSource {
         }
         Ok(source)
     }
-
-    pub fn servers(&self) -> &[Arc<McpServer>] {
-        &self.servers
-    }
 }
 
 /// How often the servers are asked whether their tool list changed.

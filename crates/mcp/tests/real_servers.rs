@@ -516,30 +516,60 @@ async fn a_server_that_dies_mid_call_leaves_the_call_lost_with_its_words() {
     assert!(matches!(end, CallEnd::Lost(_)), "{end:?}");
 }
 
-#[tokio::test]
-async fn a_tool_whose_server_dies_is_in_doubt_never_an_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Arc::new(
-        McpServer::start(hostile("die-in-call", &[]), dir.path(), None)
-            .await
-            .expect("starts"),
-    );
-    let source = McpSource::new(vec![server]).unwrap();
-    let tool = source
+/// The hostile server's `work` tool as the runner sees it, and a context for call `s/c1`.
+async fn hostile_tool(
+    dir: &Path,
+    mode: &str,
+    timeout: Option<Duration>,
+) -> (Arc<dyn lazarus_agent::tools::Tool>, ToolContext) {
+    let mut s = hostile(mode, &[]);
+    if let Some(t) = timeout {
+        s.tool_timeout = t;
+    }
+    let server = Arc::new(McpServer::start(s, dir, None).await.expect("starts"));
+    let tool = McpSource::new(vec![server])
+        .unwrap()
         .tools()
         .into_iter()
         .find(|t| t.name() == "mcp__hostile__work")
         .unwrap();
-    let mut ctx = ToolContext::new(dir.path());
+    let mut ctx = ToolContext::new(dir);
     ctx.call = Some(CallRef {
         session: "s".into(),
         call_id: "c1".into(),
         idempotency_key: "s/c1".into(),
     });
+    (tool, ctx)
+}
+
+#[tokio::test]
+async fn a_tool_whose_server_dies_is_in_doubt_never_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tool, ctx) = hostile_tool(dir.path(), "die-in-call", None).await;
     let out = tool.run(&ctx, &json!({}), &mut NoHooks).await;
     assert_eq!(out.status, ToolStatus::InDoubt, "{}", out.text);
     assert!(out.text.contains("\"hostile\""), "{}", out.text);
     assert!(out.text.contains("effect is unknown"), "{}", out.text);
+}
+
+/// A call past `tool_timeout_sec` ends `timeout` (not `error`), the model told its effect is
+/// unknown; a call abandoned (Ctrl-C) ends `cancelled`.
+#[tokio::test]
+async fn a_hanging_tool_ends_timeout_and_an_abandoned_one_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tool, ctx) = hostile_tool(dir.path(), "hang-call", Some(Duration::from_secs(1))).await;
+    let out = tool.run(&ctx, &json!({}), &mut NoHooks).await;
+    assert_eq!(out.status, ToolStatus::Timeout, "{}", out.text);
+    assert!(out.text.contains("effect is unknown"), "{}", out.text);
+
+    let (tool, ctx) = hostile_tool(dir.path(), "hang-call", None).await;
+    let cancel = ctx.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cancel.cancel();
+    });
+    let out = tool.run(&ctx, &json!({}), &mut NoHooks).await;
+    assert_eq!(out.status, ToolStatus::Cancelled, "{}", out.text);
 }
 
 struct NoHooks;
