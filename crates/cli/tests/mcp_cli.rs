@@ -159,51 +159,30 @@ fn mcp_list_starts_every_server_and_says_what_each_offers() {
 fn a_mistake_in_the_configuration_names_the_file_and_the_server_and_writes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let sessions = tmp.path().join("sessions");
-    std::fs::write(
-        tmp.path().join("config.toml"),
-        "[mcp_servers.files]\ncomand = \"npx\"\n",
-    )
-    .unwrap();
-    let out = lazarus(tmp.path())
-        .args(["run", "-p", "hi", "--session-dir"])
-        .arg(&sessions)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    let t = text(&out);
+    // `config` as config.toml, then `lazarus run` (with `extra`): a usage error, its words
+    let refused = |config: &str, extra: &[&std::ffi::OsStr]| {
+        std::fs::write(tmp.path().join("config.toml"), config).unwrap();
+        let out = lazarus(tmp.path())
+            .args(["run", "-p", "hi", "--session-dir"])
+            .arg(&sessions)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        text(&out)
+    };
+    let t = refused("[mcp_servers.files]\ncomand = \"npx\"\n", &[]);
     assert!(
         t.contains("config.toml") && t.contains("comand") && t.contains("line"),
         "{t}"
     );
-    std::fs::write(
-        tmp.path().join("config.toml"),
-        "[mcp_servers.files]\nurl = \"ftp://x\"\n",
-    )
-    .unwrap();
-    let out = lazarus(tmp.path())
-        .args(["run", "-p", "hi", "--session-dir"])
-        .arg(&sessions)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(
-        text(&out).contains("\"files\"") && text(&out).contains("http://"),
-        "{}",
-        text(&out)
-    );
+    let t = refused("[mcp_servers.files]\nurl = \"ftp://x\"\n", &[]);
+    assert!(t.contains("\"files\"") && t.contains("http://"), "{t}");
     // a .mcp.json that is not JSON
-    std::fs::write(tmp.path().join("config.toml"), "").unwrap();
     let bad = tmp.path().join("bad.json");
     std::fs::write(&bad, "{\"mcpServers\": {").unwrap();
-    let out = lazarus(tmp.path())
-        .args(["run", "-p", "hi", "--session-dir"])
-        .arg(&sessions)
-        .arg("--mcp-config")
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("bad.json"), "{}", text(&out));
+    let t = refused("", &["--mcp-config".as_ref(), bad.as_os_str()]);
+    assert!(t.contains("bad.json"), "{t}");
     assert!(
         !sessions.exists() || std::fs::read_dir(&sessions).unwrap().next().is_none(),
         "a refused run wrote a session"

@@ -138,16 +138,7 @@ async fn filesystem_server_lists_annotated_tools_and_writes_files() {
         json!({"path": target, "content": "hello from lazarus"}),
     )
     .await;
-    assert!(
-        matches!(
-            end,
-            CallEnd::Answered {
-                is_error: false,
-                ..
-            }
-        ),
-        "{end:?}"
-    );
+    assert_answered(&end);
     assert_eq!(
         std::fs::read_to_string(&target).unwrap(),
         "hello from lazarus"
@@ -189,16 +180,7 @@ async fn everything_server_reports_progress_and_structured_results() {
             &CancellationToken::new(),
         )
         .await;
-    assert!(
-        matches!(
-            end,
-            CallEnd::Answered {
-                is_error: false,
-                ..
-            }
-        ),
-        "{end:?}"
-    );
+    assert_answered(&end);
     // the last notification may race the answer; those that came are the server's, in order
     assert!(!progress.is_empty(), "no progress seen");
     for (i, p) in progress.iter().enumerate() {
@@ -267,16 +249,7 @@ async fn memory_server_keeps_what_it_was_told() {
         json!({"entities": [{"name": "lazarus", "entityType": "project", "observations": ["survives kill -9"]}]}),
     )
     .await;
-    assert!(
-        matches!(
-            end,
-            CallEnd::Answered {
-                is_error: false,
-                ..
-            }
-        ),
-        "{end:?}"
-    );
+    assert_answered(&end);
     let end = call(&server, "read_graph", json!({})).await;
     let CallEnd::Answered { text, .. } = end else {
         panic!("{end:?}")
@@ -294,16 +267,7 @@ async fn python_sdk_server_gets_the_idempotency_key_and_reports_errors() {
         ("lazarus-counter", "1.2.3")
     );
     let end = call(&server, "bump", json!({})).await;
-    assert!(
-        matches!(
-            end,
-            CallEnd::Answered {
-                is_error: false,
-                ..
-            }
-        ),
-        "{end:?}"
-    );
+    assert_answered(&end);
     assert_eq!(lines(&file), ["bump s/c1"]);
     // a tool that raises: an error result, not a lost call
     let end = call(&server, "fail", json!({})).await;
@@ -360,16 +324,7 @@ async fn python_sdk_server_over_streamable_http() {
             &CancellationToken::new(),
         )
         .await;
-    assert!(
-        matches!(
-            end,
-            CallEnd::Answered {
-                is_error: false,
-                ..
-            }
-        ),
-        "{end:?}"
-    );
+    assert_answered(&end);
     assert_eq!(progress, ["step 1 (1/3)", "step 2 (2/3)", "step 3 (3/3)"]);
     let end = call(&server, "set_flag", json!({})).await;
     assert!(matches!(end, CallEnd::Answered { .. }), "{end:?}");
@@ -570,6 +525,20 @@ async fn a_hanging_tool_ends_timeout_and_an_abandoned_one_cancelled() {
     });
     let out = tool.run(&ctx, &json!({}), &mut NoHooks).await;
     assert_eq!(out.status, ToolStatus::Cancelled, "{}", out.text);
+}
+
+/// The call was answered, without `isError`.
+fn assert_answered(end: &CallEnd) {
+    assert!(
+        matches!(
+            end,
+            CallEnd::Answered {
+                is_error: false,
+                ..
+            }
+        ),
+        "{end:?}"
+    );
 }
 
 struct NoHooks;
