@@ -67,7 +67,7 @@ run_group() {
 # relinking all of them per mutant is most of a mutant's time on two cores).
 runner_targets=(--cargo-test-arg=--workspace --cargo-test-arg=--lib --cargo-test-arg=--test=rerun_basis
   --cargo-test-arg=--test=provider_scripted --cargo-test-arg=--test=run_resume
-  --cargo-test-arg=--test=run_crash --cargo-test-arg=--test=run_mcp)
+  --cargo-test-arg=--test=run_crash --cargo-test-arg=--test=run_mcp --cargo-test-arg=--test=runner_edges)
 
 summary=()
 for g in "${groups[@]}"; do

@@ -1,0 +1,265 @@
+//! Edges of the runner's resume path that the crash tests do not reach by timing (each found
+//! as a surviving mutant by `scripts/mutants.sh runner`):
+//!
+//! * a tool that finishes while a stop arrives keeps its outcome (it is not left for resume
+//!   to close in doubt: its result is known);
+//! * a `resume` event on an idle session is a resume: it leaves a receipt;
+//! * a torn tail alone makes a resume, and its receipt says what was cut and where it went;
+//! * only the finished calls of the last turn with calls count as reused.
+
+use std::sync::Arc;
+
+use lazarus_agent::model::ToolSpec;
+use lazarus_agent::provider::{CancellationToken, ProviderConfig};
+use lazarus_agent::runner::{RunOutcome, Runner, RunnerConfig, SharedSession};
+use lazarus_agent::tools::{Rerun, Tool, ToolContext, ToolFuture, ToolHooks, ToolOutput, Toolbox};
+use lazarus_session::record::{
+    Item, OutcomeStatus, Record, Response, ToolIntent, ToolOutcome, ToolStart, TurnStart,
+};
+use lazarus_session::{CreateOptions, LocalStore, Session, SessionId, SessionState, Store};
+use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step};
+use serde_json::{Value, json};
+
+/// Finishes its work, and the stop (the run's cancel token) arrives just as it does.
+struct FinishesAsStopped;
+
+impl Tool for FinishesAsStopped {
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: std::sync::LazyLock<ToolSpec> = std::sync::LazyLock::new(|| ToolSpec {
+            name: "finish".into(),
+            description: "finishes as the run is stopped".into(),
+            parameters: json!({"type": "object"}),
+        });
+        &SPEC
+    }
+
+    fn rerun(&self) -> Rerun {
+        Rerun {
+            idempotent: false,
+            basis: None,
+        }
+    }
+
+    fn run<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        _arguments: &'a Value,
+        hooks: &'a mut dyn ToolHooks,
+    ) -> ToolFuture<'a> {
+        Box::pin(async move {
+            if let Err(e) = hooks.started(None) {
+                return ToolOutput::rejected(e);
+            }
+            ctx.cancel.cancel();
+            ToolOutput::ok("finished")
+        })
+    }
+}
+
+fn drive(
+    url: &str,
+    store: &LocalStore,
+    id: &'static str,
+    toolbox: Toolbox,
+) -> (RunOutcome, SessionState) {
+    let ws = tempfile::tempdir().unwrap();
+    let cfg = RunnerConfig::new(ProviderConfig::new(url), "m", ws.path().to_path_buf());
+    let runner = Runner::new(cfg).unwrap().with_toolbox(toolbox);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let session = store.open(&SessionId::literal(id)).unwrap();
+    let shared: SharedSession = Arc::new(std::sync::Mutex::new(session));
+    // bounded: a runner that never answers what it owes would otherwise spin here forever
+    let outcome = rt
+        .block_on(async {
+            tokio::time::timeout(
+                std::time::Duration::from_secs(60),
+                runner.drive(&shared, "test", &CancellationToken::new(), &mut |_| {}),
+            )
+            .await
+        })
+        .expect("the run ended within 60 s")
+        .unwrap();
+    drop(shared);
+    (outcome, store.load(&SessionId::literal(id)).unwrap())
+}
+
+fn create_with_input(store: &LocalStore, id: &'static str) {
+    let mut s = store
+        .create(CreateOptions {
+            id: Some(SessionId::literal(id)),
+            meta: None,
+        })
+        .unwrap();
+    s.append_input("i1", "user", "go").unwrap();
+}
+
+#[test]
+fn a_tool_that_finishes_as_the_stop_arrives_keeps_its_outcome() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([
+            Step::reply(ScriptedResponse::tool_call("c1", "finish", json!({}))),
+            Step::reply(ScriptedResponse::text("done")).repeat(),
+        ])))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    create_with_input(&store, "f");
+    let mut toolbox = Toolbox::standard();
+    toolbox.register(Arc::new(FinishesAsStopped));
+    let (outcome, st) = drive(&server.base_url(), &store, "f", toolbox);
+    assert_eq!(outcome, RunOutcome::Cancelled);
+    let call = st.call("c1").expect("the call");
+    let out = call.outcome.as_ref().expect("its outcome was recorded");
+    assert_eq!(out.status, OutcomeStatus::Ok);
+    assert_eq!(out.result, "finished");
+}
+
+#[test]
+fn a_resume_event_on_an_idle_session_leaves_a_receipt() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([Step::reply(
+            ScriptedResponse::text("done"),
+        )
+        .repeat()])))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    create_with_input(&store, "r");
+    let (outcome, st) = drive(&server.base_url(), &store, "r", Toolbox::standard());
+    assert_eq!(outcome, RunOutcome::Idle);
+    assert!(st.last_receipt.is_none(), "a first run is not a resume");
+    store
+        .open(&SessionId::literal("r"))
+        .unwrap()
+        .append_control("e1", "resume", Some("boot"))
+        .unwrap();
+    let before = store.load(&SessionId::literal("r")).unwrap().last_seq;
+    let (outcome, st) = drive(&server.base_url(), &store, "r", Toolbox::standard());
+    assert_eq!(outcome, RunOutcome::Idle);
+    let receipt = st.last_receipt.expect("a resume event leaves a receipt");
+    assert_eq!(receipt.trigger, "test");
+    assert_eq!(receipt.records_replayed, before, "{receipt:?}");
+    assert!(receipt.sandbox.is_some(), "{receipt:?}");
+    assert_eq!((receipt.inputs_pending, receipt.open_turn), (0, None));
+}
+
+#[test]
+fn a_torn_tail_alone_is_a_resume_whose_receipt_names_the_cut() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([Step::reply(
+            ScriptedResponse::text("done"),
+        )
+        .repeat()])))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    create_with_input(&store, "t");
+    let (outcome, _) = drive(&server.base_url(), &store, "t", Toolbox::standard());
+    assert_eq!(outcome, RunOutcome::Idle);
+    // a write cut off mid-line by a crash
+    let torn = br#"{"seq":99,"kind":"inp"#;
+    let path = store.path_of(&SessionId::literal("t"));
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut f, torn).unwrap();
+    drop(f);
+    let (outcome, st) = drive(&server.base_url(), &store, "t", Toolbox::standard());
+    assert_eq!(outcome, RunOutcome::Idle);
+    let receipt = st.last_receipt.expect("a torn tail leaves a receipt");
+    assert_eq!(receipt.truncated_bytes, torn.len() as u64, "{receipt:?}");
+    let saved = receipt
+        .truncated_saved_to
+        .expect("where the cut bytes went");
+    assert_eq!(std::fs::read(dir.path().join(&saved)).unwrap(), torn);
+}
+
+/// Appends turn `turn` (after `prev`, consuming a new input) asking for `calls`; each call is
+/// started, and finished when its flag says so. Returns the seq of the turn's start.
+fn hand_made_turn(s: &mut Session, turn: u64, prev: Option<u64>, calls: &[(&str, bool)]) -> u64 {
+    let inp = s.append_input(&format!("m{turn}"), "user", "go").unwrap();
+    let start = s
+        .append(Record::TurnStart(TurnStart {
+            turn,
+            prev_seq: prev,
+            inputs: vec![inp.seq],
+        }))
+        .unwrap();
+    s.append(Record::Response(Response {
+        turn,
+        items: calls
+            .iter()
+            .map(|(id, _)| Item::ToolCall {
+                call_id: (*id).into(),
+                name: "shell".into(),
+                arguments: json!({"command": "true"}).to_string(),
+            })
+            .collect(),
+        usage: None,
+        stop_reason: Some("tool_calls".into()),
+        failure: None,
+        model: None,
+        provider_extra: None,
+        attempts: vec![],
+    }))
+    .unwrap();
+    for (id, finished) in calls {
+        s.append(Record::ToolIntent(ToolIntent {
+            call_id: (*id).into(),
+            turn,
+            tool: "shell".into(),
+            arguments: json!({"command": "true"}).to_string(),
+            idempotent: false,
+            idempotency_key: format!("c:{id}"),
+            rerun_basis: None,
+        }))
+        .unwrap();
+        s.append(Record::ToolStart(ToolStart {
+            call_id: (*id).into(),
+            process: None,
+        }))
+        .unwrap();
+        if *finished {
+            s.append(Record::ToolOutcome(ToolOutcome {
+                call_id: (*id).into(),
+                status: OutcomeStatus::Ok,
+                result: "ok".into(),
+                exit_code: Some(0),
+                duration_ms: Some(1),
+            }))
+            .unwrap();
+        }
+    }
+    start.seq
+}
+
+#[test]
+fn only_the_finished_calls_of_the_last_turn_with_calls_are_reused() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([Step::reply(
+            ScriptedResponse::text("done"),
+        )
+        .repeat()])))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    let mut s = store
+        .create(CreateOptions {
+            id: Some(SessionId::literal("u")),
+            meta: None,
+        })
+        .unwrap();
+    // turn 1: two finished calls; turn 2: one finished, one cut off after it started
+    let t1 = hand_made_turn(&mut s, 1, None, &[("a1", true), ("a2", true)]);
+    hand_made_turn(&mut s, 2, Some(t1), &[("b1", true), ("b2", false)]);
+    drop(s);
+    let (outcome, st) = drive(&server.base_url(), &store, "u", Toolbox::standard());
+    assert_eq!(outcome, RunOutcome::Idle);
+    let r = st.last_receipt.expect("a cut-off session leaves a receipt");
+    assert_eq!((r.calls_reused, r.calls_in_doubt), (1, 1), "{r:?}");
+}
