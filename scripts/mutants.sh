@@ -49,9 +49,26 @@ export LAZARUS_POWER_TRIALS=${LAZARUS_POWER_TRIALS:-2000}
 export LAZARUS_GROUPED_TRIALS=${LAZARUS_GROUPED_TRIALS:-400}
 export LAZARUS_CRASH_CYCLES=${LAZARUS_CRASH_CYCLES:-100}
 
+# Builds the test targets a group names (its --cargo-test-arg values, the filter left out)
+# before cargo-mutants starts: its --timeout bounds every cargo command, the baseline's test
+# run included, and that run would otherwise compile the CLI's test binaries from nothing.
+warm_build() {
+  local args=() skip=""
+  for a in "$@"; do
+    case "$a" in
+      --cargo-test-arg=-E) skip=1 ;;
+      --cargo-test-arg=*) if [ -n "$skip" ]; then skip=""; else args+=("${a#--cargo-test-arg=}"); fi ;;
+    esac
+  done
+  [ ${#args[@]} -gt 0 ] || return 0
+  echo "mutants: building the test targets first (${args[*]})"
+  (cd "$tree" && nice cargo nextest run --no-run "${args[@]}" >/dev/null)
+}
+
 run_group() {
   local group=$1; shift
   echo "== $group"
+  warm_build "$@"
   (cd "$tree" && nice cargo mutants --in-place --test-tool nextest --no-shuffle \
       --timeout 300 --build-timeout 900 --output "$out/$group" "$@" "${extra[@]}") || true
   local o="$out/$group/mutants.out"
