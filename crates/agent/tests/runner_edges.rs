@@ -263,3 +263,32 @@ fn only_the_finished_calls_of_the_last_turn_with_calls_are_reused() {
     let r = st.last_receipt.expect("a cut-off session leaves a receipt");
     assert_eq!((r.calls_reused, r.calls_in_doubt), (1, 1), "{r:?}");
 }
+
+#[test]
+fn a_receipt_names_the_open_turn_and_the_inputs_still_waiting() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([Step::reply(
+            ScriptedResponse::text("done"),
+        )
+        .repeat()])))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    create_with_input(&store, "o");
+    let mut s = store.open(&SessionId::literal("o")).unwrap();
+    let first = s.state().last_seq;
+    // cut off while turn 1 waited for the model, a second message already recorded
+    s.append(Record::TurnStart(TurnStart {
+        turn: 1,
+        prev_seq: None,
+        inputs: vec![first],
+    }))
+    .unwrap();
+    s.append_input("i2", "user", "and then").unwrap();
+    drop(s);
+    let (outcome, st) = drive(&server.base_url(), &store, "o", Toolbox::standard());
+    assert_eq!(outcome, RunOutcome::Idle);
+    let r = st.last_receipt.expect("a cut-off turn leaves a receipt");
+    assert_eq!((r.inputs_pending, r.open_turn), (1, Some(1)), "{r:?}");
+}
