@@ -5,7 +5,10 @@
 //!   to close in doubt: its result is known);
 //! * a `resume` event on an idle session is a resume: it leaves a receipt;
 //! * a torn tail alone makes a resume, and its receipt says what was cut and where it went;
-//! * only the finished calls of the last turn with calls count as reused.
+//! * only the finished calls of the last turn with calls count as reused;
+//! * a receipt names the turn that was open and the inputs still waiting;
+//! * a base model's call written several times in a row runs once, and the repeats are
+//!   recorded in the response and told in that call's result.
 
 use std::sync::Arc;
 
@@ -291,4 +294,53 @@ fn a_receipt_names_the_open_turn_and_the_inputs_still_waiting() {
     assert_eq!(outcome, RunOutcome::Idle);
     let r = st.last_receipt.expect("a cut-off turn leaves a receipt");
     assert_eq!((r.inputs_pending, r.open_turn), (1, Some(1)), "{r:?}");
+}
+
+#[test]
+fn a_base_models_repeated_text_calls_run_once_and_the_repeats_are_recorded_and_told() {
+    let call = |path: &str| {
+        format!(
+            "```json\n{{\"name\": \"list_dir\", \"arguments\": {{\"path\": \"{path}\"}}}}\n```\n"
+        )
+    };
+    // the same call written three times in a row, then text, then another call once
+    let text = format!("{0}{0}{0}And the other one:\n{1}", call("."), call("sub"));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([
+            Step::reply(ScriptedResponse::text(&text)),
+            Step::reply(ScriptedResponse::text("done")).repeat(),
+        ])))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    create_with_input(&store, "x");
+    let (outcome, st) = drive(&server.base_url(), &store, "x", Toolbox::standard());
+    assert_eq!(outcome, RunOutcome::Idle);
+    let calls: Vec<_> = st.calls.iter().collect();
+    assert_eq!(
+        calls.len(),
+        2,
+        "three repeats ran as one call, the other on its own"
+    );
+    let (first, other) = (&calls[0].call_id, &calls[1].call_id);
+    let response = store
+        .records(&SessionId::literal("x"), 0, 1000)
+        .unwrap()
+        .into_iter()
+        .find(|r| r.kind == "response")
+        .expect("the response");
+    assert_eq!(
+        response.data["provider_extra"]["lazarus_repeated_calls"],
+        json!({ first.as_str(): 2 }),
+        "{}",
+        response.data
+    );
+    let result = |id: &str| st.call(id).unwrap().outcome.clone().unwrap().result;
+    assert!(
+        result(first).ends_with("[Lazarus: this call was written 3 times in a row; it ran once.]"),
+        "{}",
+        result(first)
+    );
+    assert!(!result(other).contains("[Lazarus:"), "{}", result(other));
 }
