@@ -8,7 +8,9 @@
 //! * only the finished calls of the last turn with calls count as reused;
 //! * a receipt names the turn that was open and the inputs still waiting;
 //! * a base model's call written several times in a row runs once, and the repeats are
-//!   recorded in the response and told in that call's result.
+//!   recorded in the response and told in that call's result;
+//! * a resume event that arrives while the run goes on is answered with a receipt;
+//! * `max_turns` stops a model that never stops asking for tools.
 
 use std::sync::Arc;
 
@@ -65,12 +67,25 @@ fn drive(
     id: &'static str,
     toolbox: Toolbox,
 ) -> (RunOutcome, SessionState) {
+    drive_with(url, store, id, |_| toolbox, |_| {})
+}
+
+/// Runs `id` until the runner returns; the toolbox may hold the session (a tool that
+/// writes to it while the run goes on), and the config may be changed.
+fn drive_with(
+    url: &str,
+    store: &LocalStore,
+    id: &'static str,
+    toolbox: impl FnOnce(&SharedSession) -> Toolbox,
+    tweak: impl FnOnce(&mut RunnerConfig),
+) -> (RunOutcome, SessionState) {
     let ws = tempfile::tempdir().unwrap();
-    let cfg = RunnerConfig::new(ProviderConfig::new(url), "m", ws.path().to_path_buf());
-    let runner = Runner::new(cfg).unwrap().with_toolbox(toolbox);
+    let mut cfg = RunnerConfig::new(ProviderConfig::new(url), "m", ws.path().to_path_buf());
+    tweak(&mut cfg);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let session = store.open(&SessionId::literal(id)).unwrap();
     let shared: SharedSession = Arc::new(std::sync::Mutex::new(session));
+    let runner = Runner::new(cfg).unwrap().with_toolbox(toolbox(&shared));
     // bounded: a runner that never answers what it owes would otherwise spin here forever
     let outcome = rt
         .block_on(async {
@@ -82,6 +97,7 @@ fn drive(
         })
         .expect("the run ended within 60 s")
         .unwrap();
+    drop(runner);
     drop(shared);
     (outcome, store.load(&SessionId::literal(id)).unwrap())
 }
@@ -343,4 +359,102 @@ fn a_base_models_repeated_text_calls_run_once_and_the_repeats_are_recorded_and_t
         result(first)
     );
     assert!(!result(other).contains("[Lazarus:"), "{}", result(other));
+}
+
+/// Records a `resume` event in the session it runs in, as a sender would while the run goes on.
+struct SendsResume(SharedSession);
+
+impl Tool for SendsResume {
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: std::sync::LazyLock<ToolSpec> = std::sync::LazyLock::new(|| ToolSpec {
+            name: "poke".into(),
+            description: "records a resume event".into(),
+            parameters: json!({"type": "object"}),
+        });
+        &SPEC
+    }
+
+    fn rerun(&self) -> Rerun {
+        Rerun {
+            idempotent: false,
+            basis: None,
+        }
+    }
+
+    fn run<'a>(
+        &'a self,
+        _ctx: &'a ToolContext,
+        _arguments: &'a Value,
+        hooks: &'a mut dyn ToolHooks,
+    ) -> ToolFuture<'a> {
+        Box::pin(async move {
+            if let Err(e) = hooks.started(None) {
+                return ToolOutput::rejected(e);
+            }
+            let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            match s.append_control("e-running", "resume", Some("wake")) {
+                Ok(_) => ToolOutput::ok("sent"),
+                Err(e) => ToolOutput::ok(format!("not sent: {e}")),
+            }
+        })
+    }
+}
+
+#[test]
+fn a_resume_event_that_arrives_while_running_is_answered_with_a_receipt() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([
+            Step::reply(ScriptedResponse::tool_call("p1", "poke", json!({}))),
+            Step::reply(ScriptedResponse::text("done")).repeat(),
+        ])))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    create_with_input(&store, "w");
+    let (outcome, st) = drive_with(
+        &server.base_url(),
+        &store,
+        "w",
+        |shared| {
+            let mut toolbox = Toolbox::standard();
+            toolbox.register(Arc::new(SendsResume(shared.clone())));
+            toolbox
+        },
+        |_| {},
+    );
+    assert_eq!(outcome, RunOutcome::Idle);
+    assert_eq!(
+        st.call("p1").unwrap().outcome.as_ref().unwrap().result,
+        "sent"
+    );
+    let r = st
+        .last_receipt
+        .expect("the event is answered with a receipt");
+    assert_eq!(r.trigger, "event", "{r:?}");
+    assert!(st.pending_control.is_none());
+}
+
+#[test]
+fn max_turns_stops_a_model_that_never_stops_asking_for_tools() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([Step::reply(
+            ScriptedResponse::tool_call("c", "list_dir", json!({"path": "."})),
+        )
+        .repeat()])))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    create_with_input(&store, "m");
+    let (outcome, st) = drive_with(
+        &server.base_url(),
+        &store,
+        "m",
+        |_| Toolbox::standard(),
+        |cfg| cfg.max_turns = 3,
+    );
+    assert_eq!(outcome, RunOutcome::MaxTurns);
+    assert_eq!(st.turn, 3, "three turns made, no fourth started");
+    assert_eq!(server.request_count(), 3);
 }
