@@ -6,7 +6,8 @@
 #   scripts/mutants.sh [GROUP...] [-- EXTRA CARGO-MUTANTS ARGS]
 #
 # GROUP: ledger (writer, scan, frame, repair), session (state, store, local), runner (the
-# resume path of agent::runner), mcp (the MCP re-run rule), or all (the default). Slow on 2 cores (hours for `all`):
+# resume path of agent::runner, with the turn loop its drive runs: compaction requests, steering,
+# max turns), mcp (the MCP re-run rule), or all (the default). Slow on 2 cores (hours for `all`):
 # it is opt-in, never part of the test suite.
 #
 # It runs in a throwaway git worktree of HEAD (your working tree is never touched), with a
@@ -84,7 +85,8 @@ run_group() {
 # relinking all of them per mutant is most of a mutant's time on two cores).
 runner_targets=(--cargo-test-arg=--workspace --cargo-test-arg=--lib --cargo-test-arg=--test=rerun_basis
   --cargo-test-arg=--test=provider_scripted --cargo-test-arg=--test=run_resume
-  --cargo-test-arg=--test=run_crash --cargo-test-arg=--test=run_mcp --cargo-test-arg=--test=runner_edges)
+  --cargo-test-arg=--test=run_crash --cargo-test-arg=--test=run_mcp --cargo-test-arg=--test=runner_edges
+  --cargo-test-arg=--test=run_compaction --cargo-test-arg=--test=steering)
 
 summary=()
 for g in "${groups[@]}"; do
@@ -115,7 +117,7 @@ for g in "${groups[@]}"; do
         --re 'resume_if_needed|owes_turn|clean_calls|execute_call|Runner::drive' \
         "${runner_targets[@]}" \
         --cargo-test-arg=-E \
-        --cargo-test-arg='package(lazarus-agent) | binary(run_resume) | binary(run_crash) | binary(run_mcp)' ;;
+        --cargo-test-arg='package(lazarus-agent) | binary(run_resume) | binary(run_crash) | binary(run_mcp) | binary(run_compaction) | binary(steering)' ;;
     mcp)
       # The MCP re-run rule: what an interrupted MCP call may do at resume.
       run_group mcp -p lazarus-mcp \
