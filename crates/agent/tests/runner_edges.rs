@@ -10,7 +10,9 @@
 //! * a base model's call written several times in a row runs once, and the repeats are
 //!   recorded in the response and told in that call's result;
 //! * a resume event that arrives while the run goes on is answered with a receipt;
-//! * `max_turns` stops a model that never stops asking for tools.
+//! * `max_turns` stops a model that never stops asking for tools;
+//! * a compact request is answered with a compaction before anything else, and one with
+//!   nothing to summarise (or a threshold passed with nothing to summarise) ends, never loops.
 
 use std::sync::Arc;
 
@@ -82,23 +84,24 @@ fn drive_with(
     let ws = tempfile::tempdir().unwrap();
     let mut cfg = RunnerConfig::new(ProviderConfig::new(url), "m", ws.path().to_path_buf());
     tweak(&mut cfg);
-    let rt = tokio::runtime::Runtime::new().unwrap();
     let session = store.open(&SessionId::literal(id)).unwrap();
     let shared: SharedSession = Arc::new(std::sync::Mutex::new(session));
     let runner = Runner::new(cfg).unwrap().with_toolbox(toolbox(&shared));
-    // bounded: a runner that never answers what it owes would otherwise spin here forever
-    let outcome = rt
-        .block_on(async {
-            tokio::time::timeout(
-                std::time::Duration::from_secs(60),
-                runner.drive(&shared, "test", &CancellationToken::new(), &mut |_| {}),
-            )
-            .await
-        })
+    // On a thread of its own, bounded: a runner that never answers what it owes may spin
+    // without yielding, where no timer inside its runtime would fire.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let outcome =
+            rt.block_on(runner.drive(&shared, "test", &CancellationToken::new(), &mut |_| {}));
+        drop(runner);
+        drop(shared);
+        let _ = tx.send(outcome);
+    });
+    let outcome = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
         .expect("the run ended within 60 s")
         .unwrap();
-    drop(runner);
-    drop(shared);
     (outcome, store.load(&SessionId::literal(id)).unwrap())
 }
 
@@ -457,4 +460,89 @@ fn max_turns_stops_a_model_that_never_stops_asking_for_tools() {
     assert_eq!(outcome, RunOutcome::MaxTurns);
     assert_eq!(st.turn, 3, "three turns made, no fourth started");
     assert_eq!(server.request_count(), 3);
+}
+
+/// A server that answers every request with `text`.
+fn answering(rt: &tokio::runtime::Runtime, text: &str) -> ScriptedServer {
+    rt.block_on(ScriptedServer::start(Script::new([Step::reply(
+        ScriptedResponse::text(text),
+    )
+    .repeat()])))
+        .unwrap()
+}
+
+#[test]
+fn a_compact_request_is_answered_with_a_compaction_before_anything_else() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = answering(&rt, "done; and this is the summary");
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    create_with_input(&store, "k");
+    let (_, st) = drive(&server.base_url(), &store, "k", Toolbox::standard());
+    assert_eq!(st.turn, 1);
+    store
+        .open(&SessionId::literal("k"))
+        .unwrap()
+        .append_input("i2", "user", "more")
+        .unwrap();
+    let (_, st) = drive(&server.base_url(), &store, "k", Toolbox::standard());
+    assert_eq!(st.turn, 2);
+    store
+        .open(&SessionId::literal("k"))
+        .unwrap()
+        .append_control("k1", "compact", None)
+        .unwrap();
+    let requests = server.request_count();
+    let (outcome, st) = drive(&server.base_url(), &store, "k", Toolbox::standard());
+    assert_eq!(outcome, RunOutcome::Idle);
+    assert!(
+        st.compaction.is_some(),
+        "the request was answered by a compaction"
+    );
+    assert!(st.pending_control.is_none());
+    assert_eq!(st.turn, 2, "no turn was made for it");
+    assert_eq!(
+        server.request_count(),
+        requests + 1,
+        "one summarising request"
+    );
+}
+
+#[test]
+fn a_compact_request_with_nothing_to_summarise_ends_idle_without_a_turn() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = answering(&rt, "done");
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    store
+        .create(CreateOptions {
+            id: Some(SessionId::literal("n")),
+            meta: None,
+        })
+        .unwrap()
+        .append_control("k1", "compact", None)
+        .unwrap();
+    let (outcome, st) = drive(&server.base_url(), &store, "n", Toolbox::standard());
+    assert_eq!(outcome, RunOutcome::Idle);
+    assert!(st.compaction.is_none());
+    assert_eq!((st.turn, server.request_count()), (0, 0));
+}
+
+#[test]
+fn over_the_threshold_with_nothing_to_summarise_the_turn_is_still_made() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = answering(&rt, "done");
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    create_with_input(&store, "z");
+    let (outcome, st) = drive_with(
+        &server.base_url(),
+        &store,
+        "z",
+        |_| Toolbox::standard(),
+        |cfg| cfg.compaction.compact_at = Some(1),
+    );
+    assert_eq!(outcome, RunOutcome::Idle);
+    assert!(st.compaction.is_none(), "nothing to summarise");
+    assert_eq!((st.turn, server.request_count()), (1, 1));
 }
