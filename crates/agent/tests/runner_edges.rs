@@ -27,17 +27,27 @@ use lazarus_session::{CreateOptions, LocalStore, Session, SessionId, SessionStat
 use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step};
 use serde_json::{Value, json};
 
-/// Finishes its work, and the stop (the run's cancel token) arrives just as it does.
-struct FinishesAsStopped;
+/// A tool that does `act` once it has started, and answers what `act` returns (not
+/// idempotent: an interrupted call of it is in doubt).
+struct Acting {
+    spec: ToolSpec,
+    act: Box<dyn Fn(&ToolContext) -> String + Send + Sync>,
+}
 
-impl Tool for FinishesAsStopped {
-    fn spec(&self) -> &ToolSpec {
-        static SPEC: std::sync::LazyLock<ToolSpec> = std::sync::LazyLock::new(|| ToolSpec {
-            name: "finish".into(),
-            description: "finishes as the run is stopped".into(),
+fn acting(name: &str, act: impl Fn(&ToolContext) -> String + Send + Sync + 'static) -> Arc<Acting> {
+    Arc::new(Acting {
+        spec: ToolSpec {
+            name: name.into(),
+            description: format!("the test's {name}"),
             parameters: json!({"type": "object"}),
-        });
-        &SPEC
+        },
+        act: Box::new(act),
+    })
+}
+
+impl Tool for Acting {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
     }
 
     fn rerun(&self) -> Rerun {
@@ -57,10 +67,18 @@ impl Tool for FinishesAsStopped {
             if let Err(e) = hooks.started(None) {
                 return ToolOutput::rejected(e);
             }
-            ctx.cancel.cancel();
-            ToolOutput::ok("finished")
+            ToolOutput::ok((self.act)(ctx))
         })
     }
+}
+
+/// A server that answers every request with `text`.
+fn answering(rt: &tokio::runtime::Runtime, text: &str) -> ScriptedServer {
+    rt.block_on(ScriptedServer::start(Script::new([Step::reply(
+        ScriptedResponse::text(text),
+    )
+    .repeat()])))
+        .unwrap()
 }
 
 fn drive(
@@ -128,7 +146,11 @@ fn a_tool_that_finishes_as_the_stop_arrives_keeps_its_outcome() {
     let store = LocalStore::open(dir.path()).unwrap();
     create_with_input(&store, "f");
     let mut toolbox = Toolbox::standard();
-    toolbox.register(Arc::new(FinishesAsStopped));
+    // finishes its work, and the stop (the run's cancel token) arrives just as it does
+    toolbox.register(acting("finish", |ctx| {
+        ctx.cancel.cancel();
+        "finished".into()
+    }));
     let (outcome, st) = drive(&server.base_url(), &store, "f", toolbox);
     assert_eq!(outcome, RunOutcome::Cancelled);
     let call = st.call("c1").expect("the call");
@@ -140,12 +162,7 @@ fn a_tool_that_finishes_as_the_stop_arrives_keeps_its_outcome() {
 #[test]
 fn a_resume_event_on_an_idle_session_leaves_a_receipt() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt
-        .block_on(ScriptedServer::start(Script::new([Step::reply(
-            ScriptedResponse::text("done"),
-        )
-        .repeat()])))
-        .unwrap();
+    let server = answering(&rt, "done");
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::open(dir.path()).unwrap();
     create_with_input(&store, "r");
@@ -170,12 +187,7 @@ fn a_resume_event_on_an_idle_session_leaves_a_receipt() {
 #[test]
 fn a_torn_tail_alone_is_a_resume_whose_receipt_names_the_cut() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt
-        .block_on(ScriptedServer::start(Script::new([Step::reply(
-            ScriptedResponse::text("done"),
-        )
-        .repeat()])))
-        .unwrap();
+    let server = answering(&rt, "done");
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::open(dir.path()).unwrap();
     create_with_input(&store, "t");
@@ -262,12 +274,7 @@ fn hand_made_turn(s: &mut Session, turn: u64, prev: Option<u64>, calls: &[(&str,
 #[test]
 fn only_the_finished_calls_of_the_last_turn_with_calls_are_reused() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt
-        .block_on(ScriptedServer::start(Script::new([Step::reply(
-            ScriptedResponse::text("done"),
-        )
-        .repeat()])))
-        .unwrap();
+    let server = answering(&rt, "done");
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::open(dir.path()).unwrap();
     let mut s = store
@@ -289,12 +296,7 @@ fn only_the_finished_calls_of_the_last_turn_with_calls_are_reused() {
 #[test]
 fn a_receipt_names_the_open_turn_and_the_inputs_still_waiting() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt
-        .block_on(ScriptedServer::start(Script::new([Step::reply(
-            ScriptedResponse::text("done"),
-        )
-        .repeat()])))
-        .unwrap();
+    let server = answering(&rt, "done");
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::open(dir.path()).unwrap();
     create_with_input(&store, "o");
@@ -364,45 +366,6 @@ fn a_base_models_repeated_text_calls_run_once_and_the_repeats_are_recorded_and_t
     assert!(!result(other).contains("[Lazarus:"), "{}", result(other));
 }
 
-/// Records a `resume` event in the session it runs in, as a sender would while the run goes on.
-struct SendsResume(SharedSession);
-
-impl Tool for SendsResume {
-    fn spec(&self) -> &ToolSpec {
-        static SPEC: std::sync::LazyLock<ToolSpec> = std::sync::LazyLock::new(|| ToolSpec {
-            name: "poke".into(),
-            description: "records a resume event".into(),
-            parameters: json!({"type": "object"}),
-        });
-        &SPEC
-    }
-
-    fn rerun(&self) -> Rerun {
-        Rerun {
-            idempotent: false,
-            basis: None,
-        }
-    }
-
-    fn run<'a>(
-        &'a self,
-        _ctx: &'a ToolContext,
-        _arguments: &'a Value,
-        hooks: &'a mut dyn ToolHooks,
-    ) -> ToolFuture<'a> {
-        Box::pin(async move {
-            if let Err(e) = hooks.started(None) {
-                return ToolOutput::rejected(e);
-            }
-            let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            match s.append_control("e-running", "resume", Some("wake")) {
-                Ok(_) => ToolOutput::ok("sent"),
-                Err(e) => ToolOutput::ok(format!("not sent: {e}")),
-            }
-        })
-    }
-}
-
 #[test]
 fn a_resume_event_that_arrives_while_running_is_answered_with_a_receipt() {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -421,7 +384,15 @@ fn a_resume_event_that_arrives_while_running_is_answered_with_a_receipt() {
         "w",
         |shared| {
             let mut toolbox = Toolbox::standard();
-            toolbox.register(Arc::new(SendsResume(shared.clone())));
+            // records a resume event in its own session, as a sender would meanwhile
+            let session = shared.clone();
+            toolbox.register(acting("poke", move |_| {
+                let mut s = session.lock().unwrap_or_else(|p| p.into_inner());
+                match s.append_control("e-running", "resume", Some("wake")) {
+                    Ok(_) => "sent".into(),
+                    Err(e) => format!("not sent: {e}"),
+                }
+            }));
             toolbox
         },
         |_| {},
@@ -460,15 +431,6 @@ fn max_turns_stops_a_model_that_never_stops_asking_for_tools() {
     assert_eq!(outcome, RunOutcome::MaxTurns);
     assert_eq!(st.turn, 3, "three turns made, no fourth started");
     assert_eq!(server.request_count(), 3);
-}
-
-/// A server that answers every request with `text`.
-fn answering(rt: &tokio::runtime::Runtime, text: &str) -> ScriptedServer {
-    rt.block_on(ScriptedServer::start(Script::new([Step::reply(
-        ScriptedResponse::text(text),
-    )
-    .repeat()])))
-        .unwrap()
 }
 
 #[test]
