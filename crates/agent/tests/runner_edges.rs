@@ -11,6 +11,7 @@
 //!   recorded in the response and told in that call's result;
 //! * a resume event that arrives while the run goes on is answered with a receipt;
 //! * `max_turns` stops a model that never stops asking for tools;
+//! * a request over the context window is never sent (the turn fails, recorded);
 //! * a compact request is answered with a compaction before anything else, and one with
 //!   nothing to summarise (or a threshold passed with nothing to summarise) ends, never loops.
 
@@ -507,4 +508,27 @@ fn over_the_threshold_with_nothing_to_summarise_the_turn_is_still_made() {
     assert_eq!(outcome, RunOutcome::Idle);
     assert!(st.compaction.is_none(), "nothing to summarise");
     assert_eq!((st.turn, server.request_count()), (1, 1));
+}
+
+#[test]
+fn a_request_over_the_context_window_is_never_sent_and_the_turn_fails_recorded() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = answering(&rt, "done");
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    create_with_input(&store, "c");
+    let (outcome, st) = drive_with(
+        &server.base_url(),
+        &store,
+        "c",
+        |_| Toolbox::standard(),
+        |cfg| cfg.compaction.context_window = Some(10),
+    );
+    let RunOutcome::Failed { message, transient } = outcome else {
+        panic!("the turn fails: {outcome:?}")
+    };
+    assert!(message.contains("over --context-window 10"), "{message}");
+    assert!(!transient);
+    assert_eq!(server.request_count(), 0, "nothing over the window is sent");
+    assert_eq!(st.turn, 1, "the failed turn is recorded");
 }
