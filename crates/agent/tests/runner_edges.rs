@@ -124,14 +124,17 @@ fn drive_with(
     (outcome, store.load(&SessionId::literal(id)).unwrap())
 }
 
-fn create_with_input(store: &LocalStore, id: &'static str) {
-    let mut s = store
+fn create(store: &LocalStore, id: &'static str) -> Session {
+    store
         .create(CreateOptions {
             id: Some(SessionId::literal(id)),
             meta: None,
         })
-        .unwrap();
-    s.append_input("i1", "user", "go").unwrap();
+        .unwrap()
+}
+
+fn create_with_input(store: &LocalStore, id: &'static str) {
+    create(store, id).append_input("i1", "user", "go").unwrap();
 }
 
 #[test]
@@ -278,12 +281,7 @@ fn only_the_finished_calls_of_the_last_turn_with_calls_are_reused() {
     let server = answering(&rt, "done");
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::open(dir.path()).unwrap();
-    let mut s = store
-        .create(CreateOptions {
-            id: Some(SessionId::literal("u")),
-            meta: None,
-        })
-        .unwrap();
+    let mut s = create(&store, "u");
     // turn 1: two finished calls; turn 2: one finished, one cut off after it started
     let t1 = hand_made_turn(&mut s, 1, None, &[("a1", true), ("a2", true)]);
     hand_made_turn(&mut s, 2, Some(t1), &[("b1", true), ("b2", false)]);
@@ -477,12 +475,7 @@ fn a_compact_request_with_nothing_to_summarise_ends_idle_without_a_turn() {
     let server = answering(&rt, "done");
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::open(dir.path()).unwrap();
-    store
-        .create(CreateOptions {
-            id: Some(SessionId::literal("n")),
-            meta: None,
-        })
-        .unwrap()
+    create(&store, "n")
         .append_control("k1", "compact", None)
         .unwrap();
     let (outcome, st) = drive(&server.base_url(), &store, "n", Toolbox::standard());
