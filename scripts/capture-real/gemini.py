@@ -225,7 +225,12 @@ def scenarios(_):
             "the server dropped the connection mid-stream on every request; the CLI gave up "
             "by itself (not killed). The file holds no error: the prompt is rolled back by a "
             "`$set messages` exactly as after the 400 of api-error-context-overflow, so "
-            "transient cannot be told from the file", "failed", {"transient": True},
+            "transient cannot be told from the file", "failed",
+            {"transient": True, "expect": "failed/permanent",
+             "expect_why": "the file holds the same bytes as after the permanent 400 of "
+                           "api-error-context-overflow (the prompt rolled back by `$set "
+                           "messages`, no error record), so the cause cannot be read from it; "
+                           "boot-resume never guesses a failure transient"},
             lambda box: [step({"kind": "stream_then_close", "text": LONG, "after_chunks": 8},
                               when=cond_text(PROMPT), repeat=True)], r_exits),
         "api-error-context-overflow": (

@@ -1,6 +1,7 @@
 //! Where sessions live: default locations per format, `--source FORMAT:PATH`, OpenClaw's
 //! sessions.json index and its SQLite store.
 use crate::classify::Format;
+use crate::fsutil::open_ro;
 use crate::verdict::IndexFacts;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -28,7 +29,7 @@ pub struct Source {
 pub enum SourceError {
     /// No `FORMAT:` prefix or an unknown format name.
     #[error(
-        "bad --source {0:?}: expected FORMAT:PATH with FORMAT one of lazarus, openclaw, pi, claude-code, codex, auto"
+        "bad --source {0:?}: expected FORMAT:PATH with FORMAT one of lazarus, openclaw, pi, claude-code, codex, gemini-cli, opencode, auto"
     )]
     Bad(String),
 }
@@ -54,15 +55,27 @@ impl std::str::FromStr for Source {
     }
 }
 
-/// Where the events of an OpenClaw SQLite session are.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the events of a session kept in SQLite are.
+#[derive(Debug, Clone)]
 pub struct SqliteRef {
     /// The database file.
     pub db: PathBuf,
-    /// The session id in `transcript_events`.
+    /// The session id (`transcript_events.session_id`, OpenCode `session.id`).
     pub session_id: String,
-    /// Newest `created_at` in ms, if known.
+    /// Newest activity in ms, if known.
     pub updated_at_ms: Option<i64>,
+    /// Whose database it is.
+    pub store: Store,
+}
+
+/// The programs whose sessions live in SQLite.
+#[derive(Debug, Clone)]
+pub enum Store {
+    /// OpenClaw's `openclaw-agent.sqlite` (`transcript_events`); `too_new` is its schema
+    /// version when this build does not read it.
+    Openclaw { too_new: Option<i64> },
+    /// OpenCode's `opencode.db`, with the session's row.
+    Opencode(Box<crate::formats::opencode::SessionLine>),
 }
 
 /// One session to classify.
@@ -176,7 +189,85 @@ pub fn default_sources(env: &dyn Env) -> Vec<Source> {
         format: SourceFormat::Known(Format::Codex),
         path: codex,
     });
+    let gemini = env
+        .var("GEMINI_CLI_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| h.clone())
+        .join(".gemini");
+    v.push(Source {
+        format: SourceFormat::Known(Format::GeminiCli),
+        path: gemini,
+    });
+    let opencode_data = env
+        .var("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| h.join(".local/share"))
+        .join("opencode");
+    let opencode = match env.var("OPENCODE_DB").map(PathBuf::from) {
+        Some(db) if db.is_absolute() => db,
+        Some(db) => opencode_data.join(db),
+        None => opencode_data,
+    };
+    v.push(Source {
+        format: SourceFormat::Known(Format::Opencode),
+        path: opencode,
+    });
     v
+}
+
+/// Gemini CLI recordings under a directory: `session-*.jsonl` (and the legacy
+/// `session-*.json`, reported as an unknown format) in `chats/` directories, and sub-agent
+/// recordings in `chats/<parent id>/`. Directory symlinks are not followed.
+pub fn walk_gemini(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut stack = vec![(dir.to_path_buf(), 0usize, dir.ends_with("chats"))];
+    while let Some((d, depth, in_chats)) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        let mut files = Vec::new();
+        for ent in rd.flatten() {
+            let Ok(ft) = ent.file_type() else { continue };
+            let name = ent.file_name();
+            let name = name.to_string_lossy();
+            if ft.is_dir() {
+                if depth < 8 {
+                    stack.push((ent.path(), depth + 1, in_chats || name == "chats"));
+                }
+            } else if in_chats
+                && (name.ends_with(".jsonl")
+                    || (name.starts_with("session-") && name.ends_with(".json")))
+            {
+                files.push(ent.path());
+            }
+        }
+        files.sort();
+        out.extend(files);
+    }
+}
+
+/// Candidates from an OpenCode database (one per session).
+pub fn opencode_sqlite(db: &Path) -> Result<Vec<Candidate>, String> {
+    let sessions = crate::formats::opencode::sessions(db)?;
+    Ok(sessions
+        .into_iter()
+        .map(|s| Candidate {
+            format: Some(Format::Opencode),
+            path: db.to_path_buf(),
+            index: Some(IndexFacts {
+                session_id: Some(s.id.clone()),
+                spawned: s.parent_id.is_some(),
+                updated_at_ms: s.time_updated,
+                ..Default::default()
+            }),
+            sqlite: Some(SqliteRef {
+                db: db.to_path_buf(),
+                session_id: s.id.clone(),
+                updated_at_ms: s.time_updated,
+                store: Store::Opencode(Box::new(s)),
+            }),
+            problem: None,
+        })
+        .collect())
 }
 
 /// File names that are never live transcripts.
@@ -257,7 +348,14 @@ pub fn candidates(sources: &[Source], explicit: bool) -> (Vec<Candidate>, Vec<St
         };
         if md.is_file() {
             let name = s.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name == "sessions.json" {
+            if fmt == Some(Format::Opencode)
+                || (fmt.is_none() && name.starts_with("opencode") && name.ends_with(".db"))
+            {
+                match opencode_sqlite(&s.path) {
+                    Ok(c) => out.extend(c),
+                    Err(e) => problems.push(e),
+                }
+            } else if name == "sessions.json" {
                 out.extend(openclaw_index(&s.path));
             } else if name.ends_with(".sqlite") {
                 match openclaw_sqlite(&s.path) {
@@ -291,8 +389,21 @@ pub fn candidates(sources: &[Source], explicit: bool) -> (Vec<Candidate>, Vec<St
                 continue;
             }
         }
+        if fmt == Some(Format::Opencode) {
+            for db in crate::formats::opencode::databases(&s.path) {
+                match opencode_sqlite(&db) {
+                    Ok(c) => out.extend(c),
+                    Err(e) => problems.push(e),
+                }
+            }
+            continue;
+        }
         let mut files = Vec::new();
-        walk_jsonl(&s.path, &mut files);
+        if fmt == Some(Format::GeminiCli) {
+            walk_gemini(&s.path, &mut files);
+        } else {
+            walk_jsonl(&s.path, &mut files);
+        }
         out.extend(files.into_iter().map(|p| Candidate::file(fmt, p)));
     }
     (out, problems)
@@ -407,26 +518,6 @@ pub fn openclaw_index(path: &Path) -> Vec<Candidate> {
     out
 }
 
-pub(crate) fn open_ro(db: &Path) -> rusqlite::Result<rusqlite::Connection> {
-    use rusqlite::OpenFlags;
-    // A symlink or a FIFO named like the database is refused before SQLite touches it.
-    match std::fs::symlink_metadata(db) {
-        Ok(m) if m.file_type().is_file() => {}
-        Ok(_) => {
-            return Err(rusqlite::Error::InvalidPath(db.to_path_buf()));
-        }
-        Err(_) => return Err(rusqlite::Error::InvalidPath(db.to_path_buf())),
-    }
-    let c = rusqlite::Connection::open_with_flags(
-        db,
-        OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW,
-    )?;
-    c.busy_timeout(std::time::Duration::from_secs(2))?;
-    Ok(c)
-}
-
 fn ms_of(v: rusqlite::types::ValueRef<'_>) -> Option<i64> {
     use rusqlite::types::ValueRef;
     match v {
@@ -512,6 +603,7 @@ fn openclaw_session_facts(
 pub fn openclaw_sqlite(db: &Path) -> Result<Vec<Candidate>, String> {
     let ctx = |e: rusqlite::Error| format!("OpenClaw database {}: {e}", db.display());
     let c = open_ro(db).map_err(ctx)?;
+    let too_new = crate::formats::openclaw::schema_too_new(&c);
     let facts = openclaw_session_facts(&c);
     let mut st = c
         .prepare("SELECT session_id, MAX(created_at) FROM transcript_events GROUP BY session_id")
@@ -537,6 +629,7 @@ pub fn openclaw_sqlite(db: &Path) -> Result<Vec<Candidate>, String> {
                 db: db.to_path_buf(),
                 session_id: id,
                 updated_at_ms: updated,
+                store: Store::Openclaw { too_new },
             }),
             problem: None,
         });

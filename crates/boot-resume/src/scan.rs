@@ -1,6 +1,6 @@
 //! Scanning candidates in parallel into per-session [`Report`]s.
 use crate::classify::{Format, pi};
-use crate::discover::{Candidate, sqlite_tail};
+use crate::discover::{Candidate, Store, sqlite_tail};
 use crate::tail::{self, TailOptions};
 use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
 use regex::Regex;
@@ -81,6 +81,12 @@ pub struct Report {
     /// Claude Code permission mode of the session, carried into the resume.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
+    /// For `unknown_format`: the version seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seen_version: Option<String>,
+    /// The call that was running when the session was cut off, as far as it is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_call: Option<String>,
     /// Idempotency key of the injection.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
@@ -193,6 +199,8 @@ fn base_report(c: &Candidate) -> Report {
         size: 0,
         mtime_ns: 0,
         permission_mode: None,
+        seen_version: None,
+        interrupted_call: None,
         idempotency_key: None,
     }
 }
@@ -213,6 +221,8 @@ fn apply(mut r: Report, c: Classification) -> Report {
     r.cwd = c.cwd;
     r.last_record_id = c.last_record_id;
     r.permission_mode = c.permission_mode;
+    r.seen_version = c.seen_version;
+    r.interrupted_call = c.interrupted_call;
     r
 }
 
@@ -274,9 +284,21 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
         if let Some(why) = sq.updated_at_ms.and_then(|ms| outside_window(opts, ms)) {
             return skipped(r, SkipWhy::OutsideWindow, why);
         }
+        if let Store::Openclaw { too_new: Some(v) } = &sq.store {
+            let u = Classification::unknown_format(
+                "OpenClaw agent database schema",
+                v.to_string(),
+                crate::formats::openclaw::KNOWN,
+            );
+            return apply(r, u);
+        }
         let mut limit = 64usize;
         loop {
-            let (bytes, complete) = match sqlite_tail(sq, limit) {
+            let got = match &sq.store {
+                Store::Openclaw { .. } => sqlite_tail(sq, limit),
+                Store::Opencode(s) => crate::formats::opencode::export_tail(&sq.db, s, limit),
+            };
+            let (bytes, complete) = match got {
                 Ok(x) => x,
                 Err(e) => return skipped(r, SkipWhy::Unreadable, e),
             };
@@ -289,7 +311,10 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
                 index: c.index.as_ref(),
                 has_subagents: false,
             };
-            let cl = pi::classify_openclaw(&bytes, &meta);
+            let cl = match &sq.store {
+                Store::Openclaw { .. } => pi::classify_openclaw(&bytes, &meta),
+                Store::Opencode(_) => Format::Opencode.classify(&bytes, &meta),
+            };
             if cl.need_more && limit < 4096 {
                 limit *= 4;
                 continue;
@@ -329,6 +354,9 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
     r.size = res.facts.size;
     r.mtime_ns = res.facts.mtime_ns as i64;
     let mut r = apply(r, res.classification);
+    if res.format == Format::GeminiCli && r.cwd.is_none() {
+        r.cwd = gemini_project_root(&c.path);
+    }
     if res.format == Format::Lazarus
         && let Some(holder) = live_lock_holder(&c.path)
     {
@@ -345,6 +373,19 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
         r.reason = format!("Claude Code is still running this session ({holder}); tail: {inner}");
     }
     r
+}
+
+/// The project directory of a Gemini CLI recording: `tmp/<project>/.project_root`, beside
+/// the `chats/` directory the recording is in (the recording itself names only a hash of it).
+pub fn gemini_project_root(recording: &Path) -> Option<String> {
+    let project = recording
+        .ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == "chats"))?
+        .parent()?;
+    let bytes = crate::fsutil::read_small(&project.join(".project_root"), 64 * 1024).ok()?;
+    let root = String::from_utf8(bytes).ok()?;
+    let root = root.trim();
+    (!root.is_empty()).then(|| root.to_string())
 }
 
 /// The start time of a process (field 22 of `/proc/PID/stat`, clock ticks since boot).

@@ -86,6 +86,9 @@ pub enum Verdict {
     WaitingExternal,
     /// The user stopped the turn.
     UserStopped,
+    /// Written in a format version this build does not read (the version seen is in
+    /// [`Classification::seen_version`]): never guessed into another verdict.
+    UnknownFormat,
     /// Not considered, and why.
     Skipped(SkipWhy),
 }
@@ -102,6 +105,7 @@ impl Verdict {
             Verdict::Failed { .. } => "failed",
             Verdict::WaitingExternal => "waiting_external",
             Verdict::UserStopped => "user_stopped",
+            Verdict::UnknownFormat => "unknown_format",
             Verdict::Skipped(_) => "skipped",
         }
     }
@@ -170,12 +174,32 @@ pub struct Classification {
     /// can run the same way.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
+    /// For `unknown_format`: the version the file (or database) names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seen_version: Option<String>,
+    /// The tool call that was running when the session was cut off, as the session recorded
+    /// it (`bash {"command":…}`), or what is known of it; the resume message names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_call: Option<String>,
     /// The deciding record lies before the window: read a larger tail and classify again.
     #[serde(skip)]
     pub need_more: bool,
 }
 
 impl Classification {
+    /// An `unknown_format` classification naming what was seen.
+    pub fn unknown_format(what: &str, version: impl Into<String>, known: &str) -> Self {
+        let version = version.into();
+        let mut c = Classification::new(
+            Verdict::UnknownFormat,
+            format!(
+                "{what} {version:?} is not one this build reads ({known}); upgrade Lazarus to judge it"
+            ),
+        );
+        c.seen_version = Some(version);
+        c
+    }
+
     /// A classification with the given verdict and reason and nothing else known.
     pub fn new(verdict: Verdict, reason: impl Into<String>) -> Self {
         Classification {
@@ -186,6 +210,8 @@ impl Classification {
             session_id: None,
             cwd: None,
             permission_mode: None,
+            seen_version: None,
+            interrupted_call: None,
             need_more: false,
         }
     }

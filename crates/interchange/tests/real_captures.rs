@@ -1,5 +1,5 @@
-//! Every real capture (files Claude Code 2.1.332, Codex 0.171.0, pi 0.73.1 and OpenClaw
-//! 2026.9.6 wrote; `scripts/capture-real/`) imported: in the source (counted here by a
+//! Every real capture (files Claude Code 2.1.332, Codex 0.171.0, pi 0.73.1, OpenClaw
+//! 2026.9.6, Gemini CLI 0.61.0 and OpenCode 1.18.33 wrote; `scripts/capture-real/`) imported: in the source (counted here by a
 //! separate, plain reading of its JSON) and in the imported session, the user messages, tool
 //! calls and tool results match, and each call's result text is byte-equal.
 
@@ -176,6 +176,104 @@ fn rusqlite_rows(db: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Gemini CLI: a plain fold of the operations (`$set messages` replaces the list, a message
+/// whose id was seen replaces it in place), then the counts.
+fn tally_gemini(p: &Path) -> Tally {
+    let mut msgs: Vec<Value> = Vec::new();
+    for v in lines(p) {
+        if let Some(list) = v.get("$set").and_then(|s| s.get("messages")) {
+            msgs = list.as_array().cloned().unwrap_or_default();
+        } else if v.get("type").is_some() {
+            match msgs
+                .iter_mut()
+                .find(|m| m.get("id").is_some() && m["id"] == v["id"])
+            {
+                Some(m) => *m = v,
+                None => msgs.push(v),
+            }
+        }
+    }
+    let mut t = Tally::default();
+    let output = |r: &Value| r["response"]["output"].as_str().unwrap().to_string();
+    for m in &msgs {
+        let text = text_of(&m["content"]);
+        let parts = m["content"].as_array().cloned().unwrap_or_default();
+        match m["type"].as_str() {
+            // results: with their call, or (in a resumed list) as responses, once per call
+            Some("user") if m["content"].to_string().contains("functionResponse") => {
+                for r in parts.iter().map(|p| &p["functionResponse"]) {
+                    let id = r["id"].as_str().unwrap().to_string();
+                    if !t.results.iter().any(|(c, _)| *c == id) {
+                        t.results.push((id, output(r)));
+                    }
+                }
+            }
+            Some("user") if !text.starts_with("<session_context>") => t.users += 1,
+            Some("gemini") => {
+                for c in parts.iter().filter_map(|p| p.get("functionCall")) {
+                    t.calls.push(c["id"].as_str().unwrap().to_string());
+                }
+                for c in m["toolCalls"].as_array().into_iter().flatten() {
+                    let id = c["id"].as_str().unwrap().to_string();
+                    t.calls.push(id.clone());
+                    if let Some(r) = c["result"].as_array() {
+                        t.results.push((id, output(&r[0]["functionResponse"])));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    t
+}
+
+/// OpenCode: the rows read with Python's sqlite3 (not the reader): user messages with text,
+/// tool parts as calls, completed / failed ones as results.
+fn tally_opencode(db: &Path) -> Tally {
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3,sys,json\n\
+             c=sqlite3.connect('file:'+sys.argv[1]+'?mode=ro',uri=True)\n\
+             for (i,d) in c.execute('select id, data from message order by time_created, id').fetchall():\n\
+             \tparts=[json.loads(p) for (p,) in c.execute('select data from part where message_id=? order by id',(i,))]\n\
+             \tprint(json.dumps({'info':json.loads(d),'parts':parts}))",
+        )
+        .arg(db)
+        .output()
+        .expect("python3 runs (it reads the OpenCode rows independently of the reader)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut t = Tally::default();
+    for l in String::from_utf8(out.stdout).unwrap().lines() {
+        let m: Value = serde_json::from_str(l).unwrap();
+        let parts = m["parts"].as_array().cloned().unwrap_or_default();
+        if m["info"]["role"] == "user" {
+            if parts.iter().any(|p| p["type"] == "text") {
+                t.users += 1;
+            }
+            continue;
+        }
+        for p in parts.iter().filter(|p| p["type"] == "tool") {
+            let id = p["callID"].as_str().unwrap().to_string();
+            t.calls.push(id.clone());
+            match p["state"]["status"].as_str() {
+                Some("completed") => t
+                    .results
+                    .push((id, p["state"]["output"].as_str().unwrap().to_string())),
+                Some("error") => t
+                    .results
+                    .push((id, p["state"]["error"].as_str().unwrap().to_string())),
+                _ => {}
+            }
+        }
+    }
+    t
+}
+
 /// What the imported session holds, in the same terms.
 fn imported(store: &LocalStore, id: &str) -> Tally {
     let id = SessionId::parse(id).unwrap();
@@ -205,6 +303,17 @@ fn check(format: Format, source: &Path, label: &Path, expected: Tally) -> String
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::open(dir.path()).unwrap();
     let conv = formats::read(format, source, &ReadOptions::default()).unwrap();
+    if expected == Tally::default() {
+        // nothing to import (Gemini CLI rolled the only prompt back): refused, not an empty
+        // session
+        let e = lazarus_interchange::import(&store, &conv, None).unwrap_err();
+        assert!(e.to_string().contains("nothing"), "{e}");
+        return format!(
+            "{:<11} {} (nothing to import: {e})",
+            format.as_str(),
+            label.display()
+        );
+    }
     let got = lazarus_interchange::import(&store, &conv, None).unwrap();
     let session = imported(&store, &got.id);
     assert_eq!(
@@ -253,6 +362,21 @@ fn every_real_capture_imports_with_matching_counts_and_byte_equal_results() {
             (Format::Codex, tally_codex(p))
         } else if s.contains("/.pi/agent/sessions/") {
             (Format::Pi, tally_pi_entries(lines(p)))
+        } else if s.contains("/.gemini/tmp/") && s.ends_with(".jsonl") {
+            (Format::GeminiCli, tally_gemini(p))
+        } else if s.ends_with("opencode.db.zst") {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = p.parent().unwrap();
+            for f in ["opencode.db", "opencode.db-wal"] {
+                let z = dir.join(format!("{f}.zst"));
+                let bytes = zstd::decode_all(std::fs::File::open(z).unwrap()).unwrap();
+                std::fs::write(tmp.path().join(f), bytes).unwrap();
+            }
+            let db = tmp.path().join("opencode.db");
+            let expected = tally_opencode(&db);
+            report.push(check(Format::Opencode, &db, p, expected));
+            *per_format.entry("opencode").or_insert(0) += 1;
+            continue;
         } else if s.ends_with("openclaw-agent.sqlite") {
             // a copy: SQLite leaves a -shm file beside a WAL database it reads
             let tmp = tempfile::tempdir().unwrap();
@@ -274,7 +398,14 @@ fn every_real_capture_imports_with_matching_counts_and_byte_equal_results() {
         *per_format.entry(format.as_str()).or_insert(0) += 1;
     }
     println!("{}", report.join("\n"));
-    for f in ["claude-code", "codex", "pi", "openclaw"] {
+    for f in [
+        "claude-code",
+        "codex",
+        "pi",
+        "openclaw",
+        "gemini-cli",
+        "opencode",
+    ] {
         assert!(
             per_format.get(f).copied().unwrap_or(0) >= 5,
             "too few {f} captures found under {}: {per_format:?}",

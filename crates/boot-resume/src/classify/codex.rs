@@ -51,6 +51,9 @@ fn codex_error_is_transient(info: Option<&serde_json::Value>, message: &str) -> 
 /// Classifies a Codex rollout tail in three steps: the header (who owns the rollout), a walk
 /// back to the start of the last turn (a terminal event decides at once), then the open
 /// turn's last item.
+/// The newest Codex major version whose rollouts this build reads.
+const KNOWN_MAJOR: u64 = 0;
+
 pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     let p: Parsed<Line> = Parsed::new(tail, meta.at_start);
     let mut out = Classification::new(Verdict::Skipped(SkipWhy::Empty), "");
@@ -110,6 +113,12 @@ fn read_header<'a>(
     if let Some(h) = hdr {
         out.session_id = h.id.clone();
         out.cwd = h.cwd.clone();
+        if let Some(v) = h.cli_version.as_deref()
+            && super::newer_major(v, KNOWN_MAJOR)
+        {
+            let u = super::unknown_format(out, "Codex version", v, "Codex 0.x");
+            return Some((u.verdict, u.reason));
+        }
     }
     if out.session_id.is_none() {
         // rollout-YYYY-MM-DDThh-mm-ss-<uuid>.jsonl: the uuid is the last 36 chars.

@@ -31,6 +31,9 @@ struct Data {
     id: Option<String>,
     #[serde(default)]
     format: Option<String>,
+    /// The header's framing version.
+    #[serde(default)]
+    version: Option<serde_json::Value>,
     #[serde(default)]
     cwd: Option<String>,
     /// The header's application data: the runner keeps the workspace there.
@@ -98,6 +101,16 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     let header = header_record(&p, meta);
     if let Err(why) = read_header(&mut out, header.as_ref(), meta) {
         return decided(out, Verdict::Skipped(SkipWhy::Unreadable), why);
+    }
+    if let Some(v) = header.as_ref().and_then(|h| data(h).version)
+        && v.as_u64() != Some(lazarus_ledger::FORMAT_VERSION)
+    {
+        return super::unknown_format(
+            &mut out,
+            "ledger format version",
+            &v.to_string(),
+            &lazarus_ledger::FORMAT_VERSION.to_string(),
+        );
     }
     out.last_record_id = last_valid(&p).and_then(|j| p.get(j)?.seq.map(|s| s.to_string()));
     let seq = out.last_record_id.clone().unwrap_or_else(|| "?".into());

@@ -9,7 +9,9 @@ use std::cell::OnceCell;
 
 pub mod claude_code;
 pub mod codex;
+pub mod gemini_cli;
 pub mod lazarus;
+pub mod opencode;
 pub mod pi;
 
 /// The session log formats boot-resume understands.
@@ -30,16 +32,24 @@ pub enum Format {
     /// Codex CLI rollouts.
     #[serde(rename = "codex")]
     Codex,
+    /// Gemini CLI chat recordings (`~/.gemini/tmp/<project>/chats/session-*.jsonl`).
+    #[serde(rename = "gemini-cli")]
+    GeminiCli,
+    /// OpenCode sessions (rows of its SQLite database, exported as JSON lines).
+    #[serde(rename = "opencode")]
+    Opencode,
 }
 
 impl Format {
     /// All formats, in the order they are scanned by default.
-    pub const ALL: [Format; 5] = [
+    pub const ALL: [Format; 7] = [
         Format::Lazarus,
         Format::Openclaw,
         Format::Pi,
         Format::ClaudeCode,
         Format::Codex,
+        Format::GeminiCli,
+        Format::Opencode,
     ];
 
     /// The name used on the command line and in reports.
@@ -50,6 +60,8 @@ impl Format {
             Format::Pi => "pi",
             Format::ClaudeCode => "claude-code",
             Format::Codex => "codex",
+            Format::GeminiCli => "gemini-cli",
+            Format::Opencode => "opencode",
         }
     }
 
@@ -61,6 +73,8 @@ impl Format {
             "pi" => Format::Pi,
             "claude-code" | "claude" => Format::ClaudeCode,
             "codex" => Format::Codex,
+            "gemini-cli" | "gemini" => Format::GeminiCli,
+            "opencode" => Format::Opencode,
             _ => return None,
         })
     }
@@ -73,6 +87,8 @@ impl Format {
             Format::Pi => pi::classify(tail, meta),
             Format::ClaudeCode => claude_code::classify(tail, meta),
             Format::Codex => codex::classify(tail, meta),
+            Format::GeminiCli => gemini_cli::classify(tail, meta),
+            Format::Opencode => opencode::classify(tail, meta),
         }
     }
 }
@@ -90,6 +106,11 @@ pub fn detect(header: Option<&[u8]>, tail: &[u8], path_hint: &str) -> Option<For
             || (lines::contains(s, b"\"payload\":") && lines::contains(s, b"\"timestamp\":"))
         {
             return Some(Format::Codex);
+        }
+        if lines::contains(s, b"\"projectHash\":")
+            || (lines::contains(s, b"\"type\":\"gemini\"") && lines::contains(s, b"\"id\":"))
+        {
+            return Some(Format::GeminiCli);
         }
         if lines::contains(s, b"\"parentUuid\":") || lines::contains(s, b"\"sessionId\":\"") {
             return Some(Format::ClaudeCode);
@@ -187,6 +208,33 @@ pub(crate) fn need_more(torn: bool) -> Classification {
     c.need_more = true;
     c.torn = torn;
     c
+}
+
+/// For a format known only by the version of the program that wrote it (Claude Code,
+/// Codex): whether `version`'s major number is above the newest major this build reads. A
+/// newer minor or patch is read (those programs change records additively within a major);
+/// a newer major is reported `unknown_format`, never guessed.
+pub(crate) fn newer_major(version: &str, known_major: u64) -> bool {
+    version
+        .trim()
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u64>().ok())
+        .is_some_and(|m| m > known_major)
+}
+
+/// An `unknown_format` verdict on `out`, keeping the ids already read.
+pub(crate) fn unknown_format(
+    out: &mut Classification,
+    what: &str,
+    version: &str,
+    known: &str,
+) -> Classification {
+    let u = Classification::unknown_format(what, version, known);
+    out.verdict = u.verdict;
+    out.reason = u.reason;
+    out.seen_version = u.seen_version;
+    out.clone()
 }
 
 /// Strips `.jsonl` and returns the stem of a file name.

@@ -139,6 +139,24 @@ fn header_facts<'a>(p: &Parsed<'a, Entry<'a>>, meta: &SessionMeta, out: &mut Cla
     }
 }
 
+fn version_text(v: &serde_json::Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+}
+
+/// The header's `version`, as text (the header read apart, else the window's first line).
+fn header_version<'a>(p: &Parsed<'a, Entry<'a>>, meta: &SessionMeta) -> Option<String> {
+    let from_meta = meta
+        .header
+        .and_then(|h| serde_json::from_slice::<Entry>(h).ok())
+        .filter(|e| e.ty == "session")
+        .and_then(|e| e.version.as_ref().map(version_text));
+    from_meta.or_else(|| {
+        p.get(0)
+            .filter(|e| e.ty == "session")
+            .and_then(|e| e.version.as_ref().map(version_text))
+    })
+}
+
 /// The entry the walk starts from: the last parsed non-header entry in file order, or the
 /// target of a trailing `leaf` pointer. `None` when there is none: `out` is then the answer.
 fn find_leaf<'a>(
@@ -414,6 +432,11 @@ fn classify_inner(tail: &[u8], meta: &SessionMeta, _openclaw: bool) -> Classific
     let mut out = Classification::new(Verdict::Skipped(SkipWhy::Empty), "");
     out.torn = p.torn;
     header_facts(&p, meta, &mut out);
+    if let Some(v) =
+        header_version(&p, meta).filter(|v| !matches!(v.as_str(), "1" | "2" | "3" | "4"))
+    {
+        return super::unknown_format(&mut out, "session format version", &v, "1 to 4");
+    }
     let torn_note = if p.torn {
         if p.torn_contains(b"\"role\":\"toolResult\"") {
             "; a tool result was being written when the process died (torn last line ignored)"

@@ -234,7 +234,11 @@ impl<'a> Run<'a> {
                     verdict: r.verdict,
                     reason: r.reason.clone(),
                     idempotency_key: key,
-                    message: message.clone(),
+                    message: inject::resume_message(
+                        &message,
+                        r.verdict,
+                        r.interrupted_call.as_deref(),
+                    ),
                 },
             });
         }

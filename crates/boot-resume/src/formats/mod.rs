@@ -10,7 +10,9 @@
 
 pub mod claude_code;
 pub mod codex;
+pub mod gemini_cli;
 pub mod openclaw;
+pub mod opencode;
 pub mod pi;
 pub mod stream;
 
@@ -95,6 +97,9 @@ pub enum ReadError {
     NotThisFormat { path: PathBuf, why: String },
     #[error("OpenClaw database {path}: {why}")]
     Sqlite { path: PathBuf, why: String },
+    /// `why` names the database and what went wrong.
+    #[error("{why}")]
+    Database { path: PathBuf, why: String },
 }
 
 /// One part of a model's answer.
@@ -262,7 +267,7 @@ pub fn count(events: &[Event]) -> (usize, usize, usize) {
 #[derive(Debug, Clone, Default)]
 pub struct ReadOptions {
     pub limits: Limits,
-    /// OpenClaw: the session key (or session id) to read.
+    /// OpenClaw: the session key (or session id) to read; OpenCode: the session id.
     pub session_key: Option<String>,
     /// pi, OpenClaw: also read the other branches of the session tree.
     pub branches: bool,
@@ -275,6 +280,8 @@ pub fn read(format: Format, source: &Path, opts: &ReadOptions) -> Result<Convers
         Format::Codex => codex::read(source, opts),
         Format::Pi => pi::read(source, opts),
         Format::Openclaw => openclaw::read(source, opts),
+        Format::GeminiCli => gemini_cli::read(source, opts),
+        Format::Opencode => opencode::read(source, opts),
         Format::Lazarus => Err(ReadError::NotThisFormat {
             path: source.to_path_buf(),
             why: "a Lazarus ledger is imported as it is, not through a foreign reader".into(),
@@ -289,6 +296,12 @@ pub fn detect(source: &Path, limits: &Limits) -> Result<Format, ReadError> {
         path: source.to_path_buf(),
         source: e,
     })?;
+    if meta.is_dir() && !opencode::databases(source).is_empty() {
+        return Ok(Format::Opencode);
+    }
+    if openclaw::is_sqlite(source) && opencode::sessions(source).is_ok() {
+        return Ok(Format::Opencode);
+    }
     if meta.is_dir() || openclaw::is_sqlite(source) {
         return Ok(Format::Openclaw);
     }
@@ -305,7 +318,7 @@ pub fn detect(source: &Path, limits: &Limits) -> Result<Format, ReadError> {
     }
     Err(ReadError::NotThisFormat {
         path: source.to_path_buf(),
-        why: "not a session log of Lazarus, Claude Code, Codex, pi or OpenClaw (looked at its first lines); name the format with --from".into(),
+        why: "not a session log of Lazarus, Claude Code, Codex, pi, OpenClaw, Gemini CLI or OpenCode (looked at its first lines); name the format with --from".into(),
     })
 }
 

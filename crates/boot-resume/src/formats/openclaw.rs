@@ -13,11 +13,22 @@ use super::pi::Tree;
 use super::stream::{depth_exceeds, hex};
 use super::{Conversation, ReadError, ReadOptions};
 use crate::classify::Format;
-use crate::discover::open_ro;
+use crate::fsutil::open_ro;
 
 /// Agent database schema versions this reader knows.
-const KNOWN: &str = "up to 23";
+pub const KNOWN: &str = "up to 23";
 const SCHEMA_MAX: i64 = 23;
+
+/// The agent database's schema version when it is newer than this build reads.
+pub fn schema_too_new(c: &rusqlite::Connection) -> Option<i64> {
+    c.query_row(
+        "SELECT schema_version FROM schema_meta WHERE role = 'agent' LIMIT 1",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .ok()
+    .filter(|v| *v > SCHEMA_MAX)
+}
 
 /// Whether `path` is a SQLite database file (by its magic bytes).
 pub fn is_sqlite(path: &Path) -> bool {

@@ -104,7 +104,8 @@ pub fn run_command(
         .stderr(err);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     if let Some(d) = cwd {
-        cmd.current_dir(d);
+        // PWD too: some programs (OpenCode) take the project from it, not from getcwd.
+        cmd.current_dir(d).env("PWD", d);
     }
     let mut child = cmd.spawn().map_err(spawn_err)?;
     let start = Instant::now();

@@ -19,6 +19,24 @@ pub const DEFAULT_MESSAGE: &str = "[System] Your previous turn was interrupted (
 while you were working. Continue from the existing transcript and finish the interrupted task. \
 A tool call that was running may have half-run: check its effects before repeating it.";
 
+/// The resume message for one session: `base`, and for a cut-off tool call, which call it
+/// was (as the session recorded it, or that it was not recorded) and that its effect is
+/// unknown. A bare "continue" is not enough: a program that forgets the unrecorded call
+/// (Gemini CLI) lets the model run it again, and the side effect happens twice.
+pub fn resume_message(base: &str, verdict: Verdict, interrupted_call: Option<&str>) -> String {
+    if verdict != Verdict::InterruptedToolCall {
+        return base.to_string();
+    }
+    let call = match interrupted_call {
+        Some(c) => format!("The tool call that was running when it stopped: {c}."),
+        None => "A tool call was running when it stopped.".to_string(),
+    };
+    format!(
+        "{base}\n\n{call} Its effect is unknown: it may have run fully, partly or not at all. \
+Check its effects (files, processes, remote state) before running it or anything like it again."
+    )
+}
+
 /// Default Lazarus gateway URL.
 pub const DEFAULT_GATEWAY: &str = "http://127.0.0.1:7077";
 

@@ -47,6 +47,10 @@ pub enum Preset {
     Codex,
     /// `pi -p --session <file> <message>`, in the session's cwd
     Pi,
+    /// `gemini --resume <session uuid> -p <message>`, in the session's project directory
+    Gemini,
+    /// `opencode run --session <id> <message>`, in the session's directory (PWD set too)
+    Opencode,
 }
 
 impl Preset {
@@ -99,6 +103,21 @@ impl Preset {
                 true,
                 true,
             ),
+            // Gemini CLI finds a session by id among the project's recordings, so it must run
+            // in that project. No approval flag: the user's own default applies (yolo can
+            // only be given on the command line; add it with --inject-command if wanted).
+            Preset::Gemini => (
+                &["gemini", "--resume", "{session_id}", "-p", "{message}"],
+                true,
+                true,
+            ),
+            // OpenCode writes to its database, not a transcript file: success is its exit
+            // after the resumed turn.
+            Preset::Opencode => (
+                &["opencode", "run", "--session", "{session_id}", "{message}"],
+                true,
+                false,
+            ),
         };
         Template {
             argv: argv.iter().map(|s| s.to_string()).collect(),
@@ -114,6 +133,8 @@ impl Preset {
             Preset::Claude => Format::ClaudeCode,
             Preset::Codex => Format::Codex,
             Preset::Pi => Format::Pi,
+            Preset::Gemini => Format::GeminiCli,
+            Preset::Opencode => Format::Opencode,
         }
     }
 
@@ -124,6 +145,8 @@ impl Preset {
             Format::ClaudeCode => Some(Preset::Claude),
             Format::Codex => Some(Preset::Codex),
             Format::Pi => Some(Preset::Pi),
+            Format::GeminiCli => Some(Preset::Gemini),
+            Format::Opencode => Some(Preset::Opencode),
             Format::Lazarus => None,
         }
     }

@@ -136,8 +136,10 @@ pub enum SessionsCommand {
     },
     /// Create a session from exported JSON Lines, or from another agent's session log.
     ///
-    /// With --from claude-code, codex, pi or openclaw, SOURCE is that agent's log (OpenClaw:
-    /// its state directory or agent database, with --source-session KEY): the conversation
+    /// With --from claude-code, codex, pi, openclaw, gemini-cli or opencode, SOURCE is that
+    /// agent's log (OpenClaw: its state directory or agent database, with --source-session
+    /// KEY; OpenCode: its data directory or opencode.db, with --source-session ses_…; Gemini
+    /// CLI: a chats/session-*.jsonl recording): the conversation
     /// becomes a native session (user messages, answers, every tool call with its result;
     /// a call without a result is closed in doubt), whose first record says where it came
     /// from. Continue it with `lazarus run --session ID` on any provider. Importing the same
@@ -146,14 +148,15 @@ pub enum SessionsCommand {
         /// A file written by `sessions export`, or another agent's log (see --from).
         #[arg(value_name = "SOURCE")]
         file: PathBuf,
-        /// What SOURCE is: lazarus (an export), claude-code, codex, pi, openclaw, or auto
-        /// (guessed from the content, and said).
+        /// What SOURCE is: lazarus (an export), claude-code, codex, pi, openclaw,
+        /// gemini-cli, opencode, or auto (guessed from the content, and said).
         #[arg(long, value_name = "AGENT", default_value = "lazarus")]
         from: String,
         /// The new session's id [default: a fresh one]. Foreign imports only.
         #[arg(long = "id", value_name = "NEW")]
         new_id: Option<SessionId>,
-        /// OpenClaw: the session key (or id) to import from the state directory.
+        /// OpenClaw: the session key (or id) to import from the state directory; OpenCode:
+        /// the session id (`ses_…`) to import from the database.
         #[arg(long, value_name = "KEY")]
         source_session: Option<String>,
         /// pi, OpenClaw: also import the session tree's other branches, each as a fork.

@@ -122,7 +122,7 @@ pub(super) fn import(
         name => match Format::parse(name) {
             Some(f) => (f, false),
             None => bail!(
-                "--from {}: not a format this build reads; use lazarus, claude-code, codex, pi, openclaw or auto",
+                "--from {}: not a format this build reads; use lazarus, claude-code, codex, pi, openclaw, gemini-cli, opencode or auto",
                 escape(name)
             ),
         },
@@ -133,14 +133,14 @@ pub(super) fn import(
     if format == Format::Lazarus {
         if args.new_id.is_some() || args.source_session.is_some() || args.branches {
             bail!(
-                "--id, --source-session and --branches are for another agent's log (--from claude-code|codex|pi|openclaw); an export keeps its own id"
+                "--id, --source-session and --branches are for another agent's log (--from claude-code|codex|pi|openclaw|gemini-cli|opencode); an export keeps its own id"
             );
         }
         return import_native(store, file, &limits, json, out);
     }
-    if format != Format::Openclaw && args.source_session.is_some() {
+    if !matches!(format, Format::Openclaw | Format::Opencode) && args.source_session.is_some() {
         bail!(
-            "--source-session names a session in an OpenClaw state directory; a {} log holds one session",
+            "--source-session names a session in an OpenClaw state directory or an OpenCode database; a {} log holds one session",
             format.as_str()
         );
     }

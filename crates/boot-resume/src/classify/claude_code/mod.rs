@@ -37,6 +37,9 @@ pub use api_error::api_error_is_transient;
 pub use record::BOOKKEEPING;
 
 /// Classifies a Claude Code transcript tail.
+/// The newest Claude Code major version whose transcripts this build reads.
+const KNOWN_MAJOR: u64 = 2;
+
 pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     let p: Parsed<Line> = Parsed::new(tail, meta.at_start);
     let may_grow = !meta.at_start && !meta.at_cap;
@@ -53,6 +56,11 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     };
     let facts = gather_facts(&p, meta, &mut out);
     out.permission_mode = facts.permission_mode.clone();
+    if let Some(v) = facts.version.as_deref()
+        && super::newer_major(v, KNOWN_MAJOR)
+    {
+        return super::unknown_format(&mut out, "Claude Code version", v, "Claude Code 2.x");
+    }
     let decide = |mut out: Classification, v: Verdict, reason: String| {
         out.verdict = v;
         out.reason = format!("{reason}{torn_note}");
