@@ -4,6 +4,11 @@ use lazarus_boot_resume::{Format, SessionMeta};
 use proptest::prelude::*;
 
 fn fixtures() -> Vec<(Format, Vec<u8>)> {
+    static ONCE: std::sync::OnceLock<Vec<(Format, Vec<u8>)>> = std::sync::OnceLock::new();
+    ONCE.get_or_init(load_fixtures).clone()
+}
+
+fn load_fixtures() -> Vec<(Format, Vec<u8>)> {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
     let mut v = Vec::new();
     for (dir, f) in [
@@ -21,6 +26,36 @@ fn fixtures() -> Vec<(Format, Vec<u8>)> {
         names.sort();
         for p in names {
             v.push((f, std::fs::read(p).expect("read")));
+        }
+    }
+    // Gemini CLI and OpenCode: the real captures (OpenCode's as the export its classifier
+    // reads).
+    let real = format!("{root}/real");
+    let mut chats = Vec::new();
+    lazarus_boot_resume::discover::walk_gemini(
+        std::path::Path::new(&format!("{real}/gemini-cli")),
+        &mut chats,
+    );
+    for p in chats {
+        v.push((Format::GeminiCli, std::fs::read(p).expect("read")));
+    }
+    for scenario in [
+        "finished",
+        "killed-in-tool",
+        "killed-waiting-after-tool",
+        "api-error-context-overflow",
+    ] {
+        let dir = format!("{real}/opencode/{scenario}/home/.local/share/opencode");
+        let tmp = tempfile::tempdir().expect("tempdir");
+        for f in ["opencode.db", "opencode.db-wal"] {
+            let z = std::fs::File::open(format!("{dir}/{f}.zst")).expect("open");
+            std::fs::write(tmp.path().join(f), zstd::decode_all(z).expect("zstd")).expect("write");
+        }
+        let db = tmp.path().join("opencode.db");
+        for s in lazarus_boot_resume::formats::opencode::sessions(&db).expect("sessions") {
+            let (bytes, _) =
+                lazarus_boot_resume::formats::opencode::export_tail(&db, &s, 1000).expect("export");
+            v.push((Format::Opencode, bytes));
         }
     }
     v
@@ -64,6 +99,12 @@ proptest! {
             Just(r#"{"seq":1,"kind":"response","data":{"items":[{"type":"tool_call","call_id":"c"}]}}"#.to_string()),
             Just(r#"{"seq":2,"kind":"tool_outcome","data":{"call_id":"c"}}"#.to_string()),
             Just(r#"{"seq":0,"kind":"header","data":{"format":"lazarus.session"}}"#.to_string()),
+            Just(r#"{"sessionId":"s","projectHash":"h","kind":"main"}"#.to_string()),
+            Just(r#"{"$set":{"messages":[{"id":"c","type":"user","content":[{"text":"<session_context>"}]}]}}"#.to_string()),
+            Just(r#"{"$rewindTo":"g"}"#.to_string()),
+            Just(r#"{"id":"g","type":"gemini","content":"","toolCalls":[{"id":"t","name":"x","status":"success","result":[]}]}"#.to_string()),
+            Just(r#"{"type":"session","id":"ses_1","version":"1.18.33"}"#.to_string()),
+            Just(r#"{"type":"message","id":"m","info":{"role":"assistant","finish":"tool-calls","time":{"completed":1}},"parts":[{"type":"tool","state":{"status":"running"}}]}"#.to_string()),
             "[ -~]{0,40}",
         ],
         0..30), at_start: bool) {

@@ -36,17 +36,21 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
         Some(Ok(h)) if is_metadata(&h) => Some(h),
         Some(Ok(_)) => {
             // No version marker exists: the first line's shape is the only sign of the format.
-            return Classification::unknown_format(
+            let mut c = Classification::unknown_format(
                 "Gemini CLI recording shape",
                 "a first line without sessionId and projectHash",
                 "0.61 .jsonl recordings",
             );
+            c.torn = p.torn;
+            return c;
         }
         Some(Err(_)) => {
-            return Classification::new(
+            let mut c = Classification::new(
                 Verdict::Skipped(SkipWhy::Unreadable),
                 "the first line is not JSON: not a Gemini CLI recording",
             );
+            c.torn = p.torn;
+            return c;
         }
         None => None,
     };

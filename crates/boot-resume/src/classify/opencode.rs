@@ -26,10 +26,12 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
         .and_then(|l| serde_json::from_slice::<SessionLine>(l).ok())
         .filter(|s| s.ty == "session");
     let Some(session) = session else {
-        return Classification::new(
+        let mut c = Classification::new(
             Verdict::Skipped(SkipWhy::Unreadable),
             "no session line in the export",
         );
+        c.torn = p.torn;
+        return c;
     };
     if let Some(v) = session
         .version
@@ -38,6 +40,7 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     {
         let mut c = Classification::unknown_format("OpenCode session version", v, "OpenCode 1.x");
         c.session_id = Some(session.id.clone());
+        c.torn = p.torn;
         return c;
     }
     let msgs: Vec<(String, Info, Vec<PartData>)> = (1..p.len())
@@ -50,6 +53,7 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     if out.need_more {
         return out;
     }
+    out.torn = p.torn;
     out.session_id = Some(session.id.clone());
     out.cwd = session.directory.clone();
     out.last_record_id = msgs.last().map(|(id, _, _)| id.clone());
