@@ -11,14 +11,28 @@
    unattended) to its final answer.
 3. pi (`pi -p`) and Codex (`codex exec`), each SIGKILLed in its tool and resumed exactly once
    by its preset to its final answer.
-4. The opaque reasoning round trip, real clients against the testkit's streams: Claude Code
+4. Gemini CLI (`gemini -p`, yolo, against gemini_server.py) and OpenCode (`opencode run`),
+   each SIGKILLed while its shell tool runs (the command appends a line to count.txt, then,
+   the first time only, sleeps); `lazarus boot-resume --preset gemini|opencode` runs three
+   times over the sandbox's ~/.gemini / ~/.local/share/opencode and must report the session
+   `interrupted_tool_call` and resume it exactly once (`gemini --resume UUID -p MESSAGE`,
+   `opencode run --session ID MESSAGE`), the program itself carrying the session to its final
+   answer. The scripted model answers the resume message with text and never asks for the
+   tool again, so count.txt must still have 1 line; the message the model received must say
+   the running call's effect is unknown (OpenCode: naming `bash`; Gemini CLI, which records
+   no running call: saying it was not recorded).
+5. The opaque reasoning round trip, real clients against the testkit's streams: Claude Code
    (`claude -p`, thinking on) must send the `thinking` block the scripted Anthropic server
    issued, with its `signature`, back byte-identical with the tool result; this is what
    proves the testkit's `thinking_delta` / `signature_delta` events are what a real client
    consumes (Codex's encrypted reasoning items are checked in its capture).
 
-Needs NODE_BIN OPENCLAW_BIN CLAUDE_BIN (scripts/capture-real/install.sh), LAZARUS (the
-binary) and SCRIPTED_MODEL_SERVER. Exit 0 when every check held; prints each check.
+    e2e.py [CASE...]   CASE: claude openclaw pi codex gemini opencode claude-thinking
+                       (default: all)
+
+Needs NODE_BIN and each chosen case's program (OPENCLAW_BIN CLAUDE_BIN CODEX_BIN PI_BIN
+GEMINI_BIN OPENCODE_BIN, from scripts/capture-real/install.sh), LAZARUS (the binary) and
+SCRIPTED_MODEL_SERVER. Exit 0 when every check held; prints each check.
 """
 from __future__ import annotations
 
@@ -26,6 +40,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -33,7 +48,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import Server, log, wait_for  # noqa: E402
+from harness import HERE, Server, log, wait_for  # noqa: E402
 import claude as cc  # noqa: E402
 import openclaw as oc  # noqa: E402
 
@@ -296,34 +311,232 @@ def simple_e2e(name: str, mod, runner_cls, start, files, bins: dict, lazarus: st
         server.stop()
 
 
+# The resume message boot-resume sends a session cut off in its tool: the default message,
+# which says the running call's effect is unknown and names the call where the session
+# recorded it. The scripted models issue the tool call once, for the task, and answer the
+# resume message with their final text, so count.txt says whether anything else re-ran it.
+UNKNOWN_EFFECT = "effect is unknown"
+RESUME_MARKERS = (UNKNOWN_EFFECT, RESUME_WORDS, "Your previous turn was interrupted")
+
+
+def any_of(conds: list[dict]) -> dict:
+    """A disjunction from `all` and `not` (the Gemini server has no `any`)."""
+    return {"kind": "not", "cond": {"kind": "all", "of": [{"kind": "not", "cond": c}
+                                                          for c in conds]}}
+
+
+def gemini_texts(req: dict) -> list[str]:
+    body = req.get("body") or {}
+    return [p["text"] for c in body.get("contents", []) or [] for p in c.get("parts", []) or []
+            if isinstance(p.get("text"), str)]
+
+
+def openai_texts(req: dict) -> list[str]:
+    out = []
+    for m in req.get("messages", []) or []:
+        c = m.get("content")
+        if isinstance(c, str):
+            out.append(c)
+        elif isinstance(c, list):
+            out.extend(p["text"] for p in c if isinstance(p, dict)
+                       and isinstance(p.get("text"), str))
+    return out
+
+
+def resumed_by_preset(name: str, fmt: str, lazarus: str, env: dict, src: list[str],
+                      state_home: Path, done, count, received, says_call, t0: float):
+    """Three boot-resume runs over a session killed in its tool, and the checks. `done()`:
+    the session holds its final answer; `count()`: lines in count.txt; `received()`: the
+    texts of the model requests made after the kill; `says_call(message)`: the resume
+    message says what is known of the running call."""
+    runs = []
+    for i in range(3):
+        log(f"{name}: boot-resume run {i + 1}")
+        runs.append([r for r in boot_resume(lazarus, env, src) if r["format"] == fmt])
+        if i == 0 and any(r["action"] == "resumed" for r in runs[0]):
+            wait_for(f"{name}'s final answer", done, 180)
+            time.sleep(2)
+    first = runs[0]
+    vw = lambda rs: [r["verdict"] + "/" + str(r.get("why")) for r in rs]
+    check(len(first) == 1 and first[0]["verdict"] == "interrupted_tool_call",
+          f"{name}: the killed session was reported interrupted_tool_call "
+          f"({vw(first)})")
+    actions = [r["action"] for rs in runs for r in rs]
+    check(actions.count("resumed") == 1 and "failed" not in actions
+          and [r["action"] for r in first] == ["resumed"],
+          f"{name}: resumed exactly once in 3 runs ({actions}; "
+          f"{[r.get('action_detail') for rs in runs for r in rs if r.get('action_detail')]})")
+    # Later runs find the session finished (or already resumed). Other files may turn up:
+    # Gemini CLI resumed in another minute than it started writes a second chat file with
+    # the same session id and only the session context (skipped/empty); the actions check
+    # above says nothing else was resumed.
+    killed = {r["path"] for r in first}
+    later = [r for rs in runs[1:] for r in rs if r["path"] in killed]
+    others = [r for rs in runs for r in rs if r["path"] not in killed]
+    check(len(later) == 2 and all(r["verdict"] == "finished" or r.get("why") == "already_resumed"
+                                  for r in later),
+          f"{name}: later runs left it alone (finished, or skipped/already_resumed) "
+          f"({vw(later)}; other files: {vw(others)})")
+    ok = [a for a in attempts(state_home) if a.get("ok")]
+    check(len(ok) == 1, f"{name}: one accepted injection in the decision log ({len(ok)})")
+    check(done(), f"{name}: the program continued the session to its final answer")
+    n = count()
+    check(n == 1, f"{name}: the side effect happened once, the interrupted tool was not run "
+                  f"again ({n} lines in count.txt)")
+    msgs = [t for t in received() if UNKNOWN_EFFECT in t]
+    log(f"{name}: resume message received: {msgs[-1] if msgs else None!r}")
+    check(bool(msgs), f"{name}: the model received the resume message saying the running "
+                      f"call's effect is unknown ({len(msgs)} texts)")
+    check(bool(msgs) and all(says_call(m) for m in msgs),
+          f"{name}: the resume message says what is known of the running call")
+    log(f"{name} e2e took {time.monotonic() - t0:.0f} s")
+
+
+def gemini_e2e(bins: dict, lazarus: str, root: Path):
+    """Gemini CLI (`gemini -p`, yolo) killed in its run_shell_command, resumed by
+    `--preset gemini` (`gemini --resume UUID -p MESSAGE`, the user's approval mode)."""
+    import gemini as gm
+    box = root / "gemini"
+    box.mkdir(parents=True)
+    final = "GEMINI resumed and done."
+    steps = [
+        gm.step(gm.text(final), when=any_of([gm.cond_text(t) for t in RESUME_MARKERS]),
+                repeat=True),
+        gm.step(gm.text("Done: wrote the line."), when=gm.cond_result()),
+        gm.step(gm.call("call01", gm.counted(box, sleep_first=True)),
+                when=gm.cond_text("AGENT TASK")),
+        gm.FALLBACK,
+    ]
+    server = Server({"steps": steps}, box, program=[sys.executable, str(HERE / "gemini_server.py")])
+    g = gm.Gemini(box, bins, server)
+    try:
+        t0 = time.monotonic()
+        g.prompt("AGENT TASK: make the file")
+        wait_for("gemini's shell tool", lambda: (box / "tool.started").exists(), 120)
+        time.sleep(1)
+        g.kill()
+        log(f"gemini: killed in its shell tool after {time.monotonic() - t0:.0f} s")
+        before = server.count()
+        env = dict(g.env)
+        env["PATH"] = f"{Path(bins['GEMINI_BIN']).parent}:{env['PATH']}"
+        src = ["--source", f"gemini-cli:{g.gemini_home}", "--preset", "gemini"]
+        chats = lambda: [p for p in g.sessions() if "/chats/" in str(p)]
+        done = lambda: any(final in p.read_text(errors="replace") for p in chats())
+        resumed_by_preset(
+            "gemini", "gemini-cli", lazarus, env, src, g.home / ".local" / "state", done,
+            g.count, lambda: [t for r in server.requests()[before:] for t in gemini_texts(r)],
+            lambda m: "not recorded" in m, t0)
+    finally:
+        g.kill()
+        server.stop()
+
+
+def opencode_rows(o, sql: str) -> list[tuple]:
+    """Rows of OpenCode's database, read from a copy (with its WAL): opening the live one
+    could checkpoint it, and change what boot-resume sees."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in o.files():
+            shutil.copy(f, Path(tmp) / f.name)
+        db = Path(tmp) / "opencode.db"
+        if not db.exists():
+            return []
+        c = sqlite3.connect(str(db))
+        try:
+            return c.execute(sql).fetchall()
+        finally:
+            c.close()
+
+
+def opencode_e2e(bins: dict, lazarus: str, root: Path):
+    """OpenCode (`opencode run`) killed in its bash tool, resumed by `--preset opencode`
+    (`opencode run --session ID MESSAGE`)."""
+    import opencode as ocm
+    box = root / "opencode"
+    box.mkdir(parents=True)
+    final = "OPENCODE resumed and done."
+    steps = [
+        ocm.step(ocm.text(final), when=ocm.main_turn(
+            {"kind": "any", "of": [ocm.says(t) for t in RESUME_MARKERS]}), repeat=True),
+        ocm.step(ocm.text("Done: wrote the line."), when=ocm.main_turn(
+            {"kind": "last_tool_result", "call_id": "call01"})),
+        ocm.step(ocm.call("call01", ocm.counted(box, sleep_first=True)),
+                 when=ocm.main_turn(ocm.says("AGENT TASK"))),
+        ocm.FALLBACK,
+    ]
+    server = Server({"steps": steps}, box)
+    o = ocm.OpenCode(box, bins, server)
+    try:
+        t0 = time.monotonic()
+        o.prepare_db()
+        o.prompt("AGENT TASK: make the file")
+        wait_for("opencode's bash tool", lambda: (o.work / "tool.started").exists(), 120)
+        time.sleep(1)
+        o.kill()
+        log(f"opencode: killed in its bash tool after {time.monotonic() - t0:.0f} s")
+        before = server.count()
+        env = dict(o.env)
+        env["PATH"] = f"{Path(bins['OPENCODE_BIN']).parent}:{env['PATH']}"
+        src = ["--source", f"opencode:{o.data}", "--preset", "opencode"]
+        done = lambda: bool(opencode_rows(
+            o, "SELECT id FROM part WHERE json_extract(data, '$.type') = 'text' AND "
+               f"json_extract(data, '$.text') LIKE '%{final}%'"))
+        resumed_by_preset(
+            "opencode", "opencode", lazarus, env, src, o.home / ".local" / "state", done,
+            o.count, lambda: [t for r in server.requests()[before:] if r.get("tools")
+                              for t in openai_texts(r)],
+            lambda m: "bash" in m, t0)
+    finally:
+        o.kill()
+        server.stop()
+
+
+# case name (on the command line) -> the program binary it needs besides NODE_BIN
+CASES = {"claude": "CLAUDE_BIN", "openclaw": "OPENCLAW_BIN", "pi": "PI_BIN",
+         "codex": "CODEX_BIN", "claude-thinking": "CLAUDE_BIN", "gemini": "GEMINI_BIN",
+         "opencode": "OPENCODE_BIN"}
+
+
 def main():
-    bins = {k: os.environ.get(k, "") for k in
-            ("NODE_BIN", "OPENCLAW_BIN", "CLAUDE_BIN", "CODEX_BIN", "PI_BIN")}
+    which = sys.argv[1:] or list(CASES)
+    unknown = [w for w in which if w not in CASES]
+    if unknown:
+        raise SystemExit(f"unknown case {', '.join(unknown)}; known: {', '.join(CASES)}")
+    need = ["NODE_BIN"] + sorted({CASES[w] for w in which})
+    bins = {k: os.environ.get(k, "") for k in need}
     lazarus = os.environ.get("LAZARUS", "")
     if not all(bins.values()) or not lazarus:
-        raise SystemExit("set NODE_BIN OPENCLAW_BIN CLAUDE_BIN CODEX_BIN PI_BIN LAZARUS "
-                         "(see scripts/e2e-real-agents.sh)")
+        raise SystemExit(f"set {' '.join(need)} LAZARUS (see scripts/e2e-real-agents.sh)")
     root = Path(tempfile.mkdtemp(prefix="lazarus-e2e-"))
-    which = sys.argv[1:] or ["claude", "openclaw", "pi", "codex", "claude-thinking"]
+
+    def pi_e2e():
+        import pi as pim
+        simple_e2e("pi", pim, pim.Pi, lambda a, m: a.print_mode(m), lambda a: a.sessions(),
+                   bins, lazarus, root, "pi", "pi",
+                   lambda a: a.home / ".pi" / "agent" / "sessions")
+
+    def codex_e2e():
+        import codex as cxm
+        simple_e2e("codex", cxm, cxm.Codex, lambda a, m: a.exec(m), lambda a: a.rollouts(),
+                   bins, lazarus, root, "codex", "codex",
+                   lambda a: a.codex_home / "sessions")
+
+    runs = {
+        "claude": lambda: claude_e2e(bins, lazarus, root),
+        "claude-thinking": lambda: claude_thinking_e2e(bins, root),
+        "openclaw": lambda: openclaw_e2e(bins, lazarus, root),
+        "pi": pi_e2e,
+        "codex": codex_e2e,
+        "gemini": lambda: gemini_e2e(bins, lazarus, root),
+        "opencode": lambda: opencode_e2e(bins, lazarus, root),
+    }
     try:
-        if "claude" in which:
-            claude_e2e(bins, lazarus, root)
-        if "claude-thinking" in which:
-            claude_thinking_e2e(bins, root)
-        if "openclaw" in which:
-            openclaw_e2e(bins, lazarus, root)
-        if "pi" in which:
-            import pi as pim
-            simple_e2e("pi", pim, pim.Pi, lambda a, m: a.print_mode(m), lambda a: a.sessions(),
-                       bins, lazarus, root, "pi", "pi",
-                       lambda a: a.home / ".pi" / "agent" / "sessions")
-        if "codex" in which:
-            import codex as cxm
-            simple_e2e("codex", cxm, cxm.Codex, lambda a, m: a.exec(m), lambda a: a.rollouts(),
-                       bins, lazarus, root, "codex", "codex",
-                       lambda a: a.codex_home / "sessions")
-    except Exception as e:  # noqa: BLE001 - a step that never happened is a failure
-        check(False, f"e2e step failed: {e}")
+        for case, run in runs.items():
+            if case not in which:
+                continue
+            try:
+                run()
+            except Exception as e:  # noqa: BLE001 - a step that never happened is a failure
+                check(False, f"{case}: e2e step failed: {e}")
     finally:
         if failures:
             log(f"kept {root} for inspection")
