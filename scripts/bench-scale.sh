@@ -12,6 +12,10 @@
 #                                  UTS namespace under another host name (as on another machine:
 #                                  B cannot see its process die and waits for the lease to run
 #                                  out, LEASE_MS, default 3000).
+#   scripts/bench-scale.sh wake    two gateways on one PostgreSQL: A holds SESSIONS (200) idle
+#                                  sessions, messages for them go through B one at a time; prints
+#                                  the time from B's 202 to A recording each (p50, p99; A's
+#                                  LISTEN connection is killed half-way) (scripts/bench_wake.py)
 #
 # A round-robin client (scripts/bench_scale_client.py, 16 threads) creates SESSIONS sessions
 # and sends MESSAGES messages to each through random live gateways (a refused or failed send
@@ -34,6 +38,10 @@ if [[ "$mode" == takeover ]]; then
     SESSIONS="${SESSIONS:-1000}"
     IDLE_CLOSE="${IDLE_CLOSE:-1h}"   # A keeps its sessions open: they wait in its inbox
 fi
+if [[ "$mode" == wake ]]; then
+    SESSIONS="${SESSIONS:-200}"
+    IDLE_CLOSE="${IDLE_CLOSE:-1h}"   # A keeps its sessions open and idle
+fi
 SESSIONS="${SESSIONS:-10000}"
 LEASE_MS="${LEASE_MS:-3000}"
 MESSAGES="${MESSAGES:-3}"
@@ -50,7 +58,7 @@ pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    if [[ "$mode" == pg || "$mode" == takeover ]]; then
+    if [[ "$mode" == pg || "$mode" == takeover || "$mode" == wake ]]; then
         LAZARUS_PG_STATE="$work/pg.state" scripts/pg-test-server.sh stop >/dev/null 2>&1 || true
     fi
     rm -rf "$work"
@@ -113,6 +121,23 @@ if [[ "$mode" == takeover ]]; then
     python3 scripts/bench_takeover.py --a "$(url_of a)" --a-pid "$(cat "$work/a.pid")" \
         --b "$(url_of b)" --token "$token" --sessions "$SESSIONS" --lease-ms "$LEASE_MS" \
         --records-cmd "$records_cmd"
+    exit $?
+fi
+if [[ "$mode" == wake ]]; then
+    eval "$(LAZARUS_PG_STATE="$work/pg.state" LAZARUS_PG_MAX_CONNECTIONS=100 scripts/pg-test-server.sh start)"
+    store="${LAZARUS_TEST_PG}?schema=bench"
+    psql_cmd="$(dirname "$(command -v pg_ctl 2>/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl | tail -1)")/psql"
+    [[ -x "$psql_cmd" ]] || psql_cmd=psql
+    pg_host_port="${LAZARUS_TEST_PG#postgres://}"; pg_host_port="${pg_host_port#*@}"; pg_host_port="${pg_host_port%%/*}"
+    psql="$psql_cmd -h ${pg_host_port%:*} -p ${pg_host_port#*:} -U postgres postgres"
+    export LAZARUS_TOKEN="$token" OPENAI_API_KEY=bench
+    start_gateway a --store "$store"
+    start_gateway b --store "$store"
+    tab=$'\t'
+    records_cmd="$psql -At -F '$tab' -c \"SELECT session_id, convert_from(line, 'UTF8')::json->'data'->>'input_id', extract(epoch FROM (convert_from(line, 'UTF8')::json->>'ts')::timestamptz) FROM bench.records WHERE kind = 'input'\""
+    kill_cmd="$psql -At -c \"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'lazarus mail listener pid=$(cat "$work/a.pid") host=$(hostname)'\""
+    python3 scripts/bench_wake.py --a "$(url_of a)" --b "$(url_of b)" --token "$token" \
+        --sessions "$SESSIONS" --records-cmd "$records_cmd" --kill-listener-cmd "$kill_cmd"
     exit $?
 fi
 if [[ "$mode" == pg ]]; then

@@ -138,12 +138,19 @@ impl Hub {
     }
 
     /// Runs [`Hub::inbox_tick`] and [`Hub::close_idle`] every [`INBOX_POLL`] until `stop`
-    /// (or the drain).
+    /// (or the drain), and at once when the store signals a delivery (PostgreSQL's
+    /// LISTEN/NOTIFY; the poll stays as the fallback for a signal lost or not sent).
     pub fn spawn_inbox_watch(
         self: &Arc<Self>,
         stop: tokio_util::sync::CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
         let hub = self.clone();
+        let rang = Arc::new(tokio::sync::Notify::new());
+        let ring = rang.clone();
+        let signalled = self
+            .store
+            .watch_mail(Arc::new(move |_id: Option<&str>| ring.notify_one()));
+        tracing::debug!(signalled, "inbox watch started");
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(INBOX_POLL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -151,6 +158,7 @@ impl Hub {
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     _ = tick.tick() => {}
+                    _ = rang.notified() => {}
                 }
                 if hub.is_draining() {
                     return;

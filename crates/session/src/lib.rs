@@ -70,6 +70,7 @@ pub const IN_DOUBT_NOTICE: &str = "This tool call was interrupted before its res
 
 pub use state::{Call, CallState, ContextEntry, LastResponse, ReplayError, SessionState, Status};
 pub use store::{
-    CreateOptions, HolderView, InputAck, OpenReport, Result, Session, SessionError, SessionSummary,
-    SharedStore, Store, Stored, StoredRecord, TITLE_CHARS_MAX, checked_title, title_of,
+    CreateOptions, HolderView, InputAck, MailWake, OpenReport, Result, Session, SessionError,
+    SessionSummary, SharedStore, Store, Stored, StoredRecord, TITLE_CHARS_MAX, checked_title,
+    title_of,
 };

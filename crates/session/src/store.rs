@@ -442,6 +442,13 @@ pub trait Store: Send + Sync {
     fn ring(&self, _id: &SessionId) -> Result<()> {
         Ok(())
     }
+    /// Calls `wake` soon after a delivery to any session's inbox (with its id), and with
+    /// `None` when deliveries may have been missed (look at every inbox), for as long as the
+    /// store lives. Returns false when the store cannot signal mail (then only
+    /// [`Store::sessions_with_mail`], polled, finds it). PostgreSQL: LISTEN/NOTIFY.
+    fn watch_mail(&self, _wake: MailWake) -> bool {
+        false
+    }
     /// Sessions whose inbox may hold a message (cheap: one directory read, one index scan;
     /// a session listed may turn out to have none).
     fn sessions_with_mail(&self) -> Result<Vec<SessionId>>;
@@ -462,6 +469,10 @@ pub fn checked_title(title: &str) -> Result<String> {
     }
     Ok(t)
 }
+
+/// What [`Store::watch_mail`] calls: `Some(id)` after a delivery to session `id`, `None`
+/// for "deliveries may have been missed".
+pub type MailWake = Arc<dyn Fn(Option<&str>) + Send + Sync>;
 
 /// A shared store handle.
 pub type SharedStore = Arc<dyn Store>;

@@ -14,6 +14,8 @@ pub(crate) struct Ctx {
     pub schema: String,
     /// Store location for messages (no password).
     pub location: String,
+    /// Where mail is signalled (LISTEN/NOTIFY), and how a listener connects.
+    pub mail: crate::mail::ListenTo,
 }
 
 impl Ctx {

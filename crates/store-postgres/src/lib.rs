@@ -29,6 +29,7 @@ mod ctx;
 mod error;
 mod holder;
 mod lines;
+mod mail;
 mod options;
 mod rows;
 mod rt;
@@ -140,11 +141,24 @@ impl PgStore {
             .create_timeout(Some(opts.connect_timeout))
             .build()
             .map_err(|e| PgError::Config(format!("cannot build the connection pool: {e}")))?;
+        let mut listen_cfg = pg.clone();
+        listen_cfg.application_name(format!(
+            "lazarus mail listener pid={} host={}",
+            std::process::id(),
+            lazarus_ledger::lock::hostname()
+        ));
+        let mail = mail::ListenTo {
+            config: listen_cfg,
+            connector: connector.clone(),
+            channel: mail::channel(&opts.schema),
+            location: location.clone(),
+        };
         let ctx = Arc::new(Ctx {
             pool,
             sql: Sql::new(&opts.schema),
             schema: opts.schema.clone(),
             location,
+            mail,
         });
         let leases = writer::Leases::new(opts.lease_ttl);
         rt.spawn(writer::heartbeat(ctx.clone(), Arc::downgrade(&leases)));

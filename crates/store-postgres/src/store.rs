@@ -1,5 +1,7 @@
 //! The [`Store`] trait on PostgreSQL.
 
+use std::sync::Arc;
+
 use lazarus_ledger::frame;
 use lazarus_ledger::{Header, LedgerError, Parent, Problem};
 use lazarus_session::inbox::{INBOX_BYTES_MAX, INBOX_MESSAGES_MAX};
@@ -368,6 +370,13 @@ impl Store for PgStore {
                 .await
                 .map_err(ctx.db("deliver to the inbox"))?
                 .is_some();
+            if placed {
+                // Sent when the delivery commits (never for one rolled back): the writer's
+                // gateway drains the inbox at once instead of at its next poll.
+                tx.execute("SELECT pg_notify($1, $2)", &[&ctx.mail.channel, &id])
+                    .await
+                    .map_err(ctx.db("signal a delivery"))?;
+            }
             tx.commit().await.map_err(ctx.db("commit a delivery"))?;
             Ok(Delivery {
                 message_id,
@@ -419,6 +428,15 @@ impl Store for PgStore {
             }
             Ok(())
         })
+    }
+
+    fn watch_mail(&self, wake: lazarus_session::MailWake) -> bool {
+        let weak = Arc::downgrade(&self.shared);
+        let to = self.shared.ctx.mail.clone();
+        self.shared.rt.spawn(crate::mail::listen(to, wake, move || {
+            weak.strong_count() > 0
+        }));
+        true
     }
 
     fn sessions_with_mail(&self) -> Result<Vec<SessionId>> {
