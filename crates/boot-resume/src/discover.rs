@@ -240,7 +240,9 @@ pub fn walk_gemini(dir: &Path, out: &mut Vec<PathBuf>) {
                 files.push(ent.path());
             }
         }
-        files.sort();
+        // by bytes: names in one directory, so this is the path order, without
+        // comparing every path's components
+        files.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
         out.extend(files);
     }
 }
@@ -304,7 +306,9 @@ pub fn walk_jsonl(dir: &Path, out: &mut Vec<PathBuf>) {
                 files.push(ent.path());
             }
         }
-        files.sort();
+        // by bytes: names in one directory, so this is the path order, without
+        // comparing every path's components
+        files.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
         out.extend(files);
     }
 }

@@ -324,6 +324,22 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
             return r;
         }
     }
+    // A file outside the window is skipped by its metadata (lstat), never opened. Anything
+    // that is not plainly a regular file goes on to the open, which names the problem.
+    if opts.window.is_some()
+        && let Ok(md) = std::fs::symlink_metadata(&c.path)
+        && md.file_type().is_file()
+    {
+        let mut last_ms = (tail::mtime_ns(md.modified().ok()) / 1_000_000) as i64;
+        if let Some(u) = c.index.as_ref().and_then(|i| i.updated_at_ms) {
+            last_ms = last_ms.max(u);
+        }
+        if let Some(why) = outside_window(opts, last_ms) {
+            r.size = md.len();
+            r.mtime_ns = tail::mtime_ns(md.modified().ok()) as i64;
+            return skipped(r, SkipWhy::OutsideWindow, why);
+        }
+    }
     // One open + fstat per file: the window check uses the same metadata as the read.
     let (file, facts) = match tail::open(&c.path) {
         Ok(x) => x,
@@ -357,7 +373,10 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
     if res.format == Format::GeminiCli && r.cwd.is_none() {
         r.cwd = gemini_project_root(&c.path);
     }
+    // Only a session that would be resumed needs to be known live (a finished one is left
+    // alone either way): one open fewer per ledger.
     if res.format == Format::Lazarus
+        && r.verdict.is_resumable(true)
         && let Some(holder) = live_lock_holder(&c.path)
     {
         let inner = r.verdict;

@@ -8,7 +8,6 @@ use crate::classify::{self, Format};
 use crate::verdict::{Classification, IndexFacts, SessionMeta};
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -119,17 +118,67 @@ pub fn mtime_ns(t: Option<SystemTime>) -> i128 {
 /// shrank meanwhile yields fewer bytes.
 fn pread(file: &File, off: u64, len: usize, buf: &mut Vec<u8>) -> io::Result<()> {
     buf.clear();
-    buf.resize(len, 0);
-    let mut got = 0;
-    while got < len {
-        match file.read_at(&mut buf[got..], off + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+    append_read(file, off, len, buf)
+}
+
+/// Appends up to `len` bytes read at `off` to `buf`, into its spare capacity (never zeroed
+/// first: the kernel writes every byte it reports).
+fn append_read(file: &File, off: u64, len: usize, buf: &mut Vec<u8>) -> io::Result<()> {
+    buf.reserve(len);
+    let end = buf.len() + len;
+    let mut at = off;
+    while buf.len() < end {
+        let want = end - buf.len();
+        let before = buf.len();
+        let spare = &mut buf.spare_capacity_mut()[..want];
+        match rustix::io::pread(file, spare, at) {
+            Ok((init, _)) if init.is_empty() => break,
+            Ok((init, _)) => {
+                let n = init.len();
+                // SAFETY: `pread` initialised the first `n` bytes of the spare capacity.
+                unsafe { buf.set_len(before + n) };
+                at += n as u64;
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
-    buf.truncate(got);
+    Ok(())
+}
+
+/// Appends `[off, off + len)` of the file to `buf` with every hole in it (a range the
+/// filesystem reports never written: sparse, or unwritten extents left by a crash; it reads
+/// as zeros) collapsed to one NUL byte. A run of NULs holds no newline, so it lies inside one
+/// line, which NUL makes unparsable JSON whatever its length: every classifier judges the
+/// collapsed bytes as it would the zeros, without the file's holes being read or scanned.
+/// Filesystems without `SEEK_DATA` are read as they are.
+fn append_collapsing_holes(file: &File, off: u64, len: u64, buf: &mut Vec<u8>) -> io::Result<()> {
+    use rustix::fs::{SeekFrom, seek};
+    let end = off + len;
+    let mut pos = off;
+    while pos < end {
+        let data = match seek(file, SeekFrom::Data(pos)) {
+            Ok(d) => d.min(end),
+            // no data after `pos`: the rest is a hole
+            Err(rustix::io::Errno::NXIO) => end,
+            // SEEK_DATA unsupported: read everything
+            Err(_) => pos,
+        };
+        if data > pos {
+            buf.push(0);
+            pos = data;
+            if pos >= end {
+                break;
+            }
+        }
+        let hole = match seek(file, SeekFrom::Hole(pos)) {
+            Ok(h) => h.min(end),
+            Err(_) => end,
+        };
+        let n = hole.max(pos + 1).min(end) - pos;
+        append_read(file, pos, n as usize, buf)?;
+        pos += n;
+    }
     Ok(())
 }
 
@@ -199,9 +248,16 @@ fn classify_compressed(
 /// the session), reading 4 KiB first and up to [`HEAD_MAX`].
 fn read_owner_line(file: &File, size: u64) -> io::Result<Option<Vec<u8>>> {
     let mut buf = Vec::new();
-    let mut want = 4096usize;
+    let mut read_to = 0u64;
+    let mut want = 4096u64;
     loop {
-        pread(file, 0, want.min(size as usize), &mut buf)?;
+        // Each step reads only what lies past the last, holes collapsed (a hole after the
+        // first lines is never read: no line naming an entrypoint is in it).
+        let upto = want.min(size);
+        if upto > read_to {
+            append_collapsing_holes(file, read_to, upto - read_to, &mut buf)?;
+            read_to = upto;
+        }
         let complete = memchr::memrchr(b'\n', &buf).map_or(0, |i| i + 1);
         let mut start = 0;
         for nl in memchr::memchr_iter(b'\n', &buf[..complete]) {
@@ -211,10 +267,10 @@ fn read_owner_line(file: &File, size: u64) -> io::Result<Option<Vec<u8>>> {
             }
             start = nl + 1;
         }
-        if want >= HEAD_MAX || buf.len() < want {
+        if want >= HEAD_MAX as u64 || upto >= size {
             return Ok(None);
         }
-        want = (want * 4).min(HEAD_MAX);
+        want = (want * 4).min(HEAD_MAX as u64);
     }
 }
 
@@ -301,9 +357,23 @@ pub fn classify_open(
     let mut fmt = format;
     let mut owner_read = false;
     let mut subagents: Option<bool> = None;
+    // File offset where `buf` starts: a grown window reads only what lies before it, holes
+    // collapsed, and keeps what was read.
+    let mut have: Option<u64> = None;
+    let mut grown = Vec::new();
     loop {
         let off = size - window;
-        pread(file, off, window as usize, buf).map_err(rd)?;
+        match have {
+            None => pread(file, off, window as usize, buf).map_err(rd)?,
+            Some(h) if off < h => {
+                grown.clear();
+                append_collapsing_holes(file, off, h - off, &mut grown).map_err(rd)?;
+                grown.extend_from_slice(buf);
+                std::mem::swap(buf, &mut grown);
+            }
+            Some(_) => {}
+        }
+        have = Some(off);
         let at_start = off == 0;
         let header: Option<&[u8]> = match &head {
             Some(h) => Some(h.as_slice()),

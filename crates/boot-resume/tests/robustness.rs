@@ -5,7 +5,7 @@ use lazarus_boot_resume::scan::{self, ScanOptions};
 use lazarus_boot_resume::tail::{TailOptions, classify_file};
 use lazarus_boot_resume::{Format, SkipWhy, Verdict};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn opts() -> ScanOptions {
     ScanOptions {
@@ -441,5 +441,106 @@ fn compressed_codex_rollouts_are_read() {
         rs.iter()
             .any(|r| r.verdict == Verdict::Skipped(SkipWhy::Unreadable)),
         "{rs:?}"
+    );
+}
+
+/// The fixture `fmt/name` with a `hole_len` gap after its first line, as a sparse file (a
+/// hole: never written) and as a dense twin (the same bytes, zeros written out).
+fn holed_twins(dir: &Path, fmt: &str, name: &str, hole_len: u64) -> (PathBuf, PathBuf) {
+    use std::io::{Seek, SeekFrom};
+    let fx = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(fmt)
+            .join(name),
+    )
+    .expect("fixture");
+    let cut = fx
+        .iter()
+        .position(|b| *b == b'\n')
+        .map_or(fx.len(), |i| i + 1);
+    let (head, rest) = fx.split_at(cut);
+    let sparse = dir.join(format!("sparse-{name}"));
+    let dense = dir.join(format!("dense-{name}"));
+    let mut f = std::fs::File::create(&sparse).expect("create");
+    f.write_all(head).expect("w");
+    f.seek(SeekFrom::Current(hole_len as i64)).expect("seek");
+    f.write_all(b"\n").expect("w");
+    f.write_all(rest).expect("w");
+    let mut g = std::fs::File::create(&dense).expect("create");
+    g.write_all(head).expect("w");
+    g.write_all(&vec![0u8; hole_len as usize]).expect("w");
+    g.write_all(b"\n").expect("w");
+    g.write_all(rest).expect("w");
+    (sparse, dense)
+}
+
+/// A window that grows through a hole never reads it (it is collapsed to one NUL, which
+/// leaves every line as unparsable as the zeros did), and judges exactly as reading the
+/// zeros would: every fixture of every format, sparse against its dense twin.
+#[test]
+fn a_window_grown_through_a_hole_skips_it_and_judges_as_the_zeros_would() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let hole = 3u64 << 20;
+    let mut checked = 0;
+    for fmt in ["lazarus", "pi", "openclaw", "claude-code", "codex"] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(fmt);
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .expect("dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        for name in names {
+            let (sparse, dense) = holed_twins(d.path(), fmt, &name, hole);
+            // The filesystem must keep the hole, or this test proves nothing.
+            let f = std::fs::File::open(&sparse).expect("open");
+            let data = rustix::fs::seek(&f, rustix::fs::SeekFrom::Data(4096)).expect(
+                "SEEK_DATA: run the tests on a filesystem with sparse files (ext4, xfs, tmpfs, btrfs)",
+            );
+            assert!(
+                data >= hole,
+                "{}: the filesystem filled the hole (data at {data}): run the tests on a filesystem with sparse files",
+                sparse.display()
+            );
+            let opts = TailOptions {
+                first_window: 512,
+                max_window: 8 << 20,
+            };
+            let f = Some(Format::parse(fmt).expect("format"));
+            let mut sb = Vec::new();
+            let mut db = Vec::new();
+            let s = classify_file(&sparse, f, None, opts, &mut sb).expect("sparse");
+            let z = classify_file(&dense, f, None, opts, &mut db).expect("dense");
+            assert_eq!(
+                (
+                    s.classification.verdict,
+                    s.classification.torn,
+                    &s.classification.session_id
+                ),
+                (
+                    z.classification.verdict,
+                    z.classification.torn,
+                    &z.classification.session_id
+                ),
+                "{fmt}/{name}: sparse {:?} vs dense {:?}",
+                s.classification,
+                z.classification
+            );
+            assert_eq!(s.window, z.window, "{fmt}/{name}");
+            if z.window > hole {
+                // grown through the hole: the dense twin held it all, the sparse one one NUL
+                assert!(db.len() as u64 > hole, "{fmt}/{name}");
+                assert!(sb.len() < 1 << 20, "{fmt}/{name}: {} bytes held", sb.len());
+                checked += 1;
+            }
+        }
+    }
+    // the header-only sessions of pi and Lazarus: their deciding record is the first line
+    assert!(
+        checked >= 2,
+        "only {checked} fixtures grew through the hole"
     );
 }

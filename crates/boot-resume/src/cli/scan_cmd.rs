@@ -234,11 +234,16 @@ impl<'a> Run<'a> {
                     verdict: r.verdict,
                     reason: r.reason.clone(),
                     idempotency_key: key,
-                    message: inject::resume_message(
-                        &message,
-                        r.verdict,
-                        r.interrupted_call.as_deref(),
-                    ),
+                    // The default message says what is known of a cut-off call; one given
+                    // with --message is sent as it was written.
+                    message: match a.message {
+                        Some(_) => message.clone(),
+                        None => inject::resume_message(
+                            &message,
+                            r.verdict,
+                            r.interrupted_call.as_deref(),
+                        ),
+                    },
                 },
             });
         }
