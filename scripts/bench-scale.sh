@@ -12,6 +12,10 @@
 #                                  UTS namespace under another host name (as on another machine:
 #                                  B cannot see its process die and waits for the lease to run
 #                                  out, LEASE_MS, default 3000).
+#   scripts/bench-scale.sh memory  one gateway on a session directory: its RSS after start, then
+#                                  SESSIONS (10000) sessions with one message each, then RSS once
+#                                  every run ended and --idle-close (5s) closed them all
+#                                  (scripts/bench_memory.py; target: after <= 1.5x before)
 #   scripts/bench-scale.sh wake    two gateways on one PostgreSQL: A holds SESSIONS (200) idle
 #                                  sessions, messages for them go through B one at a time; prints
 #                                  the time from B's 202 to A recording each (p50, p99; A's
@@ -121,6 +125,13 @@ if [[ "$mode" == takeover ]]; then
     python3 scripts/bench_takeover.py --a "$(url_of a)" --a-pid "$(cat "$work/a.pid")" \
         --b "$(url_of b)" --token "$token" --sessions "$SESSIONS" --lease-ms "$LEASE_MS" \
         --records-cmd "$records_cmd"
+    exit $?
+fi
+if [[ "$mode" == memory ]]; then
+    export LAZARUS_TOKEN="$token" OPENAI_API_KEY=bench
+    start_gateway a --session-dir "$work/sessions"
+    python3 scripts/bench_memory.py --url "$(url_of a)" --pid "$(cat "$work/a.pid")" \
+        --token "$token" --sessions "$SESSIONS" --settle "$SETTLE" --allocator "${ALLOCATOR:-default}"
     exit $?
 fi
 if [[ "$mode" == wake ]]; then

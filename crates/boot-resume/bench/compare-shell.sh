@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Benchmark: `lazarus boot-resume` vs the seed's shell approach (tail -n 1 | jq per file).
 #
-#   crates/boot-resume/bench/compare-shell.sh [N] [SHELL_SUBSET]
+#   crates/boot-resume/bench/compare-shell.sh [--quick] [N] [SHELL_SUBSET]
 #
+# --quick: N = 20000, SHELL_SUBSET = 100 (about a minute on 2 cores once built).
 # N synthetic session files (default 100000; all formats, 10 KB - 5 MB) are generated in
 # $BENCH_DIR (default /tmp/lazarus-boot-resume-bench). lazarus scans all of them warm
 # (best of 3, after one warm-up run); the shell loop runs on SHELL_SUBSET files (default
 # 1000) and is extrapolated per file. Prints files/s of each and the ratio, then shows the
-# torn-file case the shell approach gets wrong.
+# torn-file case the shell approach gets wrong. Ends with RESULT lines (name, value, target):
+# the ratio to the shell loop, and the time for 100,000 files (measured, or scaled from N).
 set -euo pipefail
-N=${1:-100000}
-SUB=${2:-1000}
+quick=0
+if [ "${1:-}" = --quick ]; then quick=1; shift; fi
+if [ $quick = 1 ]; then N=${1:-20000}; SUB=${2:-100}; else N=${1:-100000}; SUB=${2:-1000}; fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 BENCH_DIR=${BENCH_DIR:-/tmp/lazarus-boot-resume-bench}
@@ -62,7 +65,8 @@ t1=$(date +%s.%N)
 st=$(echo "$t1 - $t0" | bc -l)
 sh_rate=$(echo "${#subset[@]} / $st" | bc -l)
 printf 'seed shell loop    : %d files in %.3f s = %.1f files/s (extrapolated to %d files: %.0f s)\n' "${#subset[@]}" "$st" "$sh_rate" "$count" "$(echo "$count / $sh_rate" | bc -l)"
-printf 'ratio              : %.0fx faster\n' "$(echo "$lz_rate / $sh_rate" | bc -l)"
+ratio=$(echo "$lz_rate / $sh_rate" | bc -l)
+printf 'ratio              : %.0fx faster\n' "$ratio"
 
 echo
 echo "torn last line (a tool result cut mid-write), fixture openclaw/torn-last-line.jsonl:"
@@ -75,3 +79,8 @@ PAR="$HERE/../tests/fixtures/openclaw/interrupted-tool-call.jsonl"
 printf '  seed shell loop    : %s\n' "$(seed_check "$PAR" | awk '{print $2}')"
 "$LAZARUS" boot-resume --source "openclaw:$PAR" --window 0 --dry-run --json \
   | jq -r '"  lazarus boot-resume: verdict=\(.verdict) action=\(.action): \(.reason)"'
+
+echo
+printf 'RESULT scan_vs_shell_loop %.0f >=2000\n' "$ratio"
+printf 'RESULT scan_100k_files_s %.3f <=1.0%s\n' "$(echo "100000 / $lz_rate" | bc -l)" \
+  "$([ "$count" -ge 100000 ] || echo " (scaled from $count files)")"

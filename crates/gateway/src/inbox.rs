@@ -129,7 +129,7 @@ impl Hub {
         if n > 0 {
             let _ = tokio::task::spawn_blocking(move || {
                 drop(closed);
-                release_freed_memory();
+                crate::memory::freed();
             })
             .await;
             tracing::debug!(closed = n, "closed idle sessions");
@@ -164,26 +164,11 @@ impl Hub {
                     return;
                 }
                 hub.inbox_tick().await;
-                hub.close_idle().await;
+                if hub.close_idle().await == 0 {
+                    // the last closes of a wave: their frees, trimmed once the rate allows
+                    let _ = tokio::task::spawn_blocking(crate::memory::trim_if_owed).await;
+                }
             }
         })
-    }
-}
-
-/// Gives memory freed by closed sessions back to the system, at most every few seconds.
-/// glibc keeps freed memory in its arenas, so without this a gateway's RSS stays at its
-/// busiest moment's peak long after its sessions went idle and closed.
-fn release_freed_memory() {
-    static LAST: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
-    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
-    if last.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(5)) {
-        return;
-    }
-    *last = Some(std::time::Instant::now());
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim takes no pointers; it only returns free pages of glibc's own heaps
-    // to the kernel and is safe to call from any thread at any time.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }

@@ -20,6 +20,7 @@ pub mod fds;
 pub mod harness;
 pub mod hub;
 pub mod inbox;
+mod memory;
 pub mod metrics;
 pub mod notify;
 pub mod recovery;
@@ -73,16 +74,22 @@ pub fn run(cfg: Config) -> Result<()> {
     if !cfg.listen.ip().is_loopback() {
         auth::check_remote_token(&cfg.token)?;
     }
+    memory::limit_arenas();
     let http_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cfg.http_threads.max(1))
         .thread_name("lazarus-http")
         .max_blocking_threads(256)
+        // Idle blocking threads go soon: the pool wakes its idle threads in turn, so with the
+        // default 10 s keep-alive a burst's threads (each with a stack, and memory held for
+        // it by the allocator) stayed for as long as the inbox poll kept waking them.
+        .thread_keep_alive(Duration::from_secs(1))
         .enable_all()
         .build()
         .context("starting the HTTP runtime")?;
     let run_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cfg.run_threads.max(1))
         .thread_name("lazarus-run")
+        .thread_keep_alive(Duration::from_secs(1))
         .enable_all()
         .build()
         .context("starting the session runtime")?;

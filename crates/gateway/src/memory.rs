@@ -1,0 +1,63 @@
+//! Giving memory back once sessions go idle. glibc's allocator keeps what was freed: in one
+//! heap per thread that allocated (up to 8 per core), and at each heap's top until
+//! `malloc_trim`. A gateway that served 10,000 sessions kept ~9x its starting RSS after they
+//! all closed while holding under 4 MB of live data (measured with `malloc_stats`; see
+//! docs/benchmarks.md). So: two heaps at most, and a trim once sessions close and again once
+//! the last frees of a wave are done.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Trims at most this often.
+const TRIM_EVERY: Duration = Duration::from_secs(5);
+
+/// At most two malloc heaps (arenas) for the whole process, set before any thread starts.
+pub(crate) fn limit_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt takes plain integers; called before the runtimes start their threads.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
+struct Trim {
+    last: Option<Instant>,
+    /// Memory was freed since the last trim (a trim was skipped for the rate limit).
+    owed: bool,
+}
+
+static TRIM: Mutex<Trim> = Mutex::new(Trim {
+    last: None,
+    owed: false,
+});
+
+/// Memory was freed in bulk (sessions closed): trim now unless one ran in the last
+/// [`TRIM_EVERY`]; then [`trim_if_owed`] trims later.
+pub(crate) fn freed() {
+    let mut t = TRIM.lock().unwrap_or_else(|p| p.into_inner());
+    t.owed = true;
+    trim_locked(&mut t);
+}
+
+/// Trims if memory was freed since the last trim and [`TRIM_EVERY`] has passed: called on
+/// every housekeeping pass, so the last wave of closes is trimmed too.
+pub(crate) fn trim_if_owed() {
+    let mut t = TRIM.lock().unwrap_or_else(|p| p.into_inner());
+    if t.owed {
+        trim_locked(&mut t);
+    }
+}
+
+fn trim_locked(t: &mut Trim) {
+    if t.last.is_some_and(|l| l.elapsed() < TRIM_EVERY) {
+        return;
+    }
+    t.last = Some(Instant::now());
+    t.owed = false;
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointers; it only returns free pages of glibc's own heaps
+    // to the kernel and is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
