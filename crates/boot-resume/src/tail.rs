@@ -132,7 +132,7 @@ fn append_read(file: &File, off: u64, len: usize, buf: &mut Vec<u8>) -> io::Resu
         let before = buf.len();
         let spare = &mut buf.spare_capacity_mut()[..want];
         match rustix::io::pread(file, spare, at) {
-            Ok((init, _)) if init.is_empty() => break,
+            Ok(([], _)) => break,
             Ok((init, _)) => {
                 let n = init.len();
                 // SAFETY: `pread` initialised the first `n` bytes of the spare capacity.
