@@ -99,17 +99,21 @@ start_gateway() { # NAME ARGS…: starts a gateway, prints its URL
     done
     grep -q "^ready" "$work/$name.out" || { cat "$work/$name.err" >&2; echo "gateway $name did not start" >&2; exit 1; }
 }
-url_of() { sed -n 's/^lazarus gateway listening on //p' "$work/$1.out" | head -1; }
-
-echo "== $mode: $SESSIONS sessions x $MESSAGES messages; cores: $(nproc)" >&2
-if [[ "$mode" == takeover ]]; then
+start_pg() { # STORE_PARAMS: a PostgreSQL of its own; sets store, psql, LAZARUS_TOKEN
     eval "$(LAZARUS_PG_STATE="$work/pg.state" LAZARUS_PG_MAX_CONNECTIONS=100 scripts/pg-test-server.sh start)"
-    store="${LAZARUS_TEST_PG}?schema=bench&lease_ttl_ms=$LEASE_MS"
+    store="${LAZARUS_TEST_PG}?schema=bench$1"
+    local psql_cmd pg_host_port
     psql_cmd="$(dirname "$(command -v pg_ctl 2>/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl | tail -1)")/psql"
     [[ -x "$psql_cmd" ]] || psql_cmd=psql
     pg_host_port="${LAZARUS_TEST_PG#postgres://}"; pg_host_port="${pg_host_port#*@}"; pg_host_port="${pg_host_port%%/*}"
     psql="$psql_cmd -h ${pg_host_port%:*} -p ${pg_host_port#*:} -U postgres postgres"
     export LAZARUS_TOKEN="$token" OPENAI_API_KEY=bench
+}
+url_of() { sed -n 's/^lazarus gateway listening on //p' "$work/$1.out" | head -1; }
+
+echo "== $mode: $SESSIONS sessions x $MESSAGES messages; cores: $(nproc)" >&2
+if [[ "$mode" == takeover ]]; then
+    start_pg "&lease_ttl_ms=$LEASE_MS"
     # A: another host as far as B can tell (its own UTS namespace), holding without running
     if [[ $(id -u) -eq 0 ]] && command -v unshare >/dev/null; then
         wrap=(unshare --uts sh -c 'hostname other-host && exec "$@"' --)
@@ -135,13 +139,7 @@ if [[ "$mode" == memory ]]; then
     exit $?
 fi
 if [[ "$mode" == wake ]]; then
-    eval "$(LAZARUS_PG_STATE="$work/pg.state" LAZARUS_PG_MAX_CONNECTIONS=100 scripts/pg-test-server.sh start)"
-    store="${LAZARUS_TEST_PG}?schema=bench"
-    psql_cmd="$(dirname "$(command -v pg_ctl 2>/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl | tail -1)")/psql"
-    [[ -x "$psql_cmd" ]] || psql_cmd=psql
-    pg_host_port="${LAZARUS_TEST_PG#postgres://}"; pg_host_port="${pg_host_port#*@}"; pg_host_port="${pg_host_port%%/*}"
-    psql="$psql_cmd -h ${pg_host_port%:*} -p ${pg_host_port#*:} -U postgres postgres"
-    export LAZARUS_TOKEN="$token" OPENAI_API_KEY=bench
+    start_pg ""
     start_gateway a --store "$store"
     start_gateway b --store "$store"
     tab=$'\t'
@@ -152,13 +150,7 @@ if [[ "$mode" == wake ]]; then
     exit $?
 fi
 if [[ "$mode" == pg ]]; then
-    eval "$(LAZARUS_PG_STATE="$work/pg.state" LAZARUS_PG_MAX_CONNECTIONS=100 scripts/pg-test-server.sh start)"
-    store="${LAZARUS_TEST_PG}?schema=bench&lease_ttl_ms=3000"
-    psql_cmd="$(dirname "$(command -v pg_ctl 2>/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl | tail -1)")/psql"
-    [[ -x "$psql_cmd" ]] || psql_cmd=psql
-    pg_host_port="${LAZARUS_TEST_PG#postgres://}"; pg_host_port="${pg_host_port#*@}"; pg_host_port="${pg_host_port%%/*}"
-    psql="$psql_cmd -h ${pg_host_port%:*} -p ${pg_host_port#*:} -U postgres postgres"
-    export LAZARUS_TOKEN="$token" OPENAI_API_KEY=bench
+    start_pg "&lease_ttl_ms=3000"
     for g in a b c; do
         # one workspace root (as on a shared file system): a session taken over keeps its workspace
         start_gateway "$g" --store "$store" --takeover-interval 1s

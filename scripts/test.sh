@@ -47,5 +47,5 @@ cargo nextest run --workspace
 echo "== the documentation examples (nextest does not run doctests)"
 cargo test --workspace --doc
 
-echo "== boot-resume against the real OpenClaw, Claude Code, Codex and pi"
+echo "== boot-resume against the real OpenClaw, Claude Code, Codex, pi, Gemini CLI and OpenCode"
 bash scripts/e2e-real-agents.sh

@@ -63,7 +63,7 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
         let Some(l) = serde_json::from_slice::<Line>(p.lines[i]).ok() else {
             continue;
         };
-        if let Some(id) = &l.id {
+        if let Some(id) = &l.message.id {
             last_id = Some(id.clone());
         }
         fold.apply(l);
@@ -225,7 +225,7 @@ fn answer(m: &Message, id: &str) -> Classification {
             ),
         );
         out.interrupted_call = Some(
-            "a tool call Gemini CLI had not recorded yet (it writes calls only when they finish): which call, and whether it took effect, is unknown".into(),
+            "a tool call Gemini CLI had not recorded yet (it writes calls only when they finish), so which call it was is unknown".into(),
         );
         return out;
     }

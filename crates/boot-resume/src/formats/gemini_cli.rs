@@ -24,7 +24,8 @@ use super::stream::Lines;
 use super::{Answer, Conversation, Event, Part, ReadError, ReadOptions, Usage};
 use crate::classify::Format;
 
-/// One line, whichever of the four kinds it is.
+/// One line, whichever of the four kinds it is: metadata, `$set`, `$rewindTo`, or a message
+/// (then `message.ty` is not empty).
 #[derive(Deserialize, Default)]
 pub struct Line {
     // metadata
@@ -39,23 +40,8 @@ pub struct Line {
     pub set: Option<SetOp>,
     #[serde(rename = "$rewindTo", default)]
     pub rewind_to: Option<String>,
-    // a message
-    #[serde(default)]
-    pub id: Option<String>,
-    #[serde(rename = "type", default)]
-    pub ty: Option<String>,
-    #[serde(default)]
-    pub content: Value,
-    #[serde(rename = "toolCalls", default)]
-    pub tool_calls: Vec<ToolCall>,
-    #[serde(default)]
-    pub timestamp: Option<String>,
-    #[serde(default)]
-    pub model: Option<String>,
-    #[serde(default)]
-    pub thoughts: Value,
-    #[serde(default)]
-    pub tokens: Option<Value>,
+    #[serde(flatten)]
+    pub message: Message,
 }
 
 /// `$set`: metadata updates; `messages` replaces the list.
@@ -141,21 +127,6 @@ impl Message {
     }
 }
 
-impl From<Line> for Message {
-    fn from(l: Line) -> Message {
-        Message {
-            id: l.id,
-            ty: l.ty.unwrap_or_default(),
-            content: l.content,
-            tool_calls: l.tool_calls,
-            timestamp: l.timestamp,
-            model: l.model,
-            thoughts: l.thoughts,
-            tokens: l.tokens,
-        }
-    }
-}
-
 /// The message list as the CLI would load it, folded from lines in file order.
 #[derive(Default, Debug)]
 pub struct Fold {
@@ -185,7 +156,7 @@ impl Fold {
     /// Applies one parsed line.
     pub fn apply(&mut self, l: Line) {
         if let Some(id) = &l.session_id
-            && l.ty.is_none()
+            && l.message.ty.is_empty()
         {
             self.session_id = Some(id.clone());
             if l.project_hash.is_some() {
@@ -231,10 +202,10 @@ impl Fold {
             self.rolled_back.clear();
             return;
         }
-        if l.ty.is_none() {
+        if l.message.ty.is_empty() {
             return;
         }
-        let m = Message::from(l);
+        let m = l.message;
         self.rolled_back.clear();
         if let Some(id) = &m.id
             && let Some(slot) = self
@@ -251,7 +222,7 @@ impl Fold {
 
 /// Whether a line looks like a Gemini CLI metadata line (the first line of a recording).
 pub fn is_metadata(l: &Line) -> bool {
-    l.session_id.is_some() && l.project_hash.is_some() && l.ty.is_none()
+    l.session_id.is_some() && l.project_hash.is_some() && l.message.ty.is_empty()
 }
 
 /// A call as the resume message names it: `name {args}`.
