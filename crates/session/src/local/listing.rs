@@ -158,9 +158,7 @@ impl LocalStore {
 
     /// Every session of the directory, in creation order.
     pub(super) fn list_all(&self) -> Result<Vec<SessionSummary>> {
-        let entries = std::fs::read_dir(&self.dir).map_err(|e| {
-            SessionError::Backend(format!("cannot list {}: {e}", self.dir.display()))
-        })?;
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| self.list_error(&e))?;
         let mut paths: Vec<PathBuf> = Vec::new();
         let mut spools: HashSet<String> = HashSet::new();
         for e in entries.flatten() {
@@ -182,43 +180,59 @@ impl LocalStore {
             .clamp(1, 8)
             .min(paths.len().div_ceil(256).max(1));
         let chunk = paths.len().div_ceil(threads).max(1);
-        let (mut out, fresh): (Vec<SessionSummary>, Vec<Entry>) = std::thread::scope(|scope| {
-            let cache = &cache;
-            let spools = &spools;
-            let workers: Vec<_> = paths
-                .chunks(chunk)
-                .map(|part| {
-                    scope.spawn(move || {
-                        let mut lines = Vec::with_capacity(part.len());
-                        let mut fresh = Vec::new();
-                        for path in part {
-                            let Some(id) = stem_id(path) else { continue };
-                            let around = Around {
-                                cache,
-                                spool: spools.contains(id.as_str()),
-                            };
-                            match self.summary_with(path, &around) {
-                                Ok((s, entry)) => {
-                                    lines.push(s);
-                                    fresh.extend(entry);
+        let (mut out, fresh, short): (Vec<SessionSummary>, Vec<Entry>, Option<String>) =
+            std::thread::scope(|scope| {
+                let cache = &cache;
+                let spools = &spools;
+                let workers: Vec<_> = paths
+                    .chunks(chunk)
+                    .map(|part| {
+                        scope.spawn(move || {
+                            let mut lines = Vec::with_capacity(part.len());
+                            let mut fresh = Vec::new();
+                            let mut short = None;
+                            for path in part {
+                                let Some(id) = stem_id(path) else { continue };
+                                let around = Around {
+                                    cache,
+                                    spool: spools.contains(id.as_str()),
+                                };
+                                match self.summary_with(path, &around) {
+                                    Ok((s, entry)) => {
+                                        lines.push(s);
+                                        fresh.extend(entry);
+                                    }
+                                    // Out of descriptors is this process's state, not the
+                                    // session's: the listing fails (retry), never calls it corrupt.
+                                    Err(e) if out_of_descriptors(&e) => {
+                                        short = Some(e.to_string());
+                                        break;
+                                    }
+                                    // Listed, with why: a damaged session is not hidden.
+                                    Err(e) => {
+                                        lines.push(SessionSummary::corrupt(id, e.to_string()))
+                                    }
                                 }
-                                // Listed, with why: a damaged session is not hidden.
-                                Err(e) => lines.push(SessionSummary::corrupt(id, e.to_string())),
                             }
-                        }
-                        (lines, fresh)
+                            (lines, fresh, short)
+                        })
                     })
-                })
-                .collect();
-            workers.into_iter().filter_map(|w| w.join().ok()).fold(
-                (Vec::new(), Vec::new()),
-                |(mut l, mut f), (l2, f2)| {
-                    l.extend(l2);
-                    f.extend(f2);
-                    (l, f)
-                },
-            )
-        });
+                    .collect();
+                workers.into_iter().filter_map(|w| w.join().ok()).fold(
+                    (Vec::new(), Vec::new(), None),
+                    |(mut l, mut f, s), (l2, f2, s2)| {
+                        l.extend(l2);
+                        f.extend(f2);
+                        (l, f, s.or(s2))
+                    },
+                )
+            });
+        if let Some(cause) = short {
+            return Err(SessionError::Unavailable {
+                location: self.dir.display().to_string(),
+                cause: format!("out of file descriptors while listing: {cause}"),
+            });
+        }
         // A directory of a few small sessions replays in no time: it keeps no cache file.
         let replayed: u64 = fresh.iter().map(|e| e.key.size).sum();
         if out.len() >= STATUS_CACHE_MIN_SESSIONS
@@ -236,8 +250,37 @@ impl LocalStore {
         Ok(out)
     }
 
+    /// Why the directory cannot be listed: out of descriptors is [`SessionError::Unavailable`]
+    /// (retry in a moment), anything else names the directory.
+    pub(super) fn list_error(&self, e: &std::io::Error) -> SessionError {
+        if io_out_of_descriptors(e) {
+            SessionError::Unavailable {
+                location: self.dir.display().to_string(),
+                cause: format!("out of file descriptors while listing: {e}"),
+            }
+        } else {
+            SessionError::Backend(format!("cannot list {}: {e}", self.dir.display()))
+        }
+    }
+
     /// What waits in the inbox of `id`.
     pub(super) fn waiting_in(&self, id: &str) -> std::io::Result<Waiting> {
         crate::spool::stats(&*self.opts.fs, &self.dir, id, self.opts.line_bytes_max)
+    }
+}
+
+/// `EMFILE` (this process's limit) or `ENFILE` (the system's).
+fn io_out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(24 | 23))
+}
+
+/// Whether `e` is a read that failed for want of a file descriptor.
+fn out_of_descriptors(e: &SessionError) -> bool {
+    match e {
+        SessionError::Ledger(lazarus_ledger::LedgerError::Io { source, .. }) => {
+            io_out_of_descriptors(source)
+        }
+        SessionError::Unavailable { .. } => true,
+        _ => false,
     }
 }

@@ -360,9 +360,7 @@ impl Store for LocalStore {
     }
 
     fn ids(&self) -> Result<Vec<SessionId>> {
-        let entries = std::fs::read_dir(&self.dir).map_err(|e| {
-            SessionError::Backend(format!("cannot list {}: {e}", self.dir.display()))
-        })?;
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| self.list_error(&e))?;
         Ok(entries
             .flatten()
             .filter_map(|e| listing::stem_id(&e.path()))
