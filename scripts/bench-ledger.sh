@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Ledger benchmarks, side by side, as ratios (issue 2's targets):
 #   append: durable append vs bare write+fdatasync loop (target >= 0.9), grouped 8/64 appenders
+#           vs a plain group-commit loop with the same threads (target >= 0.9)
 #   replay: LocalStore::load vs plain serde_json typed parsing of the same file (target >= 0.7;
 #           issue 14's >= 1.0), on a plain ledger and on one with compactions
 #   memory: peak RSS (VmHWM) of replaying a big ledger vs its size, the same ledger with a
 #           compaction every tenth message (the state keeps only what is still sent), and
 #           the streaming reader
+#
+# --quick: LAZARUS_BENCH_MB=20, LAZARUS_BENCH_PEAK_MB=64, LAZARUS_BENCH_APPENDS=500,
+#          LAZARUS_BENCH_ROUNDS=3 (under 3 minutes on 2 cores once built; the figures are
+#          noisier). The append part ends with RESULT lines (name, value, target).
 #
 # Env: LAZARUS_BENCH_MB (replay file, default 200), LAZARUS_BENCH_PEAK_MB (default 1024),
 #      LAZARUS_BENCH_APPENDS (per round, default 2000), LAZARUS_BENCH_ROUNDS (default 5),
@@ -13,6 +18,10 @@
 #      CARGO_TARGET_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --quick ]; then
+    export LAZARUS_BENCH_MB="${LAZARUS_BENCH_MB:-20}" LAZARUS_BENCH_PEAK_MB="${LAZARUS_BENCH_PEAK_MB:-64}"
+    export LAZARUS_BENCH_APPENDS="${LAZARUS_BENCH_APPENDS:-500}" LAZARUS_BENCH_ROUNDS="${LAZARUS_BENCH_ROUNDS:-3}"
+fi
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 export CARGO_TARGET_DIR="$target"
 bench_dir="${LAZARUS_BENCH_DIR:-$target/bench-data}"

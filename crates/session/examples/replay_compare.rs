@@ -170,4 +170,14 @@ fn compare(compacted: bool) {
             );
         }
     }
+    // issue 28's target: replay into the resume state >= 1.2x plain serde_json typed parsing
+    let which = if path.to_string_lossy().contains("compacted") {
+        "compacted"
+    } else {
+        "plain"
+    };
+    println!(
+        "RESULT replay_vs_serde_json_{which} {:.3} >=1.2",
+        mbps(bytes, best[0]) / base
+    );
 }

@@ -154,6 +154,58 @@ pub fn run_grouped(dir: &Path, threads: usize, per_thread: u64) -> Duration {
     e
 }
 
+/// The plain group-commit loop grouped durability is measured against: `threads` appenders
+/// hand their line to one writer thread, which writes everything queued in one `write`,
+/// `fdatasync`s once, and then lets each of them go (an append returns once it is durable,
+/// as with [`Durability::Grouped`]). `per_thread` appends each; elapsed time for all.
+pub fn run_group_commit_loop(dir: &Path, threads: usize, per_thread: u64) -> Duration {
+    use std::sync::mpsc;
+    let mut bare = Bare::new(dir);
+    let line = bare_line();
+    let (tx, rx) = mpsc::channel::<mpsc::SyncSender<()>>();
+    let writer = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        while let Ok(first) = rx.recv() {
+            let mut waiting = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                waiting.push(more);
+            }
+            buf.clear();
+            for _ in &waiting {
+                buf.extend_from_slice(&line);
+            }
+            bare.file.write_all(&buf).expect("write");
+            bare.file.sync_data().expect("fdatasync");
+            for w in waiting {
+                let _ = w.send(());
+            }
+        }
+    });
+    let barrier = Arc::new(std::sync::Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (tx, barrier) = (tx.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                for _ in 0..per_thread {
+                    let (done, wait) = mpsc::sync_channel(1);
+                    tx.send(done).expect("writer thread");
+                    wait.recv().expect("writer thread");
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    barrier.wait();
+    let t = Instant::now();
+    for h in handles {
+        h.join().expect("appender thread");
+    }
+    let e = t.elapsed();
+    writer.join().expect("writer thread");
+    e
+}
+
 /// The file system `dir` is on (type and device), from /proc/self/mountinfo.
 pub fn fs_of(dir: &Path) -> String {
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
