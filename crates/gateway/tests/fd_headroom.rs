@@ -3,7 +3,8 @@
 //! file, no workspace directory, no partial ledger. Each k runs in a child process (this test
 //! binary again), whose descriptor limit is lowered and then filled up to k.
 
-use std::os::fd::OwnedFd;
+mod fd_common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -17,16 +18,7 @@ const BODIES: [&str; 2] = [r#"{"id":"x"}"#, r#"{"id":"x","workspace":"team/a/b"}
 
 /// In the child: fill the descriptor table but `k`, create session `x`, print the status.
 fn child(k: usize, body: &str, dir: &Path) {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let max = getrlimit(Resource::Nofile).maximum;
-    setrlimit(
-        Resource::Nofile,
-        Rlimit {
-            current: Some(max.map_or(256, |m| m.min(256))),
-            maximum: max,
-        },
-    )
-    .unwrap();
+    fd_common::lower_nofile();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -34,19 +26,7 @@ fn child(k: usize, body: &str, dir: &Path) {
     let gw = rt.block_on(InProcess::start(dir)).unwrap();
     let req =
         harness::request_from_bytes(format!("\x01POST /v1/sessions\n\n{body}").as_bytes()).unwrap();
-    let mut held: Vec<OwnedFd> = Vec::new();
-    loop {
-        match rustix::fs::open(
-            "/",
-            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        ) {
-            Ok(fd) => held.push(fd),
-            Err(rustix::io::Errno::MFILE) => break,
-            Err(e) => panic!("filling the descriptor table: {e}"),
-        }
-    }
-    held.truncate(held.len().saturating_sub(k));
+    let held = fd_common::fill_leaving(k);
     let status = rt.block_on(gw.send(req));
     drop(held);
     println!("status={status:?}");

@@ -1,9 +1,11 @@
 //! Listing sessions with only k file descriptors left, for every k from 0 to 24: the answer
 //! is 200 with every session (none of them called corrupt for the process's want of
-//! descriptors), or `503` with `Retry-After` (the client lists again), never a 500. Each k runs in a child process (this test binary again), whose
-//! descriptor limit is lowered and then filled up to k.
+//! descriptors), or `503` with `Retry-After` (the client lists again), never a 500. Each k
+//! runs in a child process (this test binary again), whose descriptor limit is lowered and
+//! then filled up to k.
 
-use std::os::fd::OwnedFd;
+mod fd_common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -14,16 +16,7 @@ const TEST: &str = "listing_with_few_descriptors_left_is_the_whole_list_or_503";
 const SESSIONS: usize = 6;
 
 fn child(k: usize, dir: &Path) {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let max = getrlimit(Resource::Nofile).maximum;
-    setrlimit(
-        Resource::Nofile,
-        Rlimit {
-            current: Some(max.map_or(256, |m| m.min(256))),
-            maximum: max,
-        },
-    )
-    .unwrap();
+    fd_common::lower_nofile();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -37,19 +30,7 @@ fn child(k: usize, dir: &Path) {
         assert_eq!(rt.block_on(gw.send(req)), Ok(201));
     }
     let list = || harness::request_from_bytes(b"\x01GET /v1/sessions\n\n").unwrap();
-    let mut held: Vec<OwnedFd> = Vec::new();
-    loop {
-        match rustix::fs::open(
-            "/",
-            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        ) {
-            Ok(fd) => held.push(fd),
-            Err(rustix::io::Errno::MFILE) => break,
-            Err(e) => panic!("filling the descriptor table: {e}"),
-        }
-    }
-    held.truncate(held.len().saturating_sub(k));
+    let held = fd_common::fill_leaving(k);
     let resp = rt.block_on(async {
         use tower::ServiceExt;
         let r = gw.router.clone().oneshot(list()).await.unwrap();

@@ -13,7 +13,9 @@
 //!   never answered;
 //! - a user message: its prompt was never answered.
 use super::{Parsed, clip, need_more};
-use crate::formats::opencode::{Info, MessageLine, PartData, SessionLine, describe_call};
+use crate::formats::opencode::{
+    Info, MessageLine, PartData, SessionLine, describe_call, user_text,
+};
 use crate::lines::{UserText, is_context_overflow, is_transient_error, user_text_kind};
 use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
 
@@ -81,12 +83,7 @@ fn decide(msgs: &[(String, Info, Vec<PartData>)], may_grow: bool) -> Classificat
         return decided(Verdict::Skipped(SkipWhy::Empty), "no message recorded");
     };
     if info.role == "user" {
-        let text: Vec<&str> = parts
-            .iter()
-            .filter(|p| p.ty == "text")
-            .filter_map(|p| p.text.as_deref())
-            .collect();
-        let text = text.join("\n");
+        let text = user_text(parts);
         if parts.iter().any(|p| p.ty == "compaction") {
             return decided(
                 Verdict::InterruptedStream,

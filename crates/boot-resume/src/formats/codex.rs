@@ -115,18 +115,7 @@ pub fn read(source: &Path, opts: &ReadOptions) -> Result<Conversation, ReadError
     let mut first = true;
     while let Some(l) = lines.next_line()? {
         let Ok(line) = serde_json::from_slice::<Line>(l.bytes) else {
-            if l.terminated {
-                conv.drop_one(
-                    "unparsable line",
-                    "not JSON (a write glued onto a torn line?)",
-                );
-            } else {
-                conv.torn_at = Some(l.offset);
-                conv.drop_one(
-                    "torn last line",
-                    "the write was cut short (no newline, not whole JSON)",
-                );
-            }
+            conv.unparsable(l.terminated, l.offset);
             continue;
         };
         if first && line.ty != "session_meta" {

@@ -269,15 +269,7 @@ pub fn read(source: &Path, opts: &ReadOptions) -> Result<Conversation, ReadError
     while let Some(l) = lines.next_line()? {
         let parsed = serde_json::from_slice::<Line>(l.bytes);
         let Ok(parsed) = parsed else {
-            if l.terminated {
-                conv.drop_one("unparsable line", "not JSON");
-            } else {
-                conv.torn_at = Some(l.offset);
-                conv.drop_one(
-                    "torn last line",
-                    "the write was cut short (no newline, not whole JSON)",
-                );
-            }
+            conv.unparsable(l.terminated, l.offset);
             continue;
         };
         if first {

@@ -218,6 +218,23 @@ impl Conversation {
         e.0 += 1;
     }
 
+    /// Notes a line that did not parse: a whole line in the middle is skipped (a write glued
+    /// onto a torn one, as the agents' own loaders skip it); a last line cut short is torn.
+    pub(crate) fn unparsable(&mut self, terminated: bool, offset: u64) {
+        if terminated {
+            self.drop_one(
+                "unparsable line",
+                "not JSON (a write glued onto a torn line?)",
+            );
+        } else {
+            self.torn_at = Some(offset);
+            self.drop_one(
+                "torn last line",
+                "the write was cut short (no newline, not whole JSON)",
+            );
+        }
+    }
+
     /// The last answer, when the last event is one.
     pub(crate) fn last_answer(&mut self) -> Option<&mut Answer> {
         match self.events.last_mut() {

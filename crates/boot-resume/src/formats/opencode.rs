@@ -143,6 +143,16 @@ impl MessageLine<'_> {
     }
 }
 
+/// The text of a user message's `text` parts, joined by `\n`.
+pub fn user_text(parts: &[PartData]) -> String {
+    parts
+        .iter()
+        .filter(|p| p.ty == "text")
+        .filter_map(|p| p.text.as_deref())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A call as the resume message names it: `bash {"command":…}`.
 pub fn describe_call(p: &PartData) -> String {
     let input = p
@@ -357,18 +367,13 @@ fn message(conv: &mut Conversation, m: &MessageLine) {
     let info = m.info();
     let parts = m.parts();
     if info.role == "user" {
-        let text: Vec<&str> = parts
-            .iter()
-            .filter(|p| p.ty == "text")
-            .filter_map(|p| p.text.as_deref())
-            .collect();
         for p in parts.iter().filter(|p| p.ty != "text") {
             conv.drop_one(format!("user {} part", p.ty), "not a user message text");
         }
-        if !text.is_empty() {
+        if parts.iter().any(|p| p.ty == "text" && p.text.is_some()) {
             conv.events.push(Event::User {
                 id: Some(m.id.clone()),
-                text: text.join("\n"),
+                text: user_text(&parts),
                 timestamp: None,
             });
         }

@@ -166,18 +166,7 @@ impl Tree {
         offset: u64,
     ) -> Result<(), ReadError> {
         let Ok(e) = serde_json::from_slice::<Entry>(bytes) else {
-            if terminated {
-                conv.drop_one(
-                    "unparsable line",
-                    "not JSON (a write glued onto a torn line?)",
-                );
-            } else {
-                conv.torn_at = Some(offset);
-                conv.drop_one(
-                    "torn last line",
-                    "the write was cut short (no newline, not whole JSON)",
-                );
-            }
+            conv.unparsable(terminated, offset);
             return Ok(());
         };
         if !self.header_seen {

@@ -61,18 +61,7 @@ fn read_one(source: &Path, opts: &ReadOptions, sidechain: bool) -> Result<Conver
     let mut lines = Lines::open(source, &opts.limits)?;
     while let Some(l) = lines.next_line()? {
         let Ok(line) = serde_json::from_slice::<Line>(l.bytes) else {
-            if l.terminated {
-                conv.drop_one(
-                    "unparsable line",
-                    "not JSON (a write glued onto a torn line?)",
-                );
-            } else {
-                conv.torn_at = Some(l.offset);
-                conv.drop_one(
-                    "torn last line",
-                    "the write was cut short (no newline, not whole JSON)",
-                );
-            }
+            conv.unparsable(l.terminated, l.offset);
             continue;
         };
         on_line(&mut conv, line, sidechain)?;
