@@ -7,7 +7,8 @@
 #
 # GROUP: ledger (writer, scan, frame, repair), session (state, store, local), runner (the
 # resume path of agent::runner, with the turn loop its drive runs: compaction requests, steering,
-# max turns), mcp (the MCP re-run rule), or all (the default). Slow on 2 cores (hours for `all`):
+# max turns), mcp (the MCP re-run rule), foreign (the Gemini CLI and OpenCode classifiers,
+# against boot-resume's tests and the real captures), or all (the default). Slow on 2 cores (hours for `all`):
 # it is opt-in, never part of the test suite.
 #
 # It runs in a throwaway git worktree of HEAD (your working tree is never touched), with a
@@ -24,13 +25,13 @@ extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --) shift; extra=("$@"); break ;;
-    ledger|session|runner|mcp) groups+=("$1") ;;
-    all) groups+=(ledger session runner mcp) ;;
-    *) echo "mutants.sh: unknown group '$1' (ledger, session, runner, mcp, all)" >&2; exit 2 ;;
+    ledger|session|runner|mcp|foreign) groups+=("$1") ;;
+    all) groups+=(ledger session runner mcp foreign) ;;
+    *) echo "mutants.sh: unknown group '$1' (ledger, session, runner, mcp, foreign, all)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#groups[@]} -gt 0 ] || groups=(ledger session runner mcp)
+[ ${#groups[@]} -gt 0 ] || groups=(ledger session runner mcp foreign)
 
 command -v cargo-mutants >/dev/null || { echo "mutants.sh: cargo-mutants is not installed: cargo install --locked cargo-mutants" >&2; exit 2; }
 command -v cargo-nextest >/dev/null || { echo "mutants.sh: cargo-nextest is not installed: cargo install --locked cargo-nextest" >&2; exit 2; }
@@ -126,6 +127,12 @@ for g in "${groups[@]}"; do
         --cargo-test-arg=--test=real_servers --cargo-test-arg=--test=run_mcp \
         --cargo-test-arg=--test=mcp_cli \
         --cargo-test-arg=-E --cargo-test-arg='package(lazarus-mcp) | binary(run_mcp) | binary(mcp_cli)' ;;
+    foreign)
+      # What boot-resume concludes from another program's files: each verdict must be
+      # forced by a real capture or a test.
+      run_group foreign -p lazarus-boot-resume --test-package lazarus-boot-resume \
+        -f crates/boot-resume/src/classify/gemini_cli.rs \
+        -f crates/boot-resume/src/classify/opencode.rs ;;
   esac
 done
 
