@@ -3,11 +3,17 @@
 # 64 sessions (beside the bare write+fdatasync rate of the same disk), then recovery of 1,000
 # interrupted sessions (time from process start to ready = all of them re-queued).
 #
-#   scripts/bench-gateway.sh [DIR]      DIR: where the sessions go (default: a temp dir; put it
+#   scripts/bench-gateway.sh [--quick] [DIR]
+#                                       DIR: where the sessions go (default: a temp dir; put it
 #                                       on the disk you want to measure)
+# --quick: SECONDS_PER_RUN=2, RECOVER_SESSIONS=200. Each part ends with RESULT lines.
 # Env: SECONDS_PER_RUN (5), CLIENTS (64), SESSIONS (64), RECOVER_SESSIONS (1000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --quick ]; then
+    shift
+    export SECONDS_PER_RUN="${SECONDS_PER_RUN:-2}" RECOVER_SESSIONS="${RECOVER_SESSIONS:-200}"
+fi
 DIR="${1:-$(mktemp -d /var/tmp/lazarus-bench-gateway.XXXXXX)}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 cargo build --release -q -p lazarus-cli --bin lazarus

@@ -327,6 +327,13 @@ async fn accept(mut a: Args) {
         rate / single,
         rate / parallel
     );
+    // issue 28's targets for the accept path (the --no-run line is the one they name)
+    let which = if a.run { "accept_and_run" } else { "accept" };
+    println!(
+        "RESULT {which}_vs_64_file_fdatasync_loop {:.2} >=0.8",
+        rate / parallel
+    );
+    println!("RESULT {which}_p99_ms {:.2} <20", pct(&lat, 0.99));
     drop(gw);
     model.shutdown().await;
 }
