@@ -2,7 +2,7 @@
 //! heap per thread that allocated (up to 8 per core), and at each heap's top until
 //! `malloc_trim`. A gateway that served 10,000 sessions kept ~9x its starting RSS after they
 //! all closed while holding under 4 MB of live data (measured with `malloc_stats`; see
-//! docs/benchmarks.md). So: two heaps at most, and a trim once sessions close and again once
+//! docs/benchmarks.md). So: one heap per core, and a trim once sessions close and again once
 //! the last frees of a wave are done.
 
 use std::sync::Mutex;
@@ -11,12 +11,18 @@ use std::time::{Duration, Instant};
 /// Trims at most this often.
 const TRIM_EVERY: Duration = Duration::from_secs(5);
 
-/// At most two malloc heaps (arenas) for the whole process, set before any thread starts.
+/// One malloc heap (arena) per core, at least two, for the whole process (glibc's default is
+/// eight per core), set before any thread starts: threads still rarely wait for a heap, and
+/// far fewer heaps hold freed memory.
 pub(crate) fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt takes plain integers; called before the runtimes start their threads.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
+    {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let arenas = i32::try_from(cores.max(2)).unwrap_or(i32::MAX);
+        // SAFETY: mallopt takes plain integers; called before the runtimes start threads.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, arenas);
+        }
     }
 }
 
