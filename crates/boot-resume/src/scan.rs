@@ -226,12 +226,22 @@ fn apply(mut r: Report, c: Classification) -> Report {
     r
 }
 
+/// What `--skip-pattern` is matched against: the session key (OpenClaw) and the file name,
+/// and an OpenCode session's title (its one file holds every session).
 fn label(c: &Candidate) -> String {
     let name = c.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    match c.index.as_ref().and_then(|i| i.session_key.as_deref()) {
+    let mut l = match c.index.as_ref().and_then(|i| i.session_key.as_deref()) {
         Some(k) => format!("{k} {name}"),
         None => name.to_string(),
+    };
+    if let Some(sq) = &c.sqlite
+        && let Store::Opencode(s) = &sq.store
+        && let Some(t) = &s.title
+    {
+        l.push(' ');
+        l.push_str(t);
     }
+    l
 }
 
 fn outside_window(opts: &ScanOptions, last_ms: i64) -> Option<String> {

@@ -243,6 +243,40 @@ fn gemini_and_opencode_sessions_are_resumed_once_in_their_project_naming_the_int
     assert_eq!(n, 2);
 }
 
+#[test]
+fn an_opencode_session_whose_title_matches_the_skip_pattern_is_skipped() {
+    let s = Sandbox::new();
+    let db = opencode_db("killed-in-tool", &s.root().join("oc"));
+    sql(
+        &db,
+        "UPDATE session SET title = 'nightly cron: tidy the repo'",
+    );
+    let src = format!("opencode:{}", s.root().join("oc").display());
+    let verdicts = |extra: &[&str]| {
+        let mut args = vec![
+            "--window",
+            "0",
+            "--dry-run",
+            "--json",
+            "--source",
+            src.as_str(),
+        ];
+        args.extend_from_slice(extra);
+        let o = s.run(&args);
+        assert!(o.status.success(), "{}", show(&o));
+        json_lines(&o)
+            .iter()
+            .map(|l| format!("{}/{}", l["verdict"], l["why"]))
+            .collect::<Vec<_>>()
+    };
+    // the default pattern (cron|heartbeat|subagent|system) names the title
+    assert_eq!(verdicts(&[]), ["\"skipped\"/\"skip_pattern\""]);
+    assert_eq!(
+        verdicts(&["--skip-pattern", ""]),
+        ["\"interrupted_tool_call\"/null"]
+    );
+}
+
 /// `fixture` with every line passed through `edit`.
 fn edited(rel: &str, edit: impl Fn(&mut Value)) -> String {
     let mut out = String::new();
