@@ -171,38 +171,30 @@ pub fn default_sources(env: &dyn Env) -> Vec<Source> {
         format: SourceFormat::Known(Format::Pi),
         path: pi,
     });
-    let claude = env
-        .var("CLAUDE_CONFIG_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| h.join(".claude"))
-        .join("projects");
-    v.push(Source {
-        format: SourceFormat::Known(Format::ClaudeCode),
-        path: claude,
-    });
-    let codex = env
-        .var("CODEX_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| h.join(".codex"))
-        .join("sessions");
-    v.push(Source {
-        format: SourceFormat::Known(Format::Codex),
-        path: codex,
-    });
-    let gemini = env
-        .var("GEMINI_CLI_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| h.clone())
-        .join(".gemini");
-    v.push(Source {
-        format: SourceFormat::Known(Format::GeminiCli),
-        path: gemini,
-    });
-    let opencode_data = env
-        .var("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| h.join(".local/share"))
-        .join("opencode");
+    // a program's home: its variable, else the default under $HOME; then `sub` in it
+    let home_of = |var: &str, default: &str, sub: &str| {
+        env.var(var)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| h.join(default))
+            .join(sub)
+    };
+    for (format, var, default, sub) in [
+        (
+            Format::ClaudeCode,
+            "CLAUDE_CONFIG_DIR",
+            ".claude",
+            "projects",
+        ),
+        (Format::Codex, "CODEX_HOME", ".codex", "sessions"),
+        // Gemini CLI's variable replaces the home directory, not `.gemini`
+        (Format::GeminiCli, "GEMINI_CLI_HOME", "", ".gemini"),
+    ] {
+        v.push(Source {
+            format: SourceFormat::Known(format),
+            path: home_of(var, default, sub),
+        });
+    }
+    let opencode_data = home_of("XDG_DATA_HOME", ".local/share", "opencode");
     let opencode = match env.var("OPENCODE_DB").map(PathBuf::from) {
         Some(db) if db.is_absolute() => db,
         Some(db) => opencode_data.join(db),

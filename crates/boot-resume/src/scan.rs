@@ -244,6 +244,15 @@ fn label(c: &Candidate) -> String {
     l
 }
 
+/// A session file's last activity in ms: its mtime, or the index's `updatedAt` if later.
+fn last_activity_ms(c: &Candidate, mtime_ns: i64) -> i64 {
+    let ms = mtime_ns / 1_000_000;
+    c.index
+        .as_ref()
+        .and_then(|i| i.updated_at_ms)
+        .map_or(ms, |u| ms.max(u))
+}
+
 fn outside_window(opts: &ScanOptions, last_ms: i64) -> Option<String> {
     let w = opts.window?;
     let now_ms = opts
@@ -340,28 +349,21 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
         && let Ok(md) = std::fs::symlink_metadata(&c.path)
         && md.file_type().is_file()
     {
-        let mut last_ms = (tail::mtime_ns(md.modified().ok()) / 1_000_000) as i64;
-        if let Some(u) = c.index.as_ref().and_then(|i| i.updated_at_ms) {
-            last_ms = last_ms.max(u);
-        }
-        if let Some(why) = outside_window(opts, last_ms) {
-            r.size = md.len();
-            r.mtime_ns = tail::mtime_ns(md.modified().ok()) as i64;
+        r.size = md.len();
+        r.mtime_ns = tail::mtime_ns(md.modified().ok()) as i64;
+        if let Some(why) = outside_window(opts, last_activity_ms(c, r.mtime_ns)) {
             return skipped(r, SkipWhy::OutsideWindow, why);
         }
     }
-    // One open + fstat per file: the window check uses the same metadata as the read.
+    // One open + fstat per file; the window is checked again on what was opened (the file
+    // may have been swapped since the lstat).
     let (file, facts) = match tail::open(&c.path) {
         Ok(x) => x,
         Err(e) => return skipped(r, SkipWhy::Unreadable, e.to_string()),
     };
-    let mut last_ms = (facts.mtime_ns / 1_000_000) as i64;
-    if let Some(u) = c.index.as_ref().and_then(|i| i.updated_at_ms) {
-        last_ms = last_ms.max(u);
-    }
     r.size = facts.size;
     r.mtime_ns = facts.mtime_ns as i64;
-    if let Some(why) = outside_window(opts, last_ms) {
+    if let Some(why) = outside_window(opts, last_activity_ms(c, r.mtime_ns)) {
         return skipped(r, SkipWhy::OutsideWindow, why);
     }
     let res = match tail::classify_open(

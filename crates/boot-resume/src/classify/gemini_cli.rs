@@ -55,7 +55,8 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
         None => None,
     };
     let mut fold = Fold::new(meta.at_start);
-    if let Some(h) = header {
+    // A window at the start holds the metadata line itself (the loop below folds it).
+    if let Some(h) = header.filter(|_| !meta.at_start) {
         fold.apply(h);
     }
     let mut last_id = None;
