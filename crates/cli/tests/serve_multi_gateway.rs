@@ -87,8 +87,9 @@ fn metric(url: &str, line_prefix: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-#[test]
-fn sigkill_one_gateway_the_other_takes_over_every_session_once() {
+/// The test server's URL, or `None` after a loud skip (a failure where CI says PostgreSQL
+/// must be tested).
+fn pg_base() -> Option<String> {
     let Ok(base) = std::env::var("LAZARUS_TEST_PG") else {
         let required = ["CI", "LAZARUS_REQUIRE_PG"]
             .iter()
@@ -101,13 +102,71 @@ fn sigkill_one_gateway_the_other_takes_over_every_session_once() {
             "\n*** SKIPPED serve_multi_gateway: LAZARUS_TEST_PG is not set (start one with \
              scripts/pg-test-server.sh start) ***\n"
         );
-        return;
+        return None;
     };
-    let t_test = Instant::now();
+    Some(base)
+}
+
+/// A fresh schema on the test server, with `params` (e.g. `&lease_ttl_ms=1000`).
+fn fresh_store_url(base: &str, params: &str) -> String {
     let schema = format!("t_{:016x}", rand::random::<u64>());
     let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}schema={schema}{params}")
+}
+
+/// A message accepted through one gateway for a session the other holds reaches the holder
+/// by the store's mail signal: the holder counts the wake-up, and records the message.
+#[test]
+fn a_message_through_one_gateway_wakes_the_holder_by_the_mail_signal() {
+    let Some(base) = pg_base() else { return };
+    let url = fresh_store_url(&base, "");
+    let store = PgStore::connect(&url).expect("connect to LAZARUS_TEST_PG");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(ScriptedServer::start(script())).unwrap();
+    let dir = tempdir();
+    let a = Gateway::start(&mut serve_pg(dir.path(), &url, &server.base_url(), "a"));
+    let b = Gateway::start(&mut serve_pg(dir.path(), &url, &server.base_url(), "b"));
+    let (st, v) = call(&a.url, "POST", "/v1/sessions", Some(json!({"id": "held"})));
+    assert_eq!(st, 201, "{v}");
+    let wakeups = || metric(&a.url, "lazarus_inbox_wakeups_total ").unwrap_or(0);
+    // listening: every (re)connect of the listener wakes one pass
+    let t0 = Instant::now();
+    while wakeups() == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(20), "A never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = wakeups();
+    let (st, v) = call(
+        &b.url,
+        "POST",
+        "/v1/sessions/held/messages",
+        Some(json!({"message_id": "via-b", "text": "hello from b"})),
+    );
+    assert_eq!(st, 202, "{v}");
+    assert_eq!(v["queued"], true, "A holds the session: {v}");
+    let t0 = Instant::now();
+    while !(wakeups() > before && input_records(&store, "held") == 1) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no signalled wake-up ({} then {}) or the message not recorded ({})",
+            before,
+            wakeups(),
+            input_records(&store, "held")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigkill_one_gateway_the_other_takes_over_every_session_once() {
+    let Some(base) = pg_base() else { return };
+    let t_test = Instant::now();
     // A killed gateway's leases run out after lease_ttl_ms: short here, so B takes over soon.
-    let url = format!("{base}{sep}schema={schema}&lease_ttl_ms=1000");
+    let url = fresh_store_url(&base, "&lease_ttl_ms=1000");
     // creates the schema before the gateways start
     let store = PgStore::connect(&url).expect("connect to LAZARUS_TEST_PG");
 

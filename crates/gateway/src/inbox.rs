@@ -158,13 +158,13 @@ impl Hub {
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     _ = tick.tick() => {}
-                    _ = rang.notified() => {}
+                    _ = rang.notified() => hub.metrics.inbox_woken(),
                 }
                 if hub.is_draining() {
                     return;
                 }
                 hub.inbox_tick().await;
-                if hub.close_idle().await == 0 {
+                if hub.close_idle().await == 0 && crate::memory::trim_owed() {
                     // the last closes of a wave: their frees, trimmed once the rate allows
                     let _ = tokio::task::spawn_blocking(crate::memory::trim_if_owed).await;
                 }

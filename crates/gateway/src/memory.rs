@@ -45,8 +45,15 @@ pub(crate) fn freed() {
     trim_locked(&mut t);
 }
 
-/// Trims if memory was freed since the last trim and [`TRIM_EVERY`] has passed: called on
-/// every housekeeping pass, so the last wave of closes is trimmed too.
+/// Whether memory was freed since the last trim and [`TRIM_EVERY`] has passed: asked on
+/// every housekeeping pass (cheap: no thread is woken unless a trim is due), so the last wave
+/// of closes is trimmed too, by [`trim_if_owed`].
+pub(crate) fn trim_owed() -> bool {
+    let t = TRIM.lock().unwrap_or_else(|p| p.into_inner());
+    t.owed && may_trim(&t)
+}
+
+/// Trims if [`trim_owed`].
 pub(crate) fn trim_if_owed() {
     let mut t = TRIM.lock().unwrap_or_else(|p| p.into_inner());
     if t.owed {
@@ -54,8 +61,12 @@ pub(crate) fn trim_if_owed() {
     }
 }
 
+fn may_trim(t: &Trim) -> bool {
+    t.last.is_none_or(|l| l.elapsed() >= TRIM_EVERY)
+}
+
 fn trim_locked(t: &mut Trim) {
-    if t.last.is_some_and(|l| l.elapsed() < TRIM_EVERY) {
+    if !may_trim(t) {
         return;
     }
     t.last = Some(Instant::now());

@@ -72,6 +72,7 @@ pub struct Metrics {
     appends: Family<KindLabel, Counter>,
     resumes: Family<TriggerLabel, Counter>,
     takeovers: Counter,
+    inbox_wakeups: Counter,
     model_requests: Family<ResultLabel, Counter>,
     model_retries: Counter,
     tool_calls: Family<OutcomeLabel, Counter>,
@@ -95,6 +96,7 @@ impl Default for Metrics {
             appends: Family::default(),
             resumes: Family::default(),
             takeovers: Counter::default(),
+            inbox_wakeups: Counter::default(),
             model_requests: Family::default(),
             model_retries: Counter::default(),
             tool_calls: Family::default(),
@@ -125,6 +127,11 @@ impl Default for Metrics {
             "lazarus_takeovers",
             "Sessions taken over from a gateway that is gone (shared store only)",
             m.takeovers.clone(),
+        );
+        r.register(
+            "lazarus_inbox_wakeups",
+            "Inbox passes run at once on the store's mail signal (PostgreSQL LISTEN/NOTIFY), not at the poll",
+            m.inbox_wakeups.clone(),
         );
         r.register(
             "lazarus_model_requests",
@@ -246,6 +253,11 @@ impl Metrics {
     /// A session whose gateway is gone was taken over.
     pub fn took_over(&self) {
         self.takeovers.inc();
+    }
+
+    /// The store signalled mail, and an inbox pass runs at once.
+    pub fn inbox_woken(&self) {
+        self.inbox_wakeups.inc();
     }
 
     /// A model request was recorded (`ok`, or `failed` after retries).
