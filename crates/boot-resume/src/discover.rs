@@ -211,32 +211,22 @@ pub fn default_sources(env: &dyn Env) -> Vec<Source> {
 /// `session-*.json`, reported as an unknown format) in `chats/` directories, and sub-agent
 /// recordings in `chats/<parent id>/`. Directory symlinks are not followed.
 pub fn walk_gemini(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut stack = vec![(dir.to_path_buf(), 0usize, dir.ends_with("chats"))];
-    while let Some((d, depth, in_chats)) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        let mut files = Vec::new();
-        for ent in rd.flatten() {
-            let Ok(ft) = ent.file_type() else { continue };
-            let name = ent.file_name();
-            let name = name.to_string_lossy();
-            if ft.is_dir() {
-                if depth < 8 {
-                    stack.push((ent.path(), depth + 1, in_chats || name == "chats"));
-                }
-            } else if in_chats
+    let in_chats = |d: &Path| {
+        dir.ends_with("chats")
+            || d.strip_prefix(dir)
+                .is_ok_and(|rel| rel.components().any(|c| c.as_os_str() == "chats"))
+    };
+    walk(
+        dir,
+        8,
+        |_| true,
+        |d, name| {
+            in_chats(d)
                 && (name.ends_with(".jsonl")
                     || (name.starts_with("session-") && name.ends_with(".json")))
-            {
-                files.push(ent.path());
-            }
-        }
-        // by bytes: names in one directory, so this is the path order, without
-        // comparing every path's components
-        files.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
-        out.extend(files);
-    }
+        },
+        out,
+    );
 }
 
 /// Candidates from an OpenCode database (one per session).
@@ -277,6 +267,28 @@ fn not_a_transcript(name: &str) -> bool {
 
 /// Recursively lists `.jsonl` files under `dir` without following directory symlinks.
 pub fn walk_jsonl(dir: &Path, out: &mut Vec<PathBuf>) {
+    walk(
+        dir,
+        32,
+        |name| name != "session-sqlite-import-archive" && name != "cold",
+        |_, name| {
+            (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst")) && !not_a_transcript(name)
+        },
+        out,
+    );
+}
+
+/// The files under `dir` that `keep` (given their directory and name) takes, each directory's
+/// sorted, going at most `max_depth` down into the directories `enter` allows. Directory
+/// symlinks are not followed; files (and symlinks to them: a loop fails at open, per file)
+/// are.
+fn walk(
+    dir: &Path,
+    max_depth: usize,
+    enter: impl Fn(&str) -> bool,
+    keep: impl Fn(&Path, &str) -> bool,
+    out: &mut Vec<PathBuf>,
+) {
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
     while let Some((d, depth)) = stack.pop() {
         let Ok(rd) = std::fs::read_dir(&d) else {
@@ -288,13 +300,10 @@ pub fn walk_jsonl(dir: &Path, out: &mut Vec<PathBuf>) {
             let name = ent.file_name();
             let name = name.to_string_lossy();
             if ft.is_dir() {
-                if depth < 32 && name != "session-sqlite-import-archive" && name != "cold" {
+                if depth < max_depth && enter(&name) {
                     stack.push((ent.path(), depth + 1));
                 }
-            } else if (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst"))
-                && !not_a_transcript(&name)
-            {
-                // Regular files and symlinks (a symlink loop fails at open, per file).
+            } else if keep(&d, &name) {
                 files.push(ent.path());
             }
         }
