@@ -147,6 +147,115 @@ pub fn decode_envelope<'a, P: Payload<'a>>(line: &'a [u8]) -> Result<Envelope<'a
     Ok(env)
 }
 
+/// A second decoder for bulk replay: simd-json (SIMD-parallel JSON parsing), held to
+/// serde_json's answers. [`decode_envelope`] (serde_json) is the reference: simd-json decodes
+/// only a line on which it is known to agree with it, and any other line, or one simd-json
+/// refuses, is decoded by serde_json, so the values and the errors (and their words) are
+/// always serde_json's. `tests/fast_decoder.rs` holds the two to that, on generated, damaged
+/// and real lines. Where they differ, found by that test or read in their code:
+/// - floating-point numbers: each parser rounds some inputs one unit off where the other does
+///   not, and `-0` is a float to serde_json and an integer to simd-json. A line whose parse
+///   holds a float or a `-0` is decoded by serde_json;
+/// - integers of 19 digits or more: simd-json does not check the byte after them, so it
+///   accepts `1000000000000000000x`. A line whose parse holds one is decoded by serde_json;
+/// - an escape in `ts` or `kind`: serde_json refuses it (they are borrowed from the line),
+///   simd-json unescapes in place and accepts;
+/// - a `\u` escape of a lone surrogate: serde_json refuses it, simd-json can read U+0000;
+/// - nesting deeper than serde_json's limit of 128: simd-json has none, and serde's
+///   visitors would then recurse on the thread's stack as deep as the line goes;
+/// - a NUL byte between tokens: simd-json skips it (a ledger line never holds one: the
+///   framing refuses it first).
+pub struct FastDecoder {
+    buffers: simd_json::Buffers,
+    /// simd-json rewrites what it parses (it unescapes strings in place): it parses a copy.
+    scratch: Vec<u8>,
+}
+
+impl Default for FastDecoder {
+    fn default() -> Self {
+        FastDecoder {
+            buffers: simd_json::Buffers::new(64 * 1024),
+            scratch: Vec::with_capacity(64 * 1024),
+        }
+    }
+}
+
+impl FastDecoder {
+    /// [`decode_envelope`], faster; the same values and the same errors.
+    pub fn decode<'s, P: Payload<'s>>(
+        &'s mut self,
+        line: &'s [u8],
+    ) -> Result<Envelope<'s, P>, Problem> {
+        // (invalid UTF-8 is refused by simd-json too, and then decoded by serde_json)
+        if !simd_agrees(line) {
+            return decode_envelope(line);
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(line);
+        let Ok(tape) = simd_json::to_tape_with_buffers(&mut self.scratch, &mut self.buffers) else {
+            return decode_envelope(line);
+        };
+        let differs = tape.0.iter().any(|node| {
+            use simd_json::{Node, StaticNode};
+            match node {
+                Node::Static(StaticNode::F64(_)) => true,
+                // `-0` (a float to serde_json) is the only integer simd-json reads as a
+                // signed zero; `0` is unsigned
+                Node::Static(StaticNode::I64(n)) => *n == 0 || n.unsigned_abs() >= LONG_INTEGER,
+                Node::Static(StaticNode::U64(n)) => *n >= LONG_INTEGER,
+                _ => false,
+            }
+        });
+        if differs {
+            return decode_envelope(line);
+        }
+        match tape.deserialize::<EnvelopeOf<P>>() {
+            Ok(EnvelopeOf(env)) => Ok(env),
+            Err(_) => decode_envelope(line),
+        }
+    }
+}
+
+/// simd-json reads integers of 19 digits and more on a path that does not check what
+/// follows them (`1000000000000000000x` is taken as a number).
+const LONG_INTEGER: u64 = 100_000_000_000_000_000;
+
+/// Whether simd-json may decode `line` (see [`FastDecoder`]): nesting no deeper than 100
+/// (counted as opening brackets anywhere), no escape before `"data"`, no NUL, no `\u`
+/// escape of a surrogate. Floats, `-0` and long integers are looked for after the parse.
+/// Two vectorised passes over the line.
+pub fn simd_agrees(line: &[u8]) -> bool {
+    use memchr::memmem::Finder;
+    use std::sync::LazyLock;
+    static DATA_KEY: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b",\"data\":"));
+    static UNICODE_ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
+    let Some(data_at) = DATA_KEY.find(line) else {
+        return false;
+    };
+    // (one pass for NUL and nesting: a ledger line holds no NUL, so it counts brackets)
+    let mut opens = 0;
+    let shallow_without_nul = memchr::memchr3_iter(0, b'{', b'[', line).all(|i| {
+        opens += 1;
+        line[i] != 0 && opens <= 100
+    });
+    shallow_without_nul
+        && memchr::memchr(b'\\', &line[..data_at]).is_none()
+        // `\u` + `d`: the escape of a surrogate (or text that only looks like one)
+        && !UNICODE_ESCAPE
+            .find_iter(line)
+            .any(|i| matches!(line.get(i + 2), Some(b'd' | b'D')))
+}
+
+/// An envelope as a `Deserialize` type, for decoders that take one.
+struct EnvelopeOf<'a, P>(Envelope<'a, P>);
+
+impl<'de, P: Payload<'de>> serde::Deserialize<'de> for EnvelopeOf<'de, P> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(EnvelopeVisitor::<P>(PhantomData))
+            .map(EnvelopeOf)
+    }
+}
+
 struct EnvelopeVisitor<P>(PhantomData<P>);
 
 struct KindSeed<'k, P> {

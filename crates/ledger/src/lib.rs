@@ -64,6 +64,7 @@ pub mod holder;
 pub mod id;
 pub mod layout;
 pub mod lock;
+pub mod parallel;
 pub mod reader;
 pub mod repair;
 pub mod scan;

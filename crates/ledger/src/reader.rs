@@ -9,10 +9,10 @@ use std::io::{Read, Seek, SeekFrom};
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{LedgerError, Result};
+use crate::error::{LedgerError, Problem, Result};
 use crate::frame::{self, Envelope, Payload};
 use crate::header::Header;
-use crate::scan::{CrashWindow, Cut, LineInfo, Scanner};
+use crate::scan::{CrashWindow, Cut, LineInfo, Scanner, rejected};
 use crate::writer::{Options, open_read};
 
 /// Reads the records of one ledger in order, checking each.
@@ -20,6 +20,10 @@ pub struct Reader {
     scanner: Scanner<Box<dyn Read + Send>>,
     header: Header,
     after: u64,
+    /// The file's size when opened, and the decoding threads [`Reader::for_each_record`]
+    /// uses for it.
+    size: u64,
+    workers: usize,
 }
 
 impl Reader {
@@ -28,10 +32,13 @@ impl Reader {
         let r = open_read(opts, path)?;
         let (scanner, header) =
             Scanner::from_start(path, r, opts.line_bytes_max, opts.format.as_deref())?;
+        let size = opts.fs.file_len(path).unwrap_or(0);
         Ok(Reader {
             scanner,
             header,
             after: 0,
+            size,
+            workers: crate::parallel::workers_for(size, opts.replay_workers),
         })
     }
 
@@ -80,6 +87,31 @@ impl Reader {
             }
         }
         self.scanner.next_record::<P>()
+    }
+
+    /// Calls `on_record` with the seq and typed data of every record from the start point
+    /// on, in order, and stops at the first error (of the log, or `on_record`'s refusal,
+    /// reported at its line). A big ledger's records are decoded on more than one core
+    /// ([`crate::parallel`]); what `on_record` sees is the same as from
+    /// [`Reader::next_record`] in a loop.
+    pub fn for_each_record<P, F>(&mut self, mut on_record: F) -> Result<()>
+    where
+        P: for<'a> Payload<'a> + Send + 'static,
+        F: FnMut(LineInfo, u64, P) -> std::result::Result<(), Problem>,
+    {
+        let path = self.scanner.path().to_path_buf();
+        let after = std::mem::take(&mut self.after);
+        crate::parallel::for_each_record(
+            &mut self.scanner,
+            self.workers,
+            self.size,
+            |info, seq, data| {
+                if seq <= after {
+                    return Ok(());
+                }
+                on_record(info, seq, data).map_err(|problem| rejected(&path, info, seq, problem))
+            },
+        )
     }
 
     /// The next record as its raw line bytes (newline excluded) and seq.

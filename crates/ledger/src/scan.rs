@@ -230,6 +230,51 @@ fn corruption(path: &Path, info: LineInfo, problem: Problem) -> LedgerError {
     )))
 }
 
+/// Decodes a line whose checksum was checked, typed by `P`; a header record here is
+/// misplaced (only line 1 is one).
+pub(crate) fn decode_record<'a, P: Payload<'a>>(
+    path: &Path,
+    info: LineInfo,
+    line: &'a [u8],
+) -> Result<Envelope<'a, P>> {
+    record_or_corruption(path, info, frame::decode_envelope(line))
+}
+
+/// What [`decode_record`] gives, for an envelope decoded elsewhere.
+pub(crate) fn record_or_corruption<'a, P>(
+    path: &Path,
+    info: LineInfo,
+    decoded: std::result::Result<Envelope<'a, P>, Problem>,
+) -> Result<Envelope<'a, P>> {
+    let env = decoded.map_err(|p| {
+        let problem = match p {
+            Problem::Malformed(m) => Problem::Invalid(m),
+            p => p,
+        };
+        corruption(path, info, problem)
+    })?;
+    if env.kind == "header" {
+        return Err(corruption(
+            path,
+            info,
+            Problem::MisplacedHeader { line: info.line },
+        ));
+    }
+    Ok(env)
+}
+
+/// Seqs run 1, 2, 3, … without a gap or a repeat.
+pub(crate) fn check_seq(path: &Path, info: LineInfo, found: u64, expected: u64) -> Result<()> {
+    let problem = if found > expected {
+        Problem::SeqGap { expected, found }
+    } else if found < expected {
+        Problem::SeqNotIncreasing { expected, found }
+    } else {
+        return Ok(());
+    };
+    Err(corruption(path, info, problem))
+}
+
 /// A validating, streaming reader over the records of one file.
 pub struct Scanner<R> {
     current: LineInfo,
@@ -347,38 +392,28 @@ impl<R: Read> Scanner<R> {
             return Ok(None);
         }
         let info = self.current;
-        let expected = self.expected_seq;
-        let env: Envelope<'s, P> = match frame::decode_envelope(self.src.line()) {
-            Ok(env) => env,
-            Err(p) => {
-                let problem = match p {
-                    Problem::Malformed(m) => Problem::Invalid(m),
-                    p => p,
-                };
-                return Err(corruption(&self.path, info, problem));
-            }
-        };
-        let seq_problem = if env.kind == "header" {
-            Some(Problem::MisplacedHeader { line: info.line })
-        } else if env.seq > expected {
-            Some(Problem::SeqGap {
-                expected,
-                found: env.seq,
-            })
-        } else if env.seq < expected {
-            Some(Problem::SeqNotIncreasing {
-                expected,
-                found: env.seq,
-            })
-        } else {
-            None
-        };
-        if let Some(problem) = seq_problem {
-            return Err(corruption(&self.path, info, problem));
-        }
+        let env: Envelope<'s, P> = decode_record(&self.path, info, self.src.line())?;
+        check_seq(&self.path, info, env.seq, self.expected_seq)?;
         self.expected_seq += 1;
         self.good_len = info.offset + info.len;
         Ok(Some((info, env)))
+    }
+
+    /// The next line whose framing (checksum) is good, as bytes, its seq taken to be the next
+    /// one: the caller decodes it with [`decode_record`] and checks that with [`check_seq`]
+    /// (before any later line counts). What the parallel replay hands to its workers.
+    pub(crate) fn next_framed(&mut self) -> Result<Option<(LineInfo, &[u8])>> {
+        if !self.advance()? {
+            return Ok(None);
+        }
+        let info = self.current;
+        self.expected_seq += 1;
+        self.good_len = info.offset + info.len;
+        Ok(Some((info, self.src.line())))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Like [`Scanner::next_record`], returning only the seq; the line stays available through
@@ -557,24 +592,54 @@ where
             break;
         };
         let seq = env.seq;
-        if let Err(problem) = on_record(info, env) {
-            return Err(LedgerError::Corrupt(Box::new(Corruption::new(
-                path,
-                info.line,
-                info.offset,
-                match problem {
-                    Problem::Malformed(m) => Problem::Invalid(format!("seq {seq}: {m}")),
-                    p => p,
-                },
-            ))));
+        on_record(info, env).map_err(|problem| rejected(path, info, seq, problem))?;
+    }
+    Ok(ScanReport::at_end(header, &scanner))
+}
+
+/// [`scan_all`] with the records decoded on `workers` threads (see [`crate::parallel`]),
+/// handed over as seq and typed data.
+pub(crate) fn scan_all_parallel<R: Read + Send, P, F>(
+    path: &Path,
+    r: R,
+    max: usize,
+    expected_format: Option<&str>,
+    workers: usize,
+    size_hint: u64,
+    mut on_record: F,
+) -> Result<ScanReport>
+where
+    P: for<'a> Payload<'a> + Send + 'static,
+    F: FnMut(LineInfo, u64, P) -> std::result::Result<(), Problem>,
+{
+    let (mut scanner, header) = Scanner::from_start(path, r, max, expected_format)?;
+    crate::parallel::for_each_record(&mut scanner, workers, size_hint, |info, seq, data| {
+        on_record(info, seq, data).map_err(|problem| rejected(path, info, seq, problem))
+    })?;
+    Ok(ScanReport::at_end(header, &scanner))
+}
+
+impl ScanReport {
+    fn at_end<R>(header: Header, scanner: &Scanner<R>) -> ScanReport {
+        ScanReport {
+            header,
+            last_seq: scanner.expected_seq - 1,
+            good_len: scanner.good_len,
+            cut: scanner.cut.clone(),
         }
     }
-    Ok(ScanReport {
-        header,
-        last_seq: scanner.next_seq() - 1,
-        good_len: scanner.good_len(),
-        cut: scanner.cut().cloned(),
-    })
+}
+
+/// The error for a record the caller refused (as the meaning of the log, not its framing).
+pub(crate) fn rejected(path: &Path, info: LineInfo, seq: u64, problem: Problem) -> LedgerError {
+    corruption(
+        path,
+        info,
+        match problem {
+            Problem::Malformed(m) => Problem::Invalid(format!("seq {seq}: {m}")),
+            p => p,
+        },
+    )
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::header::Header;
 use crate::id::validate_id;
 use crate::layout::{creating_path, ledger_path, lock_path};
 use crate::lock::WriterLock;
-use crate::scan::{CrashWindow, LineInfo, ScanReport, Scanner, scan_all};
+use crate::scan::{CrashWindow, LineInfo, ScanReport, Scanner, scan_all, scan_all_parallel};
 
 use super::aside::{reclaim_headerless, save_aside};
 use super::{Durability, Options, Recovery, State, SyncState, Writer, open_read, write_in_pieces};
@@ -123,17 +123,55 @@ impl Writer {
         P: for<'a> Payload<'a>,
         F: FnMut(LineInfo, Envelope<'_, P>) -> std::result::Result<(), Problem>,
     {
+        Self::open_scanning(dir, id, opts, |path, reader, opts| {
+            scan_all(
+                path,
+                reader,
+                opts.line_bytes_max,
+                opts.format.as_deref(),
+                on_record,
+            )
+        })
+    }
+
+    /// [`Writer::open_with`] for a caller that needs each record's seq and typed data only:
+    /// a big ledger's records are decoded on more than one core ([`crate::parallel`]), and
+    /// `on_record` still sees them one by one, in order, on this thread.
+    pub fn open_replaying<P, F>(
+        dir: &Path,
+        id: &str,
+        opts: Options,
+        on_record: F,
+    ) -> Result<(Writer, Recovery)>
+    where
+        P: for<'a> Payload<'a> + Send + 'static,
+        F: FnMut(LineInfo, u64, P) -> std::result::Result<(), Problem>,
+    {
+        Self::open_scanning(dir, id, opts, |path, reader, opts| {
+            let size = opts.fs.file_len(path).unwrap_or(0);
+            scan_all_parallel(
+                path,
+                reader,
+                opts.line_bytes_max,
+                opts.format.as_deref(),
+                crate::parallel::workers_for(size, opts.replay_workers),
+                size,
+                on_record,
+            )
+        })
+    }
+
+    fn open_scanning(
+        dir: &Path,
+        id: &str,
+        opts: Options,
+        scan: impl FnOnce(&Path, Box<dyn std::io::Read + Send>, &Options) -> Result<ScanReport>,
+    ) -> Result<(Writer, Recovery)> {
         validate_id(id)?;
         let path = ledger_path(dir, id);
         let lock = lock_if(&opts, dir, id, &path)?;
         let reader = open_read(&opts, &path)?;
-        let report = scan_all(
-            &path,
-            reader,
-            opts.line_bytes_max,
-            opts.format.as_deref(),
-            on_record,
-        )?;
+        let report = scan(&path, reader, &opts)?;
         check_header_id(&path, &report.header, id)?;
         let file = opts
             .fs

@@ -50,6 +50,10 @@ pub struct Options {
     pub write_pieces: usize,
     #[doc(hidden)]
     pub piece_pause: Duration,
+    /// Threads that decode records while a whole ledger is replayed: `None` picks by the
+    /// file's size and the cores ([`crate::parallel::workers_for`]); `Some(0)` decodes on the
+    /// calling thread.
+    pub replay_workers: Option<usize>,
 }
 
 impl Default for Options {
@@ -63,6 +67,7 @@ impl Default for Options {
             lock: true,
             write_pieces: 0,
             piece_pause: Duration::ZERO,
+            replay_workers: None,
         }
     }
 }

@@ -185,17 +185,25 @@ impl LocalStore {
         let path = self.path_of(id);
         let mut reader = Reader::open(&path, &self.opts).map_err(|e| self.map_ledger(id, e))?;
         let mut state = SessionState::new(reader.header().clone());
-        while let Some((_, env)) = reader.next_record::<Record>()? {
-            let seq = env.seq;
-            let rec = env.data;
-            state.check(&rec).map_err(|source| SessionError::Replay {
+        let mut replay_error = None;
+        let read = reader.for_each_record::<Record, _>(|_, seq, rec| {
+            if let Err(e) = state.check(&rec) {
+                let problem = Problem::Invalid(e.to_string());
+                replay_error = Some((seq, e));
+                return Err(problem);
+            }
+            state.apply(seq, rec);
+            Ok(())
+        });
+        match (read, replay_error) {
+            (Ok(()), _) => Ok(state),
+            (Err(_), Some((seq, source))) => Err(SessionError::Replay {
                 location: path.display().to_string(),
                 seq,
                 source,
-            })?;
-            state.apply(seq, rec);
+            }),
+            (Err(e), None) => Err(e.into()),
         }
-        Ok(state)
     }
 }
 
@@ -291,14 +299,15 @@ impl Store for LocalStore {
             .clone();
         let mut state = SessionState::new(header);
         let mut replay_error: Option<(u64, ReplayError)> = None;
-        let result = Writer::open_with::<Record, _>(&self.dir, id, self.opts.clone(), |_, env| {
-            if let Err(e) = state.check(&env.data) {
-                replay_error = Some((env.seq, e.clone()));
-                return Err(Problem::Invalid(e.to_string()));
-            }
-            state.apply(env.seq, env.data);
-            Ok(())
-        });
+        let result =
+            Writer::open_replaying::<Record, _>(&self.dir, id, self.opts.clone(), |_, seq, rec| {
+                if let Err(e) = state.check(&rec) {
+                    replay_error = Some((seq, e.clone()));
+                    return Err(Problem::Invalid(e.to_string()));
+                }
+                state.apply(seq, rec);
+                Ok(())
+            });
         let (writer, recovery) = match result {
             Ok(ok) => ok,
             Err(e) => {
