@@ -4,6 +4,8 @@
 //! 130 interrupted by SIGINT/SIGTERM (the session stays resumable).
 
 use clap::{Parser, Subcommand};
+// jemalloc for the whole process (why: the crate's docs)
+use lazarus_allocator as _;
 
 mod args;
 mod boot_resume;

@@ -1,9 +1,11 @@
-//! Giving memory back once sessions go idle. glibc's allocator keeps what was freed: in one
+//! Giving memory back once sessions go idle. An allocator keeps what was freed: glibc's in one
 //! heap per thread that allocated (up to 8 per core), and at each heap's top until
-//! `malloc_trim`. A gateway that served 10,000 sessions kept ~9x its starting RSS after they
+//! `malloc_trim`; jemalloc (the `lazarus` binary's) until its decay runs, which it does only
+//! while allocating. A gateway that served 10,000 sessions kept ~9x its starting RSS after they
 //! all closed while holding under 4 MB of live data (measured with `malloc_stats`; see
-//! docs/benchmarks.md). So: one heap per core, and a trim once sessions close and again once
-//! the last frees of a wave are done.
+//! docs/benchmarks.md). So: one glibc heap per core, and freed memory released
+//! ([`lazarus_allocator::release_free_memory`]) once sessions close and again once the last
+//! frees of a wave are done.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -71,10 +73,5 @@ fn trim_locked(t: &mut Trim) {
     }
     t.last = Some(Instant::now());
     t.owed = false;
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim takes no pointers; it only returns free pages of glibc's own heaps
-    // to the kernel and is safe to call from any thread at any time.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    lazarus_allocator::release_free_memory();
 }

@@ -13,6 +13,9 @@
 #[path = "../benches/common/mod.rs"]
 mod common;
 
+// the allocator of the lazarus binary, so the figures are the product's
+use lazarus_allocator as _;
+
 use std::time::Duration;
 
 fn mbps(bytes: u64, d: Duration) -> f64 {
