@@ -46,7 +46,12 @@ pub(super) fn list(
         .collect();
     // Newest activity first; RFC 3339 UTC with fixed precision sorts as text. Unreadable
     // sessions (no time) last, by id.
-    list.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(a.id.cmp(&b.id)));
+    list.sort_by_cached_key(|s| {
+        (
+            std::cmp::Reverse(lazarus_session::store::time_sort_key(&s.updated_at)),
+            s.id.clone(),
+        )
+    });
     if json {
         for s in &list {
             writeln!(out, "{}", serde_json::to_string(s)?)?;

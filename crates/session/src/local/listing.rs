@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use lazarus_ledger::{HeadAndTail, read_head_and_tail};
 
 use super::LocalStore;
-use super::status_cache::{Entry, Key, StatusCache};
+use super::status_cache::{Entry, FileKey, Key, Line, StatusCache};
 use crate::id::SessionId;
 use crate::inbox::Waiting;
 use crate::state::Status;
@@ -36,6 +36,13 @@ struct Around<'a> {
     cache: &'a StatusCache,
     /// Whether the session may have a spool (from the directory read, or one `stat`).
     spool: bool,
+    /// Whether a title file may exist (from the directory read).
+    title_file: bool,
+    /// Whether a writer may hold the session: its lock file exists and, where the kernel's
+    /// list of held locks could be read, is on it. Only then is the lock itself asked.
+    may_be_held: bool,
+    /// The ledger as a stat showed it before it was read (`None`: not looked at).
+    file: Option<FileKey>,
 }
 
 impl LocalStore {
@@ -59,11 +66,13 @@ impl LocalStore {
             key,
             status,
             error: error.clone(),
+            line: None,
         };
         (status, error, Some(entry))
     }
 
-    /// A session's line in a listing, and a new cache entry when its log was replayed.
+    /// A session's line in a listing, read from its ledger, and a new cache entry when its
+    /// log was replayed or its line is new.
     fn summary_with(
         &self,
         path: &Path,
@@ -78,20 +87,74 @@ impl LocalStore {
         // is in, so this fails only for a hand-edited file).
         let id = SessionId::parse(&header.id)?;
         let lock = lazarus_ledger::lock_path(&self.dir, &id);
-        let holder = lazarus_ledger::lock::held_by(&lock);
-        let (status, error, entry) = match &holder {
+        let holder = if around.may_be_held {
+            lazarus_ledger::lock::held_by(&lock)
+        } else {
+            None
+        };
+        let key = Key {
+            created_at: header.created_at.clone(),
+            size: tail.size,
+            last_seq: tail.last_seq,
+        };
+        let (status, error, fresh) = match &holder {
             // a flock is held by a live process: its writer's status is its own business
             Some(_) => (Status::Running, None, None),
-            None => self.ledger_status(
-                &id,
-                Key {
-                    created_at: header.created_at.clone(),
-                    size: tail.size,
-                    last_seq: tail.last_seq,
-                },
-                around.cache,
-            ),
+            None => self.ledger_status(&id, key.clone(), around.cache),
         };
+        let line = Line {
+            file: around.file.unwrap_or(FileKey {
+                ino: 0,
+                size: tail.size,
+                ctime: (0, 0),
+                mtime: (0, 0),
+            }),
+            first_input: first
+                .filter(|(kind, _)| kind == "input")
+                .and_then(|(_, data)| data["text"].as_str().map(crate::store::title_of)),
+            updated_at: tail.last_ts,
+            last_kind: tail.last_kind,
+            parent: header.parent.as_ref().map(|p| p.id.clone()),
+            meta: header
+                .meta
+                .as_ref()
+                .and_then(|m| serde_json::value::to_raw_value(m).ok()),
+        };
+        // The line is kept for the next listing when the stat taken before the read shows
+        // the size that was read (else the file changed in between: read it again then).
+        let keep_line = holder.is_none()
+            && around.file.is_some_and(|f| f.size == tail.size)
+            && around.cache.get_line(&id, &line.file).is_none();
+        let entry = match fresh {
+            Some(mut e) => {
+                e.line = keep_line.then(|| line.clone());
+                Some(e)
+            }
+            None if keep_line => Some(Entry {
+                id: id.to_string(),
+                key: key.clone(),
+                status,
+                error: error.clone(),
+                line: Some(line.clone()),
+            }),
+            None => None,
+        };
+        let holder = holder.flatten();
+        let summary = self.summary_from_line(id, (status, error), &key, &line, holder, around);
+        Ok((summary, entry))
+    }
+
+    /// A listing line from what was read of the ledger (now or by an earlier listing) and
+    /// what is looked at live: the title file, the inbox, the writer.
+    fn summary_from_line(
+        &self,
+        id: SessionId,
+        (status, error): (Status, Option<String>),
+        key: &Key,
+        line: &Line,
+        holder: Option<lazarus_ledger::Holder>,
+        around: &Around,
+    ) -> SessionSummary {
         let waiting = if around.spool {
             self.waiting_in(&id).unwrap_or_else(|e| {
                 tracing::warn!(session = %id, error = %e, "cannot read the inbox");
@@ -100,35 +163,36 @@ impl LocalStore {
         } else {
             Waiting::default()
         };
-        let title = match self.read_title(&id) {
-            Some(t) => Some(t),
-            None => first
-                .filter(|(kind, _)| kind == "input")
-                .and_then(|(_, data)| data["text"].as_str().map(crate::store::title_of)),
-        };
-        let workspace = header
+        let title = around
+            .title_file
+            .then(|| self.read_title(&id))
+            .flatten()
+            .or_else(|| line.first_input.clone());
+        let meta: Option<serde_json::Value> = line
             .meta
+            .as_ref()
+            .and_then(|m| serde_json::from_str(m.get()).ok());
+        let workspace = meta
             .as_ref()
             .and_then(|m| m["workspace"].as_str())
             .map(str::to_string);
-        let summary = SessionSummary {
+        SessionSummary {
             id,
             title,
             status,
-            created_at: header.created_at.clone(),
-            updated_at: tail.last_ts,
-            records: tail.last_seq,
-            bytes: tail.size,
-            parent: header.parent.as_ref().map(|p| p.id.clone()),
+            created_at: key.created_at.clone(),
+            updated_at: line.updated_at.clone(),
+            records: key.last_seq,
+            bytes: key.size,
+            parent: line.parent.clone(),
             workspace,
-            last_kind: tail.last_kind,
+            last_kind: line.last_kind.clone(),
             error,
-            meta: header.meta.clone(),
+            meta,
             waiting: waiting.messages,
             waiting_since: waiting.oldest,
-            holder: holder.flatten().as_ref().map(HolderView::of),
-        };
-        Ok((summary, entry))
+            holder: holder.as_ref().map(HolderView::of),
+        }
     }
 
     /// One session's line: replayed directly when small, through the cache otherwise.
@@ -145,6 +209,9 @@ impl LocalStore {
         let around = Around {
             cache: &cache,
             spool: crate::spool::may_have_waiting(&self.dir, id),
+            title_file: true,
+            may_be_held: true,
+            file: None,
         };
         let (summary, entry) = self.summary_with(&path, &around)?;
         if let Some(e) = entry
@@ -158,9 +225,16 @@ impl LocalStore {
 
     /// Every session of the directory, in creation order.
     pub(super) fn list_all(&self) -> Result<Vec<SessionSummary>> {
+        let started = std::time::Instant::now();
         let entries = std::fs::read_dir(&self.dir).map_err(|e| self.list_error(&e))?;
+        // Which locks some process holds, from the kernel, read once (not every lock file
+        // opened): `None` where it cannot tell, and then every lock file is asked.
+        let flocked = lazarus_ledger::lock::flocked_inodes();
         let mut paths: Vec<PathBuf> = Vec::new();
         let mut spools: HashSet<String> = HashSet::new();
+        let mut titles: HashSet<String> = HashSet::new();
+        // sessions whose lock file some process may hold
+        let mut maybe_held: HashSet<String> = HashSet::new();
         for e in entries.flatten() {
             let name = e.file_name();
             let Some(name) = name.to_str() else { continue };
@@ -168,11 +242,20 @@ impl LocalStore {
                 if SessionId::parse(stem).is_ok() {
                     paths.push(e.path());
                 }
+            } else if let Some(stem) = name.strip_suffix(".lock") {
+                use std::os::unix::fs::DirEntryExt;
+                if flocked.as_ref().is_none_or(|held| held.contains(&e.ino())) {
+                    maybe_held.insert(stem.to_string());
+                }
             } else if let Some(stem) = name.strip_suffix(crate::spool::INBOX_SUFFIX) {
                 spools.insert(stem.to_string());
+            } else if let Some(stem) = name.strip_suffix(".title") {
+                titles.insert(stem.to_string());
             }
         }
+        let read_dir = started.elapsed();
         let mut cache = StatusCache::load(&self.dir);
+        let loaded = started.elapsed();
         // Headers and tails, a few threads at once: the cost is system calls (and a replay
         // for each session that changed since the last listing).
         let threads = std::thread::available_parallelism()
@@ -184,6 +267,8 @@ impl LocalStore {
             std::thread::scope(|scope| {
                 let cache = &cache;
                 let spools = &spools;
+                let titles = &titles;
+                let maybe_held = &maybe_held;
                 let workers: Vec<_> = paths
                     .chunks(chunk)
                     .map(|part| {
@@ -193,10 +278,34 @@ impl LocalStore {
                             let mut short = None;
                             for path in part {
                                 let Some(id) = stem_id(path) else { continue };
+                                // stat first, read after: a line kept for this stat was read
+                                // no earlier than it
+                                let file = std::fs::symlink_metadata(path)
+                                    .ok()
+                                    .filter(|m| m.file_type().is_file())
+                                    .map(|m| FileKey::of(&m));
                                 let around = Around {
                                     cache,
                                     spool: spools.contains(id.as_str()),
+                                    title_file: titles.contains(id.as_str()),
+                                    may_be_held: maybe_held.contains(id.as_str()),
+                                    file,
                                 };
+                                // the ledger unchanged since a listing read it: not opened
+                                if !around.may_be_held
+                                    && let Some(f) = &file
+                                    && let Some((e, line)) = cache.get_line(id.as_str(), f)
+                                {
+                                    lines.push(self.summary_from_line(
+                                        id,
+                                        (e.status, e.error.clone()),
+                                        &e.key,
+                                        line,
+                                        None,
+                                        &around,
+                                    ));
+                                    continue;
+                                }
                                 match self.summary_with(path, &around) {
                                     Ok((s, entry)) => {
                                         lines.push(s);
@@ -219,7 +328,7 @@ impl LocalStore {
                     })
                     .collect();
                 workers.into_iter().filter_map(|w| w.join().ok()).fold(
-                    (Vec::new(), Vec::new(), None),
+                    (Vec::with_capacity(paths.len()), Vec::new(), None),
                     |(mut l, mut f, s), (l2, f2, s2)| {
                         l.extend(l2);
                         f.extend(f2);
@@ -227,6 +336,7 @@ impl LocalStore {
                     },
                 )
             });
+        let lined = started.elapsed();
         if let Some(cause) = short {
             return Err(SessionError::Unavailable {
                 location: self.dir.display().to_string(),
@@ -246,7 +356,18 @@ impl LocalStore {
             cache.retain(&present);
             cache.save();
         }
-        out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        let saved = started.elapsed();
+        out.sort_by_cached_key(|s| (crate::store::time_sort_key(&s.created_at), s.id.clone()));
+        tracing::debug!(
+            sessions = out.len(),
+            read_dir = ?read_dir,
+            cache_loaded = ?loaded,
+            lines = ?lined,
+            cache_saved = ?saved,
+            sorted = ?started.elapsed(),
+            "listed {}",
+            self.dir.display()
+        );
         Ok(out)
     }
 

@@ -8,6 +8,12 @@
 //! (creation time, size and last seq). Any append changes the size, any re-creation the
 //! creation time: an entry that does not match is ignored and the session replayed again.
 //!
+//! With it, the rest of the session's listing line as read from the file (header, first
+//! input, tail), keyed by what a stat shows of the file (inode, size, change and modification
+//! times): a listing of 10⁵ sessions then stats each ledger instead of opening and reading it.
+//! A writer killed at any point leaves a file whose size or times differ (it wrote), so its
+//! line is read again.
+//!
 //! The file is derived data: written by listings of directories where replaying costs
 //! something ([`super::listing::STATUS_CACHE_MIN_SESSIONS`] sessions or more, or a listing that
 //! replayed [`super::listing::STATUS_CACHE_MIN_REPLAYED_BYTES`]) — atomically, a temporary file
@@ -29,23 +35,200 @@ pub(crate) const FILE_NAME: &str = ".status-cache";
 const FILE_BYTES_MAX: u64 = 256 * 1024 * 1024;
 
 /// What identifies the ledger a status was computed from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Key {
     pub created_at: String,
     pub size: u64,
     pub last_seq: u64,
 }
 
-/// One session's cached replay.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One session's cached replay, and the listing line read with it.
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Entry {
     pub id: String,
-    #[serde(flatten)]
     pub key: Key,
     pub status: Status,
     /// Why the replay refused the session (status `corrupt`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What a listing read from the file besides the status, and the file it read it from:
+    /// while a stat of the ledger still shows that file, a listing takes the line from here
+    /// without opening the ledger.
+    pub line: Option<Line>,
+}
+
+/// A ledger file as a stat sees it: any append changes its size and its change time (which
+/// no program can set back), any replacement its inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileKey {
+    pub ino: u64,
+    pub size: u64,
+    /// Change time, seconds and nanoseconds.
+    pub ctime: (i64, i64),
+    /// Modification time, seconds and nanoseconds.
+    pub mtime: (i64, i64),
+}
+
+impl FileKey {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> FileKey {
+        use std::os::unix::fs::MetadataExt;
+        FileKey {
+            ino: meta.ino(),
+            size: meta.size(),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+        }
+    }
+}
+
+/// The parts of a listing line that come from the ledger's bytes (its header, first record
+/// and tail); the rest (a title file, the inbox, the writer) is looked at live.
+#[derive(Debug, Clone)]
+pub(crate) struct Line {
+    pub file: FileKey,
+    /// The first input's text, shortened.
+    pub first_input: Option<String>,
+    pub updated_at: String,
+    pub last_kind: String,
+    pub parent: Option<String>,
+    /// The header's `meta` as JSON text: parsed only into the line that shows it (parsing
+    /// 10⁵ of them on every load, and freeing them, was a tenth of a listing).
+    pub meta: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl PartialEq for Line {
+    fn eq(&self, other: &Line) -> bool {
+        self.file == other.file
+            && self.first_input == other.first_input
+            && self.updated_at == other.updated_at
+            && self.last_kind == other.last_kind
+            && self.parent == other.parent
+            && self.meta.as_ref().map(|m| m.get()) == other.meta.as_ref().map(|m| m.get())
+    }
+}
+
+/// An entry as one line of the file: a JSON array, not an object (10⁵ of them are read for
+/// every listing, and an array parses in about two thirds of the time):
+/// `[id, created_at, size, last_seq, status, error, line]`, `line` being `null` or
+/// `[ino, size, ctime_s, ctime_ns, mtime_s, mtime_ns, first_input, updated_at, last_kind,
+/// parent, meta]`.
+#[derive(Serialize)]
+struct RowOut<'a>(
+    &'a str,
+    &'a str,
+    u64,
+    u64,
+    Status,
+    &'a Option<String>,
+    Option<LineOut<'a>>,
+);
+
+#[derive(Serialize)]
+struct LineOut<'a>(
+    u64,
+    u64,
+    i64,
+    i64,
+    i64,
+    i64,
+    &'a Option<String>,
+    &'a str,
+    &'a str,
+    &'a Option<String>,
+    &'a Option<Box<serde_json::value::RawValue>>,
+);
+
+#[derive(Deserialize)]
+struct RowIn(
+    String,
+    String,
+    u64,
+    u64,
+    Status,
+    Option<String>,
+    Option<LineIn>,
+);
+
+#[derive(Deserialize)]
+struct LineIn(
+    u64,
+    u64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<String>,
+    String,
+    String,
+    Option<String>,
+    Option<Box<serde_json::value::RawValue>>,
+);
+
+impl Entry {
+    fn row(&self) -> RowOut<'_> {
+        RowOut(
+            &self.id,
+            &self.key.created_at,
+            self.key.size,
+            self.key.last_seq,
+            self.status,
+            &self.error,
+            self.line.as_ref().map(|l| {
+                LineOut(
+                    l.file.ino,
+                    l.file.size,
+                    l.file.ctime.0,
+                    l.file.ctime.1,
+                    l.file.mtime.0,
+                    l.file.mtime.1,
+                    &l.first_input,
+                    &l.updated_at,
+                    &l.last_kind,
+                    &l.parent,
+                    &l.meta,
+                )
+            }),
+        )
+    }
+
+    fn from_row(RowIn(id, created_at, size, last_seq, status, error, line): RowIn) -> Entry {
+        Entry {
+            id,
+            key: Key {
+                created_at,
+                size,
+                last_seq,
+            },
+            status,
+            error,
+            line: line.map(
+                |LineIn(
+                    ino,
+                    fsize,
+                    cs,
+                    cn,
+                    ms,
+                    mn,
+                    first_input,
+                    updated_at,
+                    last_kind,
+                    parent,
+                    meta,
+                )| Line {
+                    file: FileKey {
+                        ino,
+                        size: fsize,
+                        ctime: (cs, cn),
+                        mtime: (ms, mn),
+                    },
+                    first_input,
+                    updated_at,
+                    last_kind,
+                    parent,
+                    meta,
+                },
+            ),
+        }
+    }
 }
 
 /// The cache of one session directory.
@@ -76,6 +259,14 @@ impl StatusCache {
     /// The cached replay of `id`, if it was made from the ledger `key` identifies.
     pub(crate) fn get(&self, id: &str, key: &Key) -> Option<&Entry> {
         self.entries.get(id).filter(|e| &e.key == key)
+    }
+
+    /// The cached replay and line of `id`, if they were read from the very file `file`
+    /// identifies.
+    pub(crate) fn get_line(&self, id: &str, file: &FileKey) -> Option<(&Entry, &Line)> {
+        let e = self.entries.get(id)?;
+        let line = e.line.as_ref().filter(|l| &l.file == file)?;
+        Some((e, line))
     }
 
     /// Remembers a replay's answer.
@@ -110,7 +301,7 @@ impl StatusCache {
             .with_file_name(format!("{FILE_NAME}.{}.tmp", std::process::id()));
         let mut out = Vec::with_capacity(self.entries.len() * 128);
         for e in self.entries.values() {
-            serde_json::to_writer(&mut out, e).map_err(std::io::Error::other)?;
+            serde_json::to_writer(&mut out, &e.row()).map_err(std::io::Error::other)?;
             out.push(b'\n');
         }
         let mut f = lazarus_ledger::fs::create_exclusive(&tmp, false).or_else(|e| {
@@ -138,12 +329,50 @@ fn read_entries(path: &Path) -> Option<HashMap<String, Entry>> {
     }
     let mut text = Vec::new();
     std::io::Read::read_to_end(&mut std::io::Read::take(f, FILE_BYTES_MAX), &mut text).ok()?;
-    let mut out = HashMap::new();
-    for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        // a line that does not parse is skipped: its session is replayed again
-        if let Ok(e) = serde_json::from_slice::<Entry>(line) {
-            out.insert(e.id.clone(), e);
-        }
+    // Parsed in pieces on up to four threads (a big directory's cache is tens of MB).
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4)
+        .min(text.len() / (1024 * 1024) + 1);
+    let pieces = split_at_lines(&text, threads);
+    let parsed: Vec<Vec<Entry>> = std::thread::scope(|s| {
+        let workers: Vec<_> = pieces
+            .iter()
+            .map(|piece| s.spawn(move || parse_piece(piece)))
+            .collect();
+        workers.into_iter().filter_map(|w| w.join().ok()).collect()
+    });
+    let mut out = HashMap::with_capacity(parsed.iter().map(Vec::len).sum());
+    for e in parsed.into_iter().flatten() {
+        out.insert(e.id.clone(), e);
     }
     Some(out)
+}
+
+fn parse_piece(piece: &[u8]) -> Vec<Entry> {
+    piece
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        // a line that does not parse is skipped: its session is read and replayed again
+        .filter_map(|line| serde_json::from_slice::<RowIn>(line).ok())
+        .map(Entry::from_row)
+        .collect()
+}
+
+/// `text` in about `n` pieces, each ending at a line's end.
+fn split_at_lines(text: &[u8], n: usize) -> Vec<&[u8]> {
+    let mut pieces = Vec::with_capacity(n);
+    let mut rest = text;
+    for k in (1..n).rev() {
+        let want = rest.len() / (k + 1);
+        let cut = match memchr::memchr(b'\n', &rest[want..]) {
+            Some(i) => want + i + 1,
+            None => rest.len(),
+        };
+        let (piece, tail) = rest.split_at(cut);
+        pieces.push(piece);
+        rest = tail;
+    }
+    pieces.push(rest);
+    pieces
 }
