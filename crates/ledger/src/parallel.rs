@@ -16,9 +16,9 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
-use crate::error::{LedgerError, Result};
+use crate::error::{LedgerError, Problem, Result};
 use crate::frame::{FastDecoder, Payload};
-use crate::scan::{LineInfo, Scanner, check_seq, record_or_corruption};
+use crate::scan::{LineInfo, ScanReport, Scanner, check_seq, record_or_corruption, rejected};
 
 /// Files smaller than this replay on the calling thread (threads cost more than they save).
 pub const PARALLEL_MIN_BYTES: u64 = 4 * 1024 * 1024;
@@ -224,4 +224,26 @@ fn decode_batch<P: for<'a> Payload<'a>>(
         error,
         end: batch.end.take(),
     }
+}
+
+/// [`crate::scan::scan_all`] with the records decoded on `workers` threads (see [`crate::parallel`]),
+/// handed over as seq and typed data.
+pub(crate) fn scan_all_parallel<R: Read + Send, P, F>(
+    path: &Path,
+    r: R,
+    max: usize,
+    expected_format: Option<&str>,
+    workers: usize,
+    size_hint: u64,
+    mut on_record: F,
+) -> Result<ScanReport>
+where
+    P: for<'a> Payload<'a> + Send + 'static,
+    F: FnMut(LineInfo, u64, P) -> std::result::Result<(), Problem>,
+{
+    let (mut scanner, header) = Scanner::from_start(path, r, max, expected_format)?;
+    for_each_record(&mut scanner, workers, size_hint, |info, seq, data| {
+        on_record(info, seq, data).map_err(|problem| rejected(path, info, seq, problem))
+    })?;
+    Ok(ScanReport::at_end(header, &scanner))
 }

@@ -597,30 +597,8 @@ where
     Ok(ScanReport::at_end(header, &scanner))
 }
 
-/// [`scan_all`] with the records decoded on `workers` threads (see [`crate::parallel`]),
-/// handed over as seq and typed data.
-pub(crate) fn scan_all_parallel<R: Read + Send, P, F>(
-    path: &Path,
-    r: R,
-    max: usize,
-    expected_format: Option<&str>,
-    workers: usize,
-    size_hint: u64,
-    mut on_record: F,
-) -> Result<ScanReport>
-where
-    P: for<'a> Payload<'a> + Send + 'static,
-    F: FnMut(LineInfo, u64, P) -> std::result::Result<(), Problem>,
-{
-    let (mut scanner, header) = Scanner::from_start(path, r, max, expected_format)?;
-    crate::parallel::for_each_record(&mut scanner, workers, size_hint, |info, seq, data| {
-        on_record(info, seq, data).map_err(|problem| rejected(path, info, seq, problem))
-    })?;
-    Ok(ScanReport::at_end(header, &scanner))
-}
-
 impl ScanReport {
-    fn at_end<R>(header: Header, scanner: &Scanner<R>) -> ScanReport {
+    pub(crate) fn at_end<R>(header: Header, scanner: &Scanner<R>) -> ScanReport {
         ScanReport {
             header,
             last_seq: scanner.expected_seq - 1,

@@ -13,7 +13,8 @@ use crate::header::Header;
 use crate::id::validate_id;
 use crate::layout::{creating_path, ledger_path, lock_path};
 use crate::lock::WriterLock;
-use crate::scan::{CrashWindow, LineInfo, ScanReport, Scanner, scan_all, scan_all_parallel};
+use crate::parallel::scan_all_parallel;
+use crate::scan::{CrashWindow, LineInfo, ScanReport, Scanner, scan_all};
 
 use super::aside::{reclaim_headerless, save_aside};
 use super::{Durability, Options, Recovery, State, SyncState, Writer, open_read, write_in_pieces};
