@@ -4,7 +4,9 @@
 //! only sessions that changed are replayed), and what waits in its inbox.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use rustix::fs::{AtFlags, Mode, OFlags};
 
 use lazarus_ledger::{HeadAndTail, read_head_and_tail};
 
@@ -24,6 +26,9 @@ pub(crate) const STATUS_CACHE_MIN_SESSIONS: usize = 64;
 
 /// …or once a listing had to replay this many bytes.
 pub(crate) const STATUS_CACHE_MIN_REPLAYED_BYTES: u64 = 4 * 1024 * 1024;
+
+/// A cache with more entries than this is freed on a thread of its own after a listing.
+const BIG_CACHE_ENTRIES: usize = 10_000;
 
 /// The session id a ledger file is named for (already checked when the listing took it).
 pub(super) fn stem_id(path: &Path) -> Option<SessionId> {
@@ -226,24 +231,33 @@ impl LocalStore {
     /// Every session of the directory, in creation order.
     pub(super) fn list_all(&self) -> Result<Vec<SessionSummary>> {
         let started = std::time::Instant::now();
-        let entries = std::fs::read_dir(&self.dir).map_err(|e| self.list_error(&e))?;
+        // One descriptor for the directory: entries read without an allocation each, and
+        // every ledger stat'ed by its name in it (no path walk).
+        let dir_fd = rustix::fs::open(
+            &self.dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| self.list_error(&e.into()))?;
+        let entries =
+            rustix::fs::Dir::read_from(&dir_fd).map_err(|e| self.list_error(&e.into()))?;
         // Which locks some process holds, from the kernel, read once (not every lock file
         // opened): `None` where it cannot tell, and then every lock file is asked.
         let flocked = lazarus_ledger::lock::flocked_inodes();
-        let mut paths: Vec<PathBuf> = Vec::new();
+        let mut names: Vec<String> = Vec::new();
         let mut spools: HashSet<String> = HashSet::new();
         let mut titles: HashSet<String> = HashSet::new();
         // sessions whose lock file some process may hold
         let mut maybe_held: HashSet<String> = HashSet::new();
         for e in entries.flatten() {
-            let name = e.file_name();
-            let Some(name) = name.to_str() else { continue };
+            let Ok(name) = e.file_name().to_str() else {
+                continue;
+            };
             if let Some(stem) = name.strip_suffix(".jsonl") {
                 if SessionId::parse(stem).is_ok() {
-                    paths.push(e.path());
+                    names.push(name.to_string());
                 }
             } else if let Some(stem) = name.strip_suffix(".lock") {
-                use std::os::unix::fs::DirEntryExt;
                 if flocked.as_ref().is_none_or(|held| held.contains(&e.ino())) {
                     maybe_held.insert(stem.to_string());
                 }
@@ -261,29 +275,34 @@ impl LocalStore {
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .clamp(1, 8)
-            .min(paths.len().div_ceil(256).max(1));
-        let chunk = paths.len().div_ceil(threads).max(1);
+            .min(names.len().div_ceil(256).max(1));
+        let chunk = names.len().div_ceil(threads).max(1);
         let (mut out, fresh, short): (Vec<SessionSummary>, Vec<Entry>, Option<String>) =
             std::thread::scope(|scope| {
                 let cache = &cache;
                 let spools = &spools;
                 let titles = &titles;
                 let maybe_held = &maybe_held;
-                let workers: Vec<_> = paths
+                let dir_fd = &dir_fd;
+                let workers: Vec<_> = names
                     .chunks(chunk)
                     .map(|part| {
                         scope.spawn(move || {
                             let mut lines = Vec::with_capacity(part.len());
                             let mut fresh = Vec::new();
                             let mut short = None;
-                            for path in part {
-                                let Some(id) = stem_id(path) else { continue };
+                            for name in part {
+                                let path = self.dir.join(name);
+                                let Some(id) = stem_id(&path) else { continue };
                                 // stat first, read after: a line kept for this stat was read
                                 // no earlier than it
-                                let file = std::fs::symlink_metadata(path)
-                                    .ok()
-                                    .filter(|m| m.file_type().is_file())
-                                    .map(|m| FileKey::of(&m));
+                                let file = rustix::fs::statat(
+                                    dir_fd,
+                                    name.as_str(),
+                                    AtFlags::SYMLINK_NOFOLLOW,
+                                )
+                                .ok()
+                                .and_then(|st| FileKey::of(&st));
                                 let around = Around {
                                     cache,
                                     spool: spools.contains(id.as_str()),
@@ -306,7 +325,7 @@ impl LocalStore {
                                     ));
                                     continue;
                                 }
-                                match self.summary_with(path, &around) {
+                                match self.summary_with(&path, &around) {
                                     Ok((s, entry)) => {
                                         lines.push(s);
                                         fresh.extend(entry);
@@ -328,7 +347,7 @@ impl LocalStore {
                     })
                     .collect();
                 workers.into_iter().filter_map(|w| w.join().ok()).fold(
-                    (Vec::with_capacity(paths.len()), Vec::new(), None),
+                    (Vec::with_capacity(names.len()), Vec::new(), None),
                     |(mut l, mut f, s), (l2, f2, s2)| {
                         l.extend(l2);
                         f.extend(f2);
@@ -355,6 +374,10 @@ impl LocalStore {
             let present: HashSet<&str> = out.iter().map(|s| s.id.as_str()).collect();
             cache.retain(&present);
             cache.save();
+        }
+        // Freeing 10⁵ entries takes tens of milliseconds nobody needs to wait for.
+        if cache.len() > BIG_CACHE_ENTRIES {
+            std::thread::spawn(move || drop(cache));
         }
         let saved = started.elapsed();
         out.sort_by_cached_key(|s| (crate::store::time_sort_key(&s.created_at), s.id.clone()));

@@ -69,15 +69,25 @@ pub(crate) struct FileKey {
 }
 
 impl FileKey {
-    pub(crate) fn of(meta: &std::fs::Metadata) -> FileKey {
-        use std::os::unix::fs::MetadataExt;
-        FileKey {
-            ino: meta.ino(),
-            size: meta.size(),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-        }
+    /// From a `stat` that did not follow symlinks; `None` unless it is a regular file.
+    pub(crate) fn of(st: &rustix::fs::Stat) -> Option<FileKey> {
+        let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+        (kind == rustix::fs::FileType::RegularFile).then(|| FileKey {
+            ino: unsigned(st.st_ino),
+            size: unsigned(st.st_size),
+            ctime: (signed(st.st_ctime), signed(st.st_ctime_nsec)),
+            mtime: (signed(st.st_mtime), signed(st.st_mtime_nsec)),
+        })
     }
+}
+
+/// A stat's field, whatever integer type the platform gives it in.
+fn signed<T: TryInto<i64>>(n: T) -> i64 {
+    n.try_into().unwrap_or(0)
+}
+
+fn unsigned<T: TryInto<u64>>(n: T) -> u64 {
+    n.try_into().unwrap_or(0)
 }
 
 /// The parts of a listing line that come from the ledger's bytes (its header, first record
@@ -249,6 +259,10 @@ impl StatusCache {
             entries,
             changed: false,
         }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
     }
 
     /// Whether the directory has a cache already (then it is kept up to date).
