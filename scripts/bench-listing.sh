@@ -35,10 +35,10 @@ dir="$data/d"
 # seconds of one listing
 once() {
     local t0 t1
-    t0=$(date +%s.%N)
+    t0=$EPOCHREALTIME
     "$lazarus" sessions list --session-dir "$dir" "$@" > /dev/null
-    t1=$(date +%s.%N)
-    echo "$t1 - $t0" | bc -l
+    t1=$EPOCHREALTIME
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f\n", b - a }'
 }
 
 echo "== machine"
