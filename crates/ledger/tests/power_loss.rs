@@ -518,6 +518,92 @@ fn group_commit_fsync_error_under_load_acknowledges_only_durable_records() {
     }
 }
 
+/// Group commit writes a batch of lines in one `write`. When that write fails (a full disk:
+/// half the batch lands, then ENOSPC), none of the batch is acknowledged, the partial batch is
+/// cut back, and the writer refuses everything after it (those seqs were handed out already).
+/// Then the power goes: every acknowledged record is on the disk, and nothing else is.
+#[test]
+fn group_commit_write_error_under_load_acknowledges_only_durable_records() {
+    // An appender left waiting for a sync that can never cover it is a failure, not a hang.
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            finished.recv_timeout(Duration::from_secs(120))
+        {
+            eprintln!("appenders still waiting after 120 s: a failed batch left them hanging");
+            std::process::exit(101);
+        }
+    });
+    for seed in 0..200u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let fs = SimFs::new();
+        fs.set_sync_latency(Duration::from_micros(rng.random_range(0..40)));
+        let o = opts(&fs, 1, Durability::Grouped, 4096);
+        let w = Writer::create(dir(), Header::new("test.ledger", ID), b"", o.clone()).unwrap();
+        fs.fail_append(rng.random_range(0..20));
+        let acked: Mutex<Vec<(u64, Value)>> = Mutex::default();
+        let refused = Mutex::new(0usize);
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let (w, acked, refused) = (&w, &acked, &refused);
+                s.spawn(move || {
+                    for i in 0..40 {
+                        let data = json!({"t": t, "i": i});
+                        match w.append("note", &data) {
+                            Ok(a) => acked.lock().unwrap().push((a.seq, data)),
+                            Err(e) => {
+                                assert!(
+                                    matches!(
+                                        e,
+                                        LedgerError::Io { op: "write", .. }
+                                            | LedgerError::Poisoned { .. }
+                                    ),
+                                    "seed {seed}: {e}"
+                                );
+                                *refused.lock().unwrap() += 1;
+                                break;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        assert!(
+            w.is_poisoned(),
+            "seed {seed}: the failed write was never reached"
+        );
+        assert!(*refused.lock().unwrap() > 0, "seed {seed}");
+        drop(w);
+        let disk = fs.crash(|_| Loss::Sectors {
+            sector: SECTOR,
+            mask: 0,
+            len_kept: usize::MAX,
+            fill: Fill::Zeros,
+        });
+        let mut seen = Vec::new();
+        let (_, rec) = Writer::open_with::<Value, _>(
+            dir(),
+            ID,
+            opts(&disk, 1, Durability::Grouped, 4096),
+            |_, e| {
+                seen.push((e.seq, e.data));
+                Ok(())
+            },
+        )
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert!(
+            rec.cut.is_none(),
+            "seed {seed}: a partial batch was left: {rec:?}"
+        );
+        let mut acked = acked.into_inner().unwrap();
+        acked.sort_by_key(|(seq, _)| *seq);
+        // Acknowledged = on the disk, exactly: the failed batch was cut, and what was
+        // queued after it was never written.
+        assert_eq!(seen, acked, "seed {seed}");
+    }
+    let _ = done.send(());
+}
+
 #[test]
 fn a_saved_aside_file_is_never_overwritten() {
     let fs = SimFs::new();

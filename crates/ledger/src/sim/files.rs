@@ -17,7 +17,24 @@ impl LedgerFile for SimFile {
     fn append(&self, buf: &[u8]) -> io::Result<()> {
         let mut st = self.fs.lock();
         tick(&mut st)?;
+        let failing = match st.failing_append {
+            Some(0) => {
+                st.failing_append = None;
+                true
+            }
+            Some(n) => {
+                st.failing_append = Some(n - 1);
+                false
+            }
+            None => false,
+        };
         let inode = &mut st.inodes[self.inode];
+        if failing {
+            inode.content.extend_from_slice(&buf[..buf.len() / 2]);
+            return Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::NOSPC.raw_os_error(),
+            ));
+        }
         inode.content.extend_from_slice(buf);
         let unsynced = inode.content.len().saturating_sub(inode.durable.len());
         st.max_unsynced = st.max_unsynced.max(unsynced);

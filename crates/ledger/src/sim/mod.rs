@@ -162,6 +162,8 @@ struct State {
     image: Option<Box<State>>,
     /// Fail the sync after this many more successful ones.
     failing_sync: Option<usize>,
+    /// Fail the append after this many more successful ones (half its bytes written).
+    failing_append: Option<usize>,
     sync_latency: Duration,
     /// The most unsynced bytes any file had after an append.
     max_unsynced: usize,
@@ -256,6 +258,12 @@ impl SimFs {
     /// dirty pages it should have written (the machine keeps running).
     pub fn fail_sync(&self, after: usize) {
         self.lock().failing_sync = Some(after);
+    }
+
+    /// Makes the append after the next `after` successful ones fail with `ENOSPC` once half
+    /// its bytes are in the file (a short write, then the error), as a full disk does.
+    pub fn fail_append(&self, after: usize) {
+        self.lock().failing_append = Some(after);
     }
 
     /// The most bytes any file had unsynced right after an append, so far.

@@ -3,7 +3,6 @@
 
 use std::path::Path;
 use std::sync::MutexGuard;
-use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 
@@ -27,7 +26,8 @@ impl Writer {
         self.lock_state().next_seq
     }
 
-    /// Bytes in the file (all acknowledged in per-record mode).
+    /// Bytes appended so far (all acknowledged in per-record mode; with group commit, the
+    /// last batch may not have reached the file yet).
     pub fn len(&self) -> u64 {
         self.lock_state().len
     }
@@ -72,6 +72,23 @@ impl Writer {
             return Err(e);
         }
         let offset = st.len;
+        if self.opts.durability == Durability::Grouped {
+            // Group commit: the line joins the batch the next sync leader writes in one
+            // `write` before its `fdatasync` (in seq order: it is queued under the state lock).
+            self.lock_pending().extend_from_slice(&buf);
+            st.buf = buf;
+            st.next_seq += 1;
+            st.len += line_len as u64;
+            let end = st.len;
+            drop(st);
+            self.wait_synced(end)?;
+            return Ok(Appended {
+                seq,
+                ts,
+                offset,
+                len: line_len as u64,
+            });
+        }
         let written = write_in_pieces(&*self.file, &buf, &self.opts, &self.path);
         st.buf = buf;
         if let Err(e) = written {
@@ -83,32 +100,29 @@ impl Writer {
         }
         st.next_seq += 1;
         st.len += line_len as u64;
-        let end = st.len;
         let appended = Appended {
             seq,
             ts,
             offset,
             len: line_len as u64,
         };
-        match self.opts.durability {
-            Durability::None => Ok(appended),
-            Durability::PerRecord => match self.file.sync_data() {
-                Ok(()) => Ok(appended),
-                Err(e) => {
-                    st.len = offset;
-                    Err(self.fail_sync(offset, e))
-                }
-            },
-            Durability::Grouped => {
-                self.written_len.store(end, Ordering::SeqCst);
-                drop(st);
-                self.wait_synced(end)?;
-                Ok(appended)
+        if self.opts.durability == Durability::None {
+            return Ok(appended);
+        }
+        match self.file.sync_data() {
+            Ok(()) => Ok(appended),
+            Err(e) => {
+                st.len = offset;
+                Err(self.fail_sync(offset, e))
             }
         }
     }
 
     fn lock_state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn lock_pending(&self) -> MutexGuard<'_, Vec<u8>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -246,7 +246,9 @@ impl Writer {
             sync: Mutex::new(SyncState {
                 synced_len: len,
                 syncing: false,
+                spare: Vec::new(),
             }),
+            pending: Mutex::new(Vec::new()),
             synced: Condvar::new(),
             written_len: AtomicU64::new(len),
             poisoned: AtomicBool::new(false),

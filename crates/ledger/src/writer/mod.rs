@@ -51,6 +51,9 @@ struct State {
 struct SyncState {
     synced_len: u64,
     syncing: bool,
+    /// The buffer the next sync leader swaps with the pending batch (kept to reuse its
+    /// allocation).
+    spare: Vec<u8>,
 }
 
 /// The one writer of a ledger. Appends are acknowledged per [`Durability`].
@@ -64,6 +67,10 @@ pub struct Writer {
     opts: Options,
     state: Mutex<State>,
     sync: Mutex<SyncState>,
+    /// Group commit: lines given seqs but not yet written, in seq order; the sync leader
+    /// writes them in one `write`. Lock order: `state`, then `pending`; `sync` and `pending`
+    /// are never held together.
+    pending: Mutex<Vec<u8>>,
     synced: Condvar,
     written_len: AtomicU64,
     poisoned: AtomicBool,

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use crate::error::{LedgerError, Result};
 
 use super::aside::save_aside;
-use super::{State, SyncState, UNSYNCED_BYTES_MAX_DEFAULT, Writer};
+use super::{State, SyncState, UNSYNCED_BYTES_MAX_DEFAULT, Writer, write_in_pieces};
 
 impl Writer {
     /// Group commit keeps the unsynced bytes within the ledger's crash window: before a line
@@ -28,32 +28,39 @@ impl Writer {
         self.wait_synced(st.len)
     }
 
-    /// Group commit: wait until a sync covers `end`, leading one if none is running.
+    /// Group commit: wait until a sync covers `end`, leading one if none is running. The
+    /// leader writes the pending batch in one `write`, then `fdatasync`s everything written.
     pub(super) fn wait_synced(&self, end: u64) -> Result<()> {
         let mut s = self.sync_state();
         loop {
-            self.check_poison()?;
+            // Durable first: a line a sync covered is acknowledged even if a later batch
+            // failed meanwhile (its caller must not retry it and write it twice).
             if s.synced_len >= end {
                 return Ok(());
             }
+            self.check_poison()?;
             if !s.syncing {
                 s.syncing = true;
-                // What this sync covers: the bytes written before it starts. Read before the
-                // sync, never after: bytes written while it runs are not covered.
-                let target = self.written_len.load(Ordering::SeqCst);
                 let durable = s.synced_len;
+                let mut batch = std::mem::take(&mut s.spare);
                 drop(s);
-                let r = self.file.sync_data();
-                let failed = r.err().map(|e| self.fail_sync(durable, e));
+                std::mem::swap(&mut *self.lock_pending(), &mut batch);
+                let written = self.write_batch(&batch);
+                batch.clear();
+                // What this sync covers: the bytes written before it starts, never those
+                // written while it runs.
+                let r = written.and_then(|target| match self.file.sync_data() {
+                    Ok(()) => Ok(target),
+                    Err(e) => Err(self.fail_sync(durable, e)),
+                });
                 s = self.sync_state();
                 s.syncing = false;
-                if failed.is_none() {
+                s.spare = batch;
+                if let Ok(target) = r {
                     s.synced_len = s.synced_len.max(target);
                 }
                 self.synced.notify_all();
-                if let Some(e) = failed {
-                    return Err(e);
-                }
+                r?;
                 continue;
             }
             s = self
@@ -61,6 +68,29 @@ impl Writer {
                 .wait(s)
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
         }
+    }
+
+    /// Writes a group-commit batch after what is written; returns the new written end. A
+    /// failed write is cut back and poisons the writer: the batch's seqs, and those of the
+    /// lines queued after it, were already handed out, so nothing after it can be written.
+    fn write_batch(&self, batch: &[u8]) -> Result<u64> {
+        let start = self.written_len.load(Ordering::SeqCst);
+        if batch.is_empty() {
+            return Ok(start);
+        }
+        if let Err(e) = write_in_pieces(&*self.file, batch, &self.opts, &self.path) {
+            let undone = match self.file.truncate(start) {
+                Ok(()) => "cut back".to_string(),
+                Err(t) => format!("could not be cut back ({t}): check the disk before reopening"),
+            };
+            self.poison(format!(
+                "a group-commit write failed ({e}); its partial batch {undone}; none of it was acknowledged"
+            ));
+            return Err(e);
+        }
+        let end = start + batch.len() as u64;
+        self.written_len.store(end, Ordering::SeqCst);
+        Ok(end)
     }
 
     /// After a failed `fdatasync`. Linux may have dropped the dirty pages: reads still show
@@ -114,7 +144,8 @@ impl Writer {
         Ok(())
     }
 
-    /// True once an fsync (or undoing a failed write) failed; every later append fails.
+    /// True once an fsync failed, or a group-commit write, or undoing a failed write; every
+    /// later append fails.
     pub fn is_poisoned(&self) -> bool {
         self.poisoned.load(Ordering::SeqCst)
     }
