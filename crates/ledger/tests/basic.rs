@@ -303,6 +303,41 @@ fn tail_reads_the_last_good_record_only() {
     assert_eq!((t.last_seq, t.trailing_bytes), (2, 9));
 }
 
+/// Many appenders each wait for one group commit: the sync that covers them must let every
+/// one of them go (a wake-up that reached only one waiter left the rest asleep for good).
+#[test]
+fn grouped_mode_lets_every_waiting_appender_go() {
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            finished.recv_timeout(std::time::Duration::from_secs(60))
+        {
+            eprintln!("appenders still waiting after 60 s: a sync did not wake them all");
+            std::process::exit(101);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options {
+        durability: Durability::Grouped,
+        ..opts()
+    };
+    let w = Writer::create(dir.path(), header("g"), b"", o).unwrap();
+    for round in 0..3 {
+        let start = std::sync::Barrier::new(48);
+        std::thread::scope(|s| {
+            for t in 0..48 {
+                let (w, start) = (&w, &start);
+                s.spawn(move || {
+                    start.wait();
+                    w.append("note", &json!({"round": round, "t": t})).unwrap();
+                });
+            }
+        });
+    }
+    assert_eq!(w.next_seq(), 145);
+    let _ = done.send(());
+}
+
 #[test]
 fn grouped_mode_acknowledges_every_concurrent_append() {
     let dir = tempfile::tempdir().unwrap();

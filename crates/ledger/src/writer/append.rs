@@ -10,7 +10,7 @@ use crate::error::{LedgerError, Result};
 use crate::frame;
 use crate::header::Header;
 
-use super::{Appended, Durability, State, Writer, write_in_pieces};
+use super::{Appended, Durability, Pending, State, Writer, write_in_pieces};
 
 impl Writer {
     pub fn path(&self) -> &Path {
@@ -75,7 +75,11 @@ impl Writer {
         if self.opts.durability == Durability::Grouped {
             // Group commit: the line joins the batch the next sync leader writes in one
             // `write` before its `fdatasync` (in seq order: it is queued under the state lock).
-            self.lock_pending().extend_from_slice(&buf);
+            {
+                let mut pending = self.lock_pending();
+                pending.bytes.extend_from_slice(&buf);
+                pending.lines += 1;
+            }
             st.buf = buf;
             st.next_seq += 1;
             st.len += line_len as u64;
@@ -122,7 +126,7 @@ impl Writer {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(super) fn lock_pending(&self) -> MutexGuard<'_, Vec<u8>> {
+    pub(super) fn lock_pending(&self) -> MutexGuard<'_, Pending> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -3,8 +3,8 @@
 //! then cut). Every [`Writer`] is assembled here.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Condvar, Mutex};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 use crate::error::{LedgerError, Problem, Result};
 use crate::frame::{self, Envelope, Payload};
@@ -17,7 +17,9 @@ use crate::parallel::scan_all_parallel;
 use crate::scan::{CrashWindow, LineInfo, ScanReport, Scanner, scan_all};
 
 use super::aside::{reclaim_headerless, save_aside};
-use super::{Durability, Options, Recovery, State, SyncState, Writer, open_read, write_in_pieces};
+use super::{
+    Durability, Options, Pending, Recovery, State, SyncState, Writer, open_read, write_in_pieces,
+};
 
 fn lock_if(opts: &Options, dir: &Path, id: &str, path: &Path) -> Result<Option<WriterLock>> {
     if opts.lock {
@@ -244,12 +246,14 @@ impl Writer {
                 buf: Vec::with_capacity(1024),
             }),
             sync: Mutex::new(SyncState {
-                synced_len: len,
-                syncing: false,
                 spare: Vec::new(),
+                last_lines: 0,
+                last_sync: std::time::Duration::ZERO,
             }),
-            pending: Mutex::new(Vec::new()),
-            synced: Condvar::new(),
+            synced_len: AtomicU64::new(len),
+            syncing: AtomicBool::new(false),
+            sync_generation: AtomicU32::new(0),
+            pending: Mutex::new(Pending::default()),
             written_len: AtomicU64::new(len),
             poisoned: AtomicBool::new(false),
             poison_cause: Mutex::new(String::new()),

@@ -11,8 +11,8 @@
 //!   never completed.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Condvar, Mutex};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 use crate::error::{LedgerError, Result};
 use crate::fs::LedgerFile;
@@ -48,12 +48,21 @@ struct State {
     buf: Vec<u8>,
 }
 
+/// What the group-commit leader keeps between syncs (only the leader locks it).
 struct SyncState {
-    synced_len: u64,
-    syncing: bool,
-    /// The buffer the next sync leader swaps with the pending batch (kept to reuse its
-    /// allocation).
+    /// The buffer the leader swaps with the pending batch (kept to reuse its allocation).
     spare: Vec<u8>,
+    /// Lines in the last batch, and how long its `fdatasync` took: the next leader waits a
+    /// little for as many lines (the appenders that sync let go, coming back).
+    last_lines: usize,
+    last_sync: std::time::Duration,
+}
+
+/// Group commit's lines waiting for the next sync leader, in seq order.
+#[derive(Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    lines: usize,
 }
 
 /// The one writer of a ledger. Appends are acknowledged per [`Durability`].
@@ -67,11 +76,15 @@ pub struct Writer {
     opts: Options,
     state: Mutex<State>,
     sync: Mutex<SyncState>,
+    /// Group commit: bytes a sync covered, whether an appender is leading one, and the futex
+    /// word the others sleep on (bumped after each sync).
+    synced_len: AtomicU64,
+    syncing: AtomicBool,
+    sync_generation: AtomicU32,
     /// Group commit: lines given seqs but not yet written, in seq order; the sync leader
     /// writes them in one `write`. Lock order: `state`, then `pending`; `sync` and `pending`
     /// are never held together.
-    pending: Mutex<Vec<u8>>,
-    synced: Condvar,
+    pending: Mutex<Pending>,
     written_len: AtomicU64,
     poisoned: AtomicBool,
     poison_cause: Mutex<String>,
