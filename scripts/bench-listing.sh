@@ -8,18 +8,33 @@
 #
 # --quick: 10^4 sessions (under a minute once built). Env: SESSIONS (default 100000),
 # LAZARUS_BENCH_DIR (default <target>/bench-data; a real disk), CARGO_TARGET_DIR.
-# Ends with RESULT lines: name, value, target.
+# --pg (after --quick, if both): also the same sessions imported into PostgreSQL (schema
+# listing_bench_N on $LAZARUS_TEST_PG, e.g. from `eval "$(scripts/pg-test-server.sh start)"`;
+# the import, ~2.5 min for 10^5, is done once and kept) and `Store::list` timed there
+# (target <= 0.2 s). Ends with RESULT lines: name, value, target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sessions="${SESSIONS:-100000}"
 if [ "${1:-}" = --quick ]; then
     sessions="${SESSIONS:-10000}"
+    shift
+fi
+pg=""
+if [ "${1:-}" = --pg ]; then
+    pg=1
+    if [ -z "${LAZARUS_TEST_PG:-}" ]; then
+        echo 'bench-listing: --pg needs LAZARUS_TEST_PG (eval "$(scripts/pg-test-server.sh start)")' >&2
+        exit 2
+    fi
 fi
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 export CARGO_TARGET_DIR="$target"
 bench_dir="${LAZARUS_BENCH_DIR:-$target/bench-data}"
 cargo build --release -q -p lazarus-cli --bin lazarus
 cargo build --release -q -p lazarus-session --example make_many
+if [ -n "$pg" ]; then
+    cargo build --release -q -p lazarus-store-postgres --example pg_listing
+fi
 lazarus="$target/release/lazarus"
 
 data="$bench_dir/listing-$sessions"
@@ -78,4 +93,9 @@ if [ -n "$cold" ]; then
     printf "RESULT listing_cold_s_%s %.3f <=1\n" "$sessions" "$cold"
 else
     echo "RESULT listing_cold_s_$sessions not-measured <=1"
+fi
+if [ -n "$pg" ]; then
+    echo
+    echo "== PostgreSQL: the same $sessions sessions, Store::list (best and median of 5)"
+    "$target/release/examples/pg_listing" --from "$dir" --schema "listing_bench_$sessions"
 fi
