@@ -464,53 +464,87 @@ fn an_fsync_error_poisons_the_writer_and_nothing_unsynced_is_ever_acknowledged()
     }
 }
 
+/// What four threads appending 40 records each to one group-commit ledger left, after `arm`
+/// set up a failure and the power went (every unsynced byte lost, nothing else).
+struct GroupedRun {
+    acked: Vec<(u64, Value)>,
+    errors: Vec<String>,
+    poisoned: bool,
+    seen: Vec<(u64, Value)>,
+    cut: Option<String>,
+}
+
+fn grouped_run_then_power_cut(seed: u64, arm: impl FnOnce(&SimFs, &mut StdRng)) -> GroupedRun {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let fs = SimFs::new();
+    fs.set_sync_latency(Duration::from_micros(rng.random_range(0..40)));
+    let o = opts(&fs, 1, Durability::Grouped, 4096);
+    let w = Writer::create(dir(), Header::new("test.ledger", ID), b"", o).unwrap();
+    arm(&fs, &mut rng);
+    let acked: Mutex<Vec<(u64, Value)>> = Mutex::default();
+    let errors: Mutex<Vec<String>> = Mutex::default();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (w, acked, errors) = (&w, &acked, &errors);
+            s.spawn(move || {
+                for i in 0..40 {
+                    let data = json!({"t": t, "i": i});
+                    match w.append("note", &data) {
+                        Ok(a) => acked.lock().unwrap().push((a.seq, data)),
+                        Err(e) => {
+                            errors.lock().unwrap().push(match e {
+                                LedgerError::Io { op, .. } => format!("io {op}"),
+                                LedgerError::Poisoned { .. } => "poisoned".into(),
+                                other => other.to_string(),
+                            });
+                            break;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let poisoned = w.is_poisoned();
+    drop(w);
+    let disk = fs.crash(|_| Loss::Sectors {
+        sector: SECTOR,
+        mask: 0,
+        len_kept: usize::MAX,
+        fill: Fill::Zeros,
+    });
+    let mut seen = Vec::new();
+    let (_, rec) = Writer::open_with::<Value, _>(
+        dir(),
+        ID,
+        opts(&disk, 1, Durability::Grouped, 4096),
+        |_, e| {
+            seen.push((e.seq, e.data));
+            Ok(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    let mut acked = acked.into_inner().unwrap();
+    acked.sort_by_key(|(seq, _)| *seq);
+    GroupedRun {
+        acked,
+        errors: errors.into_inner().unwrap(),
+        poisoned,
+        seen,
+        cut: rec.cut.map(|c| format!("{c:?}")),
+    }
+}
+
 /// Many group-commit writers, one fsync fails at a random moment, then the power goes: every
 /// acknowledged record is on the disk.
 #[test]
 fn group_commit_fsync_error_under_load_acknowledges_only_durable_records() {
     for seed in 0..200u64 {
-        let mut rng = StdRng::seed_from_u64(seed);
-        let fs = SimFs::new();
-        fs.set_sync_latency(Duration::from_micros(rng.random_range(0..40)));
-        let o = opts(&fs, 1, Durability::Grouped, 4096);
-        let w = Writer::create(dir(), Header::new("test.ledger", ID), b"", o.clone()).unwrap();
-        fs.fail_sync(rng.random_range(0..20));
-        let acked: Mutex<Vec<(u64, Value)>> = Mutex::default();
-        std::thread::scope(|s| {
-            for t in 0..4 {
-                let (w, acked) = (&w, &acked);
-                s.spawn(move || {
-                    for i in 0..40 {
-                        let data = json!({"t": t, "i": i});
-                        match w.append("note", &data) {
-                            Ok(a) => acked.lock().unwrap().push((a.seq, data)),
-                            Err(_) => break,
-                        }
-                    }
-                });
-            }
+        let run = grouped_run_then_power_cut(seed, |fs, rng| {
+            fs.fail_sync(rng.random_range(0..20));
         });
-        drop(w);
-        let disk = fs.crash(|_| Loss::Sectors {
-            sector: SECTOR,
-            mask: 0,
-            len_kept: usize::MAX,
-            fill: Fill::Zeros,
-        });
-        let mut seen = Vec::new();
-        Writer::open_with::<Value, _>(
-            dir(),
-            ID,
-            opts(&disk, 1, Durability::Grouped, 4096),
-            |_, e| {
-                seen.push((e.seq, e.data));
-                Ok(())
-            },
-        )
-        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        for (seq, data) in acked.into_inner().unwrap() {
+        for (seq, data) in run.acked {
             assert_eq!(
-                seen.get(seq as usize - 1),
+                run.seen.get(seq as usize - 1),
                 Some(&(seq, data)),
                 "seed {seed}: acknowledged seq {seq} lost"
             );
@@ -535,71 +569,25 @@ fn group_commit_write_error_under_load_acknowledges_only_durable_records() {
         }
     });
     for seed in 0..200u64 {
-        let mut rng = StdRng::seed_from_u64(seed);
-        let fs = SimFs::new();
-        fs.set_sync_latency(Duration::from_micros(rng.random_range(0..40)));
-        let o = opts(&fs, 1, Durability::Grouped, 4096);
-        let w = Writer::create(dir(), Header::new("test.ledger", ID), b"", o.clone()).unwrap();
-        fs.fail_append(rng.random_range(0..20));
-        let acked: Mutex<Vec<(u64, Value)>> = Mutex::default();
-        let refused = Mutex::new(0usize);
-        std::thread::scope(|s| {
-            for t in 0..4 {
-                let (w, acked, refused) = (&w, &acked, &refused);
-                s.spawn(move || {
-                    for i in 0..40 {
-                        let data = json!({"t": t, "i": i});
-                        match w.append("note", &data) {
-                            Ok(a) => acked.lock().unwrap().push((a.seq, data)),
-                            Err(e) => {
-                                assert!(
-                                    matches!(
-                                        e,
-                                        LedgerError::Io { op: "write", .. }
-                                            | LedgerError::Poisoned { .. }
-                                    ),
-                                    "seed {seed}: {e}"
-                                );
-                                *refused.lock().unwrap() += 1;
-                                break;
-                            }
-                        }
-                    }
-                });
-            }
+        let run = grouped_run_then_power_cut(seed, |fs, rng| {
+            fs.fail_append(rng.random_range(0..20));
         });
         assert!(
-            w.is_poisoned(),
+            run.poisoned,
             "seed {seed}: the failed write was never reached"
         );
-        assert!(*refused.lock().unwrap() > 0, "seed {seed}");
-        drop(w);
-        let disk = fs.crash(|_| Loss::Sectors {
-            sector: SECTOR,
-            mask: 0,
-            len_kept: usize::MAX,
-            fill: Fill::Zeros,
-        });
-        let mut seen = Vec::new();
-        let (_, rec) = Writer::open_with::<Value, _>(
-            dir(),
-            ID,
-            opts(&disk, 1, Durability::Grouped, 4096),
-            |_, e| {
-                seen.push((e.seq, e.data));
-                Ok(())
-            },
-        )
-        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert!(!run.errors.is_empty(), "seed {seed}");
+        for e in &run.errors {
+            assert!(e == "io write" || e == "poisoned", "seed {seed}: {e}");
+        }
         assert!(
-            rec.cut.is_none(),
-            "seed {seed}: a partial batch was left: {rec:?}"
+            run.cut.is_none(),
+            "seed {seed}: a partial batch was left: {:?}",
+            run.cut
         );
-        let mut acked = acked.into_inner().unwrap();
-        acked.sort_by_key(|(seq, _)| *seq);
-        // Acknowledged = on the disk, exactly: the failed batch was cut, and what was
-        // queued after it was never written.
-        assert_eq!(seen, acked, "seed {seed}");
+        // Acknowledged = on the disk, exactly: the failed batch was cut, and what was queued
+        // after it was never written.
+        assert_eq!(run.seen, run.acked, "seed {seed}");
     }
     let _ = done.send(());
 }
