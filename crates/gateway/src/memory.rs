@@ -32,11 +32,17 @@ struct Trim {
     last: Option<Instant>,
     /// Memory was freed since the last trim (a trim was skipped for the rate limit).
     owed: bool,
+    /// The last trim was for a wave of closes: one more follows. What a wave leaves is freed
+    /// after its closes too (idle connections, pool threads leaving after their keep-alive),
+    /// and an idle jemalloc without a background thread never purges it by itself: left to
+    /// that, RSS after 10⁴ sessions went idle read anywhere from 2.1x to 4.2x the start.
+    follow_up: bool,
 }
 
 static TRIM: Mutex<Trim> = Mutex::new(Trim {
     last: None,
     owed: false,
+    follow_up: false,
 });
 
 /// Memory was freed in bulk (sessions closed): trim now unless one ran in the last
@@ -51,14 +57,17 @@ pub(crate) fn freed() {
 /// every housekeeping pass (cheap: no thread is woken unless a trim is due), so the last wave
 /// of closes is trimmed too, by [`trim_if_owed`].
 pub(crate) fn trim_owed() -> bool {
-    let t = TRIM.lock().unwrap_or_else(|p| p.into_inner());
-    t.owed && may_trim(&t)
+    owes(&TRIM.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+fn owes(t: &Trim) -> bool {
+    (t.owed || t.follow_up) && may_trim(t)
 }
 
 /// Trims if [`trim_owed`].
 pub(crate) fn trim_if_owed() {
     let mut t = TRIM.lock().unwrap_or_else(|p| p.into_inner());
-    if t.owed {
+    if t.owed || t.follow_up {
         trim_locked(&mut t);
     }
 }
@@ -72,6 +81,41 @@ fn trim_locked(t: &mut Trim) {
         return;
     }
     t.last = Some(Instant::now());
+    // a trim for freed memory owes one follow-up; the follow-up owes none
+    t.follow_up = t.owed;
     t.owed = false;
     lazarus_allocator::release_free_memory();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A wave's closes are trimmed at once, and once more after the rate limit (for what was
+    /// freed after them); then nothing more is owed until memory is freed again.
+    #[test]
+    fn a_trim_for_freed_memory_is_followed_by_exactly_one_more() {
+        let long_ago = |t: &mut Trim| {
+            t.last = Some(
+                Instant::now()
+                    .checked_sub(TRIM_EVERY)
+                    .expect("the machine has been up longer than TRIM_EVERY"),
+            );
+        };
+        let mut t = Trim {
+            last: None,
+            owed: true,
+            follow_up: false,
+        };
+        trim_locked(&mut t);
+        assert!(!t.owed && t.follow_up);
+        assert!(!owes(&t), "the rate limit holds the follow-up back");
+        long_ago(&mut t);
+        assert!(owes(&t), "the follow-up is owed once the rate allows");
+        trim_locked(&mut t);
+        long_ago(&mut t);
+        assert!(!owes(&t), "a follow-up owes no further trim");
+        t.owed = true;
+        assert!(owes(&t));
+    }
 }
