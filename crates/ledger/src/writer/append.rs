@@ -71,7 +71,12 @@ impl Writer {
             st.buf = buf;
             return Err(e);
         }
-        let offset = st.len;
+        let appended = Appended {
+            seq,
+            ts,
+            offset: st.len,
+            len: line_len as u64,
+        };
         if self.opts.durability == Durability::Grouped {
             // Group commit: the line joins the batch the next sync leader writes in one
             // `write` before its `fdatasync` (in seq order: it is queued under the state lock).
@@ -86,13 +91,9 @@ impl Writer {
             let end = st.len;
             drop(st);
             self.wait_synced(end)?;
-            return Ok(Appended {
-                seq,
-                ts,
-                offset,
-                len: line_len as u64,
-            });
+            return Ok(appended);
         }
+        let offset = appended.offset;
         let written = write_in_pieces(&*self.file, &buf, &self.opts, &self.path);
         st.buf = buf;
         if let Err(e) = written {
@@ -104,12 +105,6 @@ impl Writer {
         }
         st.next_seq += 1;
         st.len += line_len as u64;
-        let appended = Appended {
-            seq,
-            ts,
-            offset,
-            len: line_len as u64,
-        };
         if self.opts.durability == Durability::None {
             return Ok(appended);
         }

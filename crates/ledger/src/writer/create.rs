@@ -246,6 +246,7 @@ impl Writer {
                 buf: Vec::with_capacity(1024),
             }),
             sync: Mutex::new(SyncState {
+                written_len: len,
                 spare: Vec::new(),
                 last_lines: 0,
                 last_sync: std::time::Duration::ZERO,
@@ -254,7 +255,6 @@ impl Writer {
             syncing: AtomicBool::new(false),
             sync_generation: AtomicU32::new(0),
             pending: Mutex::new(Pending::default()),
-            written_len: AtomicU64::new(len),
             poisoned: AtomicBool::new(false),
             poison_cause: Mutex::new(String::new()),
             _lock: lock,

@@ -50,10 +50,12 @@ struct State {
 
 /// What the group-commit leader keeps between syncs (only the leader locks it).
 struct SyncState {
+    /// The end of what group commit has written (synced or not).
+    written_len: u64,
     /// The buffer the leader swaps with the pending batch (kept to reuse its allocation).
     spare: Vec<u8>,
-    /// Lines in the last batch, and how long its `fdatasync` took: the next leader waits a
-    /// little for as many lines (the appenders that sync let go, coming back).
+    /// Lines in the last batch, and how long its `write` and `fdatasync` took: the next
+    /// leader waits a little for as many lines (the appenders that sync let go, coming back).
     last_lines: usize,
     last_sync: std::time::Duration,
 }
@@ -85,7 +87,6 @@ pub struct Writer {
     /// writes them in one `write`. Lock order: `state`, then `pending`; `sync` and `pending`
     /// are never held together.
     pending: Mutex<Pending>,
-    written_len: AtomicU64,
     poisoned: AtomicBool,
     poison_cause: Mutex<String>,
     _lock: Option<WriterLock>,

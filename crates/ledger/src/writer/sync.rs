@@ -69,12 +69,12 @@ impl Writer {
     /// One group commit, by the appender that won `syncing`: gather the pending lines, write
     /// them, `fdatasync`, publish the synced length, wake every waiter.
     fn lead_sync(&self) -> Result<()> {
-        let mut s = self.sync_state();
+        let mut guard = self.sync_state();
+        let s = &mut *guard;
         let durable = self.synced_len.load(Ordering::SeqCst);
-        let (want, window) = (s.last_lines, s.last_sync);
-        let lines = self.gather(want, window, &mut s.spare);
+        let lines = self.gather(s.last_lines, s.last_sync, &mut s.spare);
         let sync_started = Instant::now();
-        let written = self.write_batch(&s.spare);
+        let written = self.write_batch(&mut s.written_len, &s.spare);
         s.spare.clear();
         // What this sync covers: the bytes written before it starts, never those written
         // while it runs.
@@ -87,7 +87,7 @@ impl Writer {
             s.last_lines = lines;
             s.last_sync = sync_started.elapsed();
         }
-        drop(s);
+        drop(guard);
         self.syncing.store(false, Ordering::SeqCst);
         self.sync_generation.fetch_add(1, Ordering::SeqCst);
         // The count is an `int` to the kernel: `u32::MAX` would read as -1 and wake only one.
@@ -102,7 +102,7 @@ impl Writer {
     /// Takes the pending lines into `batch` (returns how many). The appenders the last sync
     /// let go are on their way back with their next lines: so that this sync takes them
     /// rather than one line alone (and the next sync the rest), the leader first waits until
-    /// as many lines as that sync had are queued, or half its duration has passed, whichever
+    /// as many lines as that sync had are queued, or as long as that sync took, whichever
     /// comes first. A lone appender (last batch: one line) never waits.
     fn gather(&self, want: usize, window: std::time::Duration, batch: &mut Vec<u8>) -> usize {
         let started = Instant::now();
@@ -117,11 +117,12 @@ impl Writer {
         }
     }
 
-    /// Writes a group-commit batch after what is written; returns the new written end. A
-    /// failed write is cut back and poisons the writer: the batch's seqs, and those of the
-    /// lines queued after it, were already handed out, so nothing after it can be written.
-    fn write_batch(&self, batch: &[u8]) -> Result<u64> {
-        let start = self.written_len.load(Ordering::SeqCst);
+    /// Writes a group-commit batch at `written_len` (the end of what is written) and moves
+    /// it on; returns the new end. A failed write is cut back and poisons the writer: the
+    /// batch's seqs, and those of the lines queued after it, were already handed out, so
+    /// nothing after it can be written.
+    fn write_batch(&self, written_len: &mut u64, batch: &[u8]) -> Result<u64> {
+        let start = *written_len;
         if batch.is_empty() {
             return Ok(start);
         }
@@ -135,9 +136,8 @@ impl Writer {
             ));
             return Err(e);
         }
-        let end = start + batch.len() as u64;
-        self.written_len.store(end, Ordering::SeqCst);
-        Ok(end)
+        *written_len = start + batch.len() as u64;
+        Ok(*written_len)
     }
 
     /// After a failed `fdatasync`. Linux may have dropped the dirty pages: reads still show
