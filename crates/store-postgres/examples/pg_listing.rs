@@ -13,6 +13,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+// the allocator of the `lazarus` binary, whose listing this measures
+use lazarus_allocator as _;
 use lazarus_session::Store;
 use lazarus_store_postgres::{PgOptions, PgStore};
 

@@ -5,13 +5,14 @@ use tokio_postgres::Client;
 use crate::error::PgError;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// Migrations in order: (version, SQL with `{schema}` for the quoted schema name).
 const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_inbox.sql")),
     (3, include_str!("../migrations/0003_status_cache.sql")),
+    (4, include_str!("../migrations/0004_listing.sql")),
 ];
 
 /// Checks a schema name: 1–63 bytes of `[a-z0-9_]`, starting with a letter or `_`.
@@ -165,6 +166,7 @@ pub(crate) async fn migrate(
 #[derive(Debug)]
 pub(crate) struct Sql {
     pub append: String,
+    pub rebuild_listing: String,
     pub take_lease: String,
     pub steal_lease: String,
     pub renew_leases: String,
@@ -179,6 +181,9 @@ pub(crate) struct Sql {
     pub exists: String,
     pub summary: String,
     pub list: String,
+    pub list_leases: String,
+    pub list_inbox: String,
+    pub list_titles: String,
     pub put_status: String,
     pub inbox_stats: String,
     pub lock_session: String,
@@ -193,6 +198,12 @@ pub(crate) struct Sql {
     pub set_title: String,
     pub clear_title: String,
 }
+
+/// Longest first input kept in a listing row (for the title); a longer one gives no title.
+const FIRST_INPUT_MAX: usize = 64 * 1024;
+
+/// A `timestamptz` as text the way the ledger writes times (UTC, milliseconds).
+const TS: &str = "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'";
 
 /// Run on every new pooled connection (in one round trip):
 /// * `synchronous_commit` never `off`: an acknowledged append is flushed;
@@ -213,49 +224,57 @@ pub(crate) const DURABLE_TX: &str = "SELECT set_config('synchronous_commit', 'on
 impl Sql {
     pub(crate) fn new(schema: &str) -> Sql {
         let s = format!("\"{schema}\"");
-        // The newest record of each session: one backwards probe of the primary key. Its
-        // line is sent only when small; a big one is fetched on its own (see lib.rs).
-        let tail = format!(
-            "CROSS JOIN LATERAL (
-                SELECT r.seq, r.kind, r.end_offset,
-                       CASE WHEN octet_length(r.line) <= {TAIL_LINE_MAX} THEN r.line END AS line
-                FROM {s}.records r WHERE r.session_id = s.id ORDER BY r.seq DESC LIMIT 1) t"
-        );
-        // The first record, when it is an input: the session's title.
-        let first = format!(
-            "LEFT JOIN LATERAL (
-                SELECT r.line FROM {s}.records r
-                WHERE r.session_id = s.id AND r.seq = 1 AND r.kind = 'input'
-                  AND octet_length(r.line) <= {TAIL_LINE_MAX}) f ON true"
-        );
-        // What waits in the inbox, who holds the lease (a live one), and the cached status
-        // of the replay: see `rows::summary_from_row` for the column order.
-        let cols = format!(
-            "s.id, s.created_at, s.parent_id, s.header->'meta', \
-                    le.holder, t.seq, t.kind, t.end_offset, t.line, f.line, \
-                    coalesce(ib.n, 0), \
-                    (SELECT ti.title FROM {s}.titles ti WHERE ti.session_id = s.id), \
-                    to_char(le.taken_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), \
-                    to_char(ib.oldest AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), \
-                    sc.last_seq, sc.status, sc.error"
-        );
-        let joins = format!(
-            "LEFT JOIN {s}.leases le ON le.session_id = s.id AND le.expires_at > now()
-             LEFT JOIN LATERAL (
-                SELECT count(*) AS n, min(i.delivered_at) AS oldest FROM {s}.inbox i
-                WHERE i.session_id = s.id) ib ON true
-             LEFT JOIN {s}.status_cache sc ON sc.session_id = s.id"
-        );
+        // A session's listing row (kept by the records' triggers, see migration 4), then
+        // who holds its lease (a live one), what waits in its inbox and the title a person
+        // gave it: see `rows::Listed` and `rows::Beside` for the column order.
+        let listing = "l.session_id, l.created_at, l.parent_id, l.meta, l.last_seq, l.last_kind, \
+                       l.end_offset, l.updated_at, l.first_input, l.status_seq, l.status, l.status_error";
+        let taken_at = format!("to_char(le.taken_at AT TIME ZONE 'UTC', {TS})");
+        let oldest = format!("to_char(ib.oldest AT TIME ZONE 'UTC', {TS})");
         Sql {
             // The whole append: one INSERT, one round trip, fenced by the writer's lease in
             // the same statement (no row inserted when the lease is not this writer's: $6
             // token, $7 epoch). The row lock makes a take wait for an append in flight, and
             // an append after a take see the new epoch. A taken seq fails the primary key.
+            // The whole append: one statement, one round trip, fenced by the writer's lease
+            // in the same statement (no row inserted when the lease is not this writer's: $6
+            // token, $7 epoch), and the session's listing row updated with it ($8: the
+            // record's ts). Returns how many records it inserted. The row lock makes a take
+            // wait for an append in flight, and an append after a take see the new epoch. A
+            // taken seq fails the primary key.
             append: format!(
-                "INSERT INTO {s}.records (session_id, seq, kind, line, end_offset)
-                 SELECT $1, $2::bigint, $3, $4, $5::bigint FROM {s}.leases l
-                 WHERE l.session_id = $1 AND l.token = $6 AND l.epoch = $7::bigint
-                 FOR SHARE OF l"
+                "WITH ins AS (
+                    INSERT INTO {s}.records (session_id, seq, kind, line, end_offset)
+                    SELECT $1, $2::bigint, $3, $4, $5::bigint FROM {s}.leases l
+                    WHERE l.session_id = $1 AND l.token = $6 AND l.epoch = $7::bigint
+                    FOR SHARE OF l
+                    RETURNING seq),
+                 tail AS (
+                    UPDATE {s}.listing SET last_seq = $2::bigint, last_kind = $3,
+                        end_offset = $5::bigint, updated_at = $8,
+                        first_input = CASE WHEN $2::bigint = 1 AND $3 = 'input'
+                                                AND octet_length($4) <= {FIRST_INPUT_MAX}
+                                           THEN $4 ELSE first_input END
+                    WHERE session_id = $1 AND EXISTS (SELECT 1 FROM ins))
+                 SELECT count(*) FROM ins"
+            ),
+            // A session's listing row built from its records (after a create, an import or a
+            // fork wrote them, in their transaction).
+            rebuild_listing: format!(
+                "INSERT INTO {s}.listing AS l (session_id, created_at, parent_id, meta, last_seq,
+                    last_kind, end_offset, updated_at, first_input)
+                 SELECT s.id, s.created_at, s.parent_id, (s.header->'meta')::text, t.seq, t.kind,
+                        t.end_offset, {s}.record_ts(t.line), f.line
+                 FROM {s}.sessions s
+                 CROSS JOIN LATERAL (
+                    SELECT r.seq, r.kind, r.end_offset, r.line FROM {s}.records r
+                    WHERE r.session_id = s.id ORDER BY r.seq DESC LIMIT 1) t
+                 LEFT JOIN {s}.records f ON f.session_id = s.id AND f.seq = 1
+                    AND f.kind = 'input' AND octet_length(f.line) <= {FIRST_INPUT_MAX}
+                 WHERE s.id = $1
+                 ON CONFLICT (session_id) DO UPDATE SET last_seq = excluded.last_seq,
+                    last_kind = excluded.last_kind, end_offset = excluded.end_offset,
+                    updated_at = excluded.updated_at, first_input = excluded.first_input"
             ),
             // A free lease, or one run out, is taken: a new token, the epoch one up.
             take_lease: format!(
@@ -312,24 +331,33 @@ impl Sql {
             ),
             exists: format!("SELECT EXISTS (SELECT 1 FROM {s}.sessions WHERE id = $1)"),
             summary: format!(
-                "SELECT {cols} FROM {s}.sessions s
-                 {tail}
-                 {first}
-                 {joins}
-                 WHERE s.id = $1"
+                "SELECT {listing}, le.holder, {taken_at}, coalesce(ib.n, 0), {oldest}, ti.title
+                 FROM {s}.listing l
+                 LEFT JOIN {s}.leases le ON le.session_id = l.session_id AND le.expires_at > now()
+                 LEFT JOIN LATERAL (
+                    SELECT count(*) AS n, min(i.delivered_at) AS oldest FROM {s}.inbox i
+                    WHERE i.session_id = l.session_id) ib ON true
+                 LEFT JOIN {s}.titles ti ON ti.session_id = l.session_id
+                 WHERE l.session_id = $1"
             ),
-            list: format!(
-                "SELECT {cols} FROM {s}.sessions s
-                 {tail}
-                 {first}
-                 {joins}
-                 ORDER BY s.created_at, s.id"
+            // The listing is four statements sent at once, joined by the caller: the three
+            // small tables joined in SQL cost more than the scan of the big one, and a sort
+            // of 10^5 wide rows spills to disk at the default `work_mem`.
+            list: format!("SELECT {listing} FROM {s}.listing l"),
+            list_leases: format!(
+                "SELECT le.session_id, le.holder, {taken_at} FROM {s}.leases le
+                 WHERE le.expires_at > now()"
             ),
+            list_inbox: format!(
+                "SELECT ib.session_id, ib.n, {oldest} FROM (
+                    SELECT i.session_id, count(*) AS n, min(i.delivered_at) AS oldest
+                    FROM {s}.inbox i GROUP BY i.session_id) ib"
+            ),
+            list_titles: format!("SELECT session_id, title FROM {s}.titles"),
+            // Only over the seq it was replayed for: an append in between wins.
             put_status: format!(
-                "INSERT INTO {s}.status_cache (session_id, last_seq, status, error)
-                 VALUES ($1, $2::bigint, $3, $4)
-                 ON CONFLICT (session_id) DO UPDATE
-                   SET last_seq = excluded.last_seq, status = excluded.status, error = excluded.error"
+                "UPDATE {s}.listing SET status_seq = $2::bigint, status = $3, status_error = $4
+                 WHERE session_id = $1 AND last_seq = $2::bigint"
             ),
             inbox_stats: format!(
                 "SELECT count(*), coalesce(sum(octet_length(data)), 0)::bigint,
@@ -383,6 +411,3 @@ impl Sql {
         }
     }
 }
-
-/// Longest tail line sent with a listing row (a longer one is read on its own).
-pub(crate) const TAIL_LINE_MAX: usize = 64 * 1024;

@@ -6,7 +6,7 @@ use lazarus_session::{Result, SessionError, SessionId, SessionSummary, Store};
 
 use crate::PgStore;
 use crate::lines::{Replay, check_end, check_line, corrupt, parse_header};
-use crate::rows::insert_session;
+use crate::rows::{insert_session, rebuild_listing};
 use crate::schema::{self};
 
 impl PgStore {
@@ -157,6 +157,7 @@ impl PgStore {
                 .await
                 .map_err(ctx.db("import records"))?;
             }
+            rebuild_listing(&ctx, &tx, &id2).await?;
             tx.commit().await.map_err(ctx.db("commit import"))?;
             Ok(())
         })?;

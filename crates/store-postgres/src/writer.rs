@@ -390,7 +390,7 @@ impl PgWriter {
         let ctx = self.ctx().clone();
         let (id, kind_s, line) = (self.id.clone(), kind.to_string(), inner.buf.clone());
         let (token, epoch) = (self.lease.token.clone(), self.lease.epoch);
-        let (seq_i, end_i) = (seq as i64, end as i64);
+        let (seq_i, end_i, ts_s) = (seq as i64, end as i64, ts.to_string());
         let r = self.lease.shared.rt.run(async move {
             // No connection to spare, or the server down: nothing was sent.
             let c = ctx.conn().await?;
@@ -398,9 +398,11 @@ impl PgWriter {
                 .prepare_cached(&ctx.sql.append)
                 .await
                 .map_err(ctx.db("prepare append"))?;
-            let params: [&(dyn ToSql + Sync); 7] =
-                [&id, &seq_i, &kind_s, &line, &end_i, &token, &epoch];
-            Ok(c.execute(&stmt, &params).await)
+            let params: [&(dyn ToSql + Sync); 8] =
+                [&id, &seq_i, &kind_s, &line, &end_i, &token, &epoch, &ts_s];
+            Ok(c.query_one(&stmt, &params)
+                .await
+                .map(|row| row.get::<_, i64>(0)))
         });
         // An error here means nothing was sent (no connection): the writer is intact.
         let r = r?;

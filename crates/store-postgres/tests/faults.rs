@@ -383,6 +383,10 @@ fn corrupted_rows_are_detected_not_skipped() {
     }
     drop(s);
     drop(create(&store, "ok"));
+    // listed once: both statuses are cached in their listing rows
+    let listed = store.list().unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0].status, lazarus_session::Status::Pending);
     let db = common::psql(&url);
     let schema = store.schema().to_string();
     // flip one byte of seq 2's text
@@ -393,6 +397,14 @@ fn corrupted_rows_are_detected_not_skipped() {
         &[],
     )
     .unwrap();
+    // a record changed by hand makes the cached status stale: the listing replays s1
+    let listed = store.list().unwrap();
+    let s1 = listed.iter().find(|s| s.id == "s1").expect("s1 is listed");
+    assert_eq!(s1.status, lazarus_session::Status::Corrupt, "{s1:?}");
+    assert!(
+        s1.error.as_deref().is_some_and(|e| e.contains("checksum")),
+        "{s1:?}"
+    );
     let err = store
         .load(&SessionId::literal("s1"))
         .unwrap_err()
@@ -513,6 +525,72 @@ fn a_newer_schema_is_refused() {
     assert!(s.list().unwrap().is_empty());
     assert!(s.location().ends_with(&format!("/{fresh}")));
     assert!(!s.location().contains("password"));
+}
+
+/// Version 4 builds a listing row per session from what version 3 holds (the newest record,
+/// record 1, the cached statuses): the listing after the migration is the one before it, and
+/// records appended after it keep the rows.
+#[test]
+fn a_version_3_schema_migrates_to_listing_rows() {
+    let url = url_or_skip!("a_version_3_schema_migrates_to_listing_rows");
+    let store = common::fresh_store(&url);
+    let mut a = create(&store, "titled");
+    a.append_input("m1", "user", "\n  fix the parser\nplease")
+        .unwrap();
+    drop(a);
+    let mut big = create(&store, "big");
+    big.append_input("m1", "user", &"x".repeat(300 * 1024))
+        .unwrap();
+    drop(big);
+    drop(create(&store, "bare"));
+    let mut named = create(&store, "named");
+    named.append_input("m1", "user", "first words").unwrap();
+    drop(named);
+    store.rename(&sid("named"), Some("a name")).unwrap();
+    let summaries = |s: &PgStore| -> Vec<serde_json::Value> {
+        s.list()
+            .unwrap()
+            .iter()
+            .map(|x| serde_json::to_value(x).unwrap())
+            .collect()
+    };
+    let before = summaries(&store);
+    assert_eq!(before.len(), 4);
+    let schema = store.schema().to_string();
+    drop(store);
+    // back to version 3, as an older build left it
+    let q = format!("\"{schema}\"");
+    let v3 = include_str!("../migrations/0003_status_cache.sql").replace("{schema}", &q);
+    let db = common::psql(&url);
+    for sql in [
+        format!("DROP TRIGGER records_listing_change ON {q}.records"),
+        format!("DROP FUNCTION {q}.listing_forget_status(), {q}.record_ts(bytea)"),
+        v3,
+        format!(
+            "INSERT INTO {q}.status_cache SELECT session_id, status_seq, status, status_error FROM {q}.listing WHERE status_seq IS NOT NULL"
+        ),
+        format!("DROP TABLE {q}.listing"),
+        format!("DELETE FROM {q}.schema_version WHERE version > 3"),
+    ] {
+        db.execute(&sql, &[]).unwrap();
+    }
+    let store = PgStore::connect_with(&url, common::options(&schema)).unwrap();
+    assert_eq!(
+        store.schema_version().unwrap(),
+        lazarus_store_postgres::SCHEMA_VERSION
+    );
+    let after = summaries(&store);
+    assert_eq!(after, before);
+    assert_eq!(after[0]["title"], "fix the parser");
+    // appends after the migration keep the listing row
+    let mut s = store.open(&sid("bare")).unwrap();
+    s.append_input("m1", "user", "now with words").unwrap();
+    drop(s);
+    let bare = store.summary(&sid("bare")).unwrap();
+    assert_eq!(bare.records, 1);
+    assert_eq!(bare.title.as_deref(), Some("now with words"));
+    assert_eq!(bare.status, lazarus_session::Status::Pending);
+    assert_eq!(bare.bytes, store.export(&sid("bare")).unwrap().len() as u64);
 }
 
 #[test]
