@@ -189,7 +189,7 @@ impl Hub {
         let r = slot
             .get_or_try_init(|| async move {
                 let h = hub.clone();
-                tokio::task::spawn_blocking(move || {
+                crate::memory::spawn_blocking(move || {
                     crate::fds::check_headroom("opening a session")?;
                     Ok(h.store.open(&idc).map(|s| h.wrap_open(idc, s))?)
                 })
@@ -250,7 +250,7 @@ impl Hub {
             ));
         }
         let hub = self.clone();
-        let actor = tokio::task::spawn_blocking(move || -> ApiResult<Arc<OpenSession>> {
+        let actor = crate::memory::spawn_blocking(move || -> ApiResult<Arc<OpenSession>> {
             // Out of descriptors is answered before anything is made, not half-way through.
             crate::fds::check_headroom("creating a session")?;
             let policy = hub.workspaces();
@@ -292,7 +292,7 @@ impl Hub {
         let a = actor.clone();
         let t0 = Instant::now();
         actor.touch();
-        let r = tokio::task::spawn_blocking(move || -> ApiResult<(u64, bool)> {
+        let r = crate::memory::spawn_blocking(move || -> ApiResult<(u64, bool)> {
             let mut s = lock(&a.session);
             let ack = match &rec {
                 Record::Input(i) => s.append_input(&i.input_id, &i.source, &i.text)?,
@@ -381,7 +381,7 @@ impl Hub {
     pub async fn summary(self: &Arc<Self>, id: &SessionId) -> Result<SessionSummary, SessionError> {
         let hub = self.clone();
         let idc = id.clone();
-        tokio::task::spawn_blocking(move || hub.store.summary(&idc))
+        crate::memory::spawn_blocking(move || hub.store.summary(&idc))
             .await
             .map_err(|e| SessionError::Backend(format!("summary task failed: {e}")))?
     }
@@ -429,7 +429,7 @@ impl Hub {
     pub async fn state(self: &Arc<Self>, id: &SessionId) -> ApiResult<(SessionState, bool)> {
         if let Some(a) = self.session_if_open(id) {
             let running = a.is_running();
-            let st = tokio::task::spawn_blocking(move || lock(&a.session).state().clone())
+            let st = crate::memory::spawn_blocking(move || lock(&a.session).state().clone())
                 .await
                 .map_err(|e| ApiError::internal(e.to_string()))?;
             return Ok((st, running));
@@ -438,7 +438,7 @@ impl Hub {
         let id = id.clone();
         // Not open here: another writer (a gateway, a `lazarus run`) may hold it, and then it
         // is `running`, as the listing says.
-        let (st, held) = tokio::task::spawn_blocking(move || {
+        let (st, held) = crate::memory::spawn_blocking(move || {
             let st = hub.store.load(&id)?;
             let held = hub
                 .store

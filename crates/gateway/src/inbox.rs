@@ -26,7 +26,7 @@ impl Hub {
     pub async fn deliver(self: &Arc<Self>, id: &SessionId, msg: InboxMessage) -> ApiResult<bool> {
         let hub = self.clone();
         let id = id.clone();
-        tokio::task::spawn_blocking(move || {
+        crate::memory::spawn_blocking(move || {
             crate::fds::check_headroom("delivering a message")?;
             Ok(hub.store.deliver(&id, &msg)?.duplicate)
         })
@@ -45,7 +45,7 @@ impl Hub {
         }
         let hub = self.clone();
         let with_mail =
-            match tokio::task::spawn_blocking(move || hub.store.sessions_with_mail()).await {
+            match crate::memory::spawn_blocking(move || hub.store.sessions_with_mail()).await {
                 Ok(Ok(ids)) => ids,
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "cannot look for inbox mail; trying again");
@@ -127,7 +127,7 @@ impl Hub {
         let closed = self.registry.take_idle(idle);
         let n = closed.len();
         if n > 0 {
-            let _ = tokio::task::spawn_blocking(move || {
+            let _ = crate::memory::spawn_blocking(move || {
                 drop(closed);
                 crate::memory::freed();
             })
@@ -166,7 +166,7 @@ impl Hub {
                 hub.inbox_tick().await;
                 if hub.close_idle().await == 0 && crate::memory::trim_owed() {
                     // the last closes of a wave: their frees, trimmed once the rate allows
-                    let _ = tokio::task::spawn_blocking(crate::memory::trim_if_owed).await;
+                    let _ = crate::memory::spawn_blocking(crate::memory::trim_if_owed).await;
                 }
             }
         })

@@ -83,6 +83,9 @@ pub fn run(cfg: Config) -> Result<()> {
         // default 10 s keep-alive a burst's threads (each with a stack, and memory held for
         // it by the allocator) stayed for as long as the inbox poll kept waking them.
         .thread_keep_alive(Duration::from_secs(1))
+        // an idle worker empties its allocator cache once memory was released (memory.rs)
+        .on_thread_park(lazarus_allocator::flush_thread_cache_if_asked)
+        .on_thread_start(lazarus_allocator::use_first_arena)
         .enable_all()
         .build()
         .context("starting the HTTP runtime")?;
@@ -90,6 +93,8 @@ pub fn run(cfg: Config) -> Result<()> {
         .worker_threads(cfg.run_threads.max(1))
         .thread_name("lazarus-run")
         .thread_keep_alive(Duration::from_secs(1))
+        .on_thread_park(lazarus_allocator::flush_thread_cache_if_asked)
+        .on_thread_start(lazarus_allocator::use_first_arena)
         .enable_all()
         .build()
         .context("starting the session runtime")?;

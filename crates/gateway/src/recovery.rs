@@ -37,7 +37,7 @@ impl Hub {
     pub async fn recover(self: &Arc<Self>) -> anyhow::Result<RecoveryReport> {
         let t0 = Instant::now();
         let hub = self.clone();
-        let list = tokio::task::spawn_blocking(move || hub.store.list()).await??;
+        let list = crate::memory::spawn_blocking(move || hub.store.list()).await??;
         let mut report = RecoveryReport {
             scanned: list.len(),
             ..Default::default()
@@ -105,7 +105,7 @@ impl Hub {
             return Ok(report);
         }
         let hub = self.clone();
-        let list = tokio::task::spawn_blocking(move || hub.store.list()).await??;
+        let list = crate::memory::spawn_blocking(move || hub.store.list()).await??;
         report.scanned = list.len();
         let candidates: Vec<SessionId> = {
             list.into_iter()

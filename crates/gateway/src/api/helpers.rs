@@ -43,7 +43,7 @@ pub(super) fn path_id(p: Result<Path<String>, PathRejection>) -> ApiResult<Sessi
 pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> ApiResult<T> + Send + 'static,
 ) -> ApiResult<T> {
-    tokio::task::spawn_blocking(f)
+    crate::memory::spawn_blocking(f)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?
 }
