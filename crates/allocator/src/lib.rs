@@ -88,29 +88,6 @@ pub fn release_free_memory() {
     }
 }
 
-/// Makes the calling thread allocate from the process's first arena (jemalloc gives threads
-/// one of 4 per core in turn). For a server's threads: objects freed by one of them go back
-/// to the arena where the others allocate next, instead of pinning partly used pages in
-/// arenas nobody allocates from any more once the load is gone.
-pub fn use_first_arena() {
-    #[cfg(all(feature = "global", not(target_env = "msvc")))]
-    {
-        const ARENA: &std::ffi::CStr = c"thread.arena";
-        let mut first: std::ffi::c_uint = 0;
-        // SAFETY: a valid NUL-terminated name; "thread.arena" takes an unsigned int, written
-        // from a live local of that type and size.
-        unsafe {
-            tikv_jemalloc_sys::mallctl(
-                ARENA.as_ptr(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                (&raw mut first).cast(),
-                std::mem::size_of::<std::ffi::c_uint>(),
-            );
-        }
-    }
-}
-
 /// Empties this thread's cache of freed objects back to the allocator's arenas when
 /// [`release_free_memory`] asked for it since this thread last did; otherwise one atomic load.
 /// Meant for a runtime's "thread goes idle" hook (tokio's `on_thread_park`): a thread that

@@ -85,7 +85,6 @@ pub fn run(cfg: Config) -> Result<()> {
         .thread_keep_alive(Duration::from_secs(1))
         // an idle worker empties its allocator cache once memory was released (memory.rs)
         .on_thread_park(lazarus_allocator::flush_thread_cache_if_asked)
-        .on_thread_start(lazarus_allocator::use_first_arena)
         .enable_all()
         .build()
         .context("starting the HTTP runtime")?;
@@ -94,7 +93,6 @@ pub fn run(cfg: Config) -> Result<()> {
         .thread_name("lazarus-run")
         .thread_keep_alive(Duration::from_secs(1))
         .on_thread_park(lazarus_allocator::flush_thread_cache_if_asked)
-        .on_thread_start(lazarus_allocator::use_first_arena)
         .enable_all()
         .build()
         .context("starting the session runtime")?;
