@@ -65,21 +65,9 @@ thread_local! {
 pub fn release_free_memory() {
     FLUSH_ASKED.fetch_add(1, Ordering::Relaxed);
     flush_thread_cache_if_asked();
+    // "arena.<MALLCTL_ARENAS_ALL>.purge": every arena's unused dirty pages
     #[cfg(all(feature = "global", not(target_env = "msvc")))]
-    {
-        // "arena.<MALLCTL_ARENAS_ALL>.purge": every arena's unused dirty pages
-        const PURGE_ALL: &std::ffi::CStr = c"arena.4096.purge";
-        // SAFETY: a valid NUL-terminated name; this control reads and writes nothing.
-        unsafe {
-            tikv_jemalloc_sys::mallctl(
-                PURGE_ALL.as_ptr(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                0,
-            );
-        }
-    }
+    run_control(c"arena.4096.purge");
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim takes no pointers; it only returns free pages of glibc's own heaps
     // to the kernel and is safe to call from any thread at any time.
@@ -95,25 +83,23 @@ pub fn release_free_memory() {
 pub fn flush_thread_cache_if_asked() {
     let asked = FLUSH_ASKED.load(Ordering::Relaxed);
     if FLUSH_ANSWERED.with(|a| a.replace(asked)) != asked {
-        flush_thread_cache();
+        #[cfg(all(feature = "global", not(target_env = "msvc")))]
+        run_control(c"thread.tcache.flush");
     }
 }
 
-/// Empties this thread's cache of freed objects back to the arenas.
-fn flush_thread_cache() {
-    #[cfg(all(feature = "global", not(target_env = "msvc")))]
-    {
-        const FLUSH: &std::ffi::CStr = c"thread.tcache.flush";
-        // SAFETY: a valid NUL-terminated name; this control reads and writes nothing.
-        unsafe {
-            tikv_jemalloc_sys::mallctl(
-                FLUSH.as_ptr(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                0,
-            );
-        }
+/// Runs the jemalloc control `name`, one that reads and writes nothing.
+#[cfg(all(feature = "global", not(target_env = "msvc")))]
+fn run_control(name: &std::ffi::CStr) {
+    // SAFETY: a valid NUL-terminated name; no old or new value is passed (null, length 0).
+    unsafe {
+        tikv_jemalloc_sys::mallctl(
+            name.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        );
     }
 }
 

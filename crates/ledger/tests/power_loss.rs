@@ -357,11 +357,8 @@ fn creation_is_all_or_nothing_at_every_power_cut() {
         for dir_ops in [0, 1, 2, 3, usize::MAX] {
             for fill in [Fill::Zeros, Fill::Garbage(3), Fill::Stale] {
                 let fs = SimFs::new();
-                fs.arm_power_cut_with(cut_after, dir_ops, move |_| Loss::Sectors {
-                    sector: SECTOR,
-                    mask: 0,
-                    len_kept: usize::MAX,
-                    fill,
+                fs.arm_power_cut_with(cut_after, dir_ops, move |_| {
+                    every_unsynced_sector_lost(fill)
                 });
                 let created = Writer::create(
                     dir(),
@@ -439,12 +436,7 @@ fn an_fsync_error_poisons_the_writer_and_nothing_unsynced_is_ever_acknowledged()
         assert!(rec.cut.is_none(), "{durability:?}");
         w.append("note", &json!({"i": 4})).unwrap();
         drop(w);
-        let disk = fs.crash(|_| Loss::Sectors {
-            sector: SECTOR,
-            mask: 0,
-            len_kept: usize::MAX,
-            fill: Fill::Zeros,
-        });
+        let disk = fs.crash(|_| every_unsynced_sector_lost(Fill::Zeros));
         let mut seen = Vec::new();
         Writer::open_with::<Value, _>(dir(), ID, opts(&disk, 1, durability, 4096), |_, e| {
             seen.push(e.data["i"].clone());
@@ -461,6 +453,16 @@ fn an_fsync_error_poisons_the_writer_and_nothing_unsynced_is_ever_acknowledged()
         assert_eq!(saved.len(), 1, "{durability:?}: {saved:?}");
         let bytes = disk.contents(&saved[0]).unwrap();
         assert!(String::from_utf8_lossy(&bytes).contains("\"i\":2"));
+    }
+}
+
+/// A power cut that loses every sector not synced; what the disk holds there reads as `fill`.
+fn every_unsynced_sector_lost(fill: Fill) -> Loss {
+    Loss::Sectors {
+        sector: SECTOR,
+        mask: 0,
+        len_kept: usize::MAX,
+        fill,
     }
 }
 
@@ -506,12 +508,7 @@ fn grouped_run_then_power_cut(seed: u64, arm: impl FnOnce(&SimFs, &mut StdRng)) 
     });
     let poisoned = w.is_poisoned();
     drop(w);
-    let disk = fs.crash(|_| Loss::Sectors {
-        sector: SECTOR,
-        mask: 0,
-        len_kept: usize::MAX,
-        fill: Fill::Zeros,
-    });
+    let disk = fs.crash(|_| every_unsynced_sector_lost(Fill::Zeros));
     let mut seen = Vec::new();
     let (_, rec) = Writer::open_with::<Value, _>(
         dir(),
