@@ -56,17 +56,30 @@ $$;
 CREATE TRIGGER records_listing_change AFTER UPDATE OR DELETE ON {schema}.records
     FOR EACH ROW EXECUTE FUNCTION {schema}.listing_forget_status();
 
-INSERT INTO {schema}.listing
-    (session_id, created_at, parent_id, meta, last_seq, last_kind, end_offset, updated_at,
-     first_input, status_seq, status, status_error)
-SELECT s.id, s.created_at, s.parent_id, (s.header->'meta')::text, t.seq, t.kind, t.end_offset,
-       {schema}.record_ts(t.line), f.line, sc.last_seq, sc.status, sc.error
-FROM {schema}.sessions s
-CROSS JOIN LATERAL (
-    SELECT r.seq, r.kind, r.end_offset, r.line FROM {schema}.records r
-    WHERE r.session_id = s.id ORDER BY r.seq DESC LIMIT 1) t
-LEFT JOIN {schema}.records f
-    ON f.session_id = s.id AND f.seq = 1 AND f.kind = 'input' AND octet_length(f.line) <= 65536
-LEFT JOIN {schema}.status_cache sc ON sc.session_id = s.id;
+-- Builds (or builds again) the listing rows of the sessions `ids` from their records: for a
+-- create, an import and a fork, after they wrote them and in their transaction, and here for
+-- every session. A cached status is kept: it is valid only while `status_seq` is `last_seq`.
+CREATE FUNCTION {schema}.rebuild_listing(ids text[]) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO {schema}.listing AS l
+        (session_id, created_at, parent_id, meta, last_seq, last_kind, end_offset, updated_at,
+         first_input)
+    SELECT s.id, s.created_at, s.parent_id, (s.header->'meta')::text, t.seq, t.kind,
+           t.end_offset, {schema}.record_ts(t.line), f.line
+    FROM {schema}.sessions s
+    CROSS JOIN LATERAL (
+        SELECT r.seq, r.kind, r.end_offset, r.line FROM {schema}.records r
+        WHERE r.session_id = s.id ORDER BY r.seq DESC LIMIT 1) t
+    LEFT JOIN {schema}.records f ON f.session_id = s.id AND f.seq = 1 AND f.kind = 'input'
+        AND octet_length(f.line) <= 65536
+    WHERE s.id = ANY (ids)
+    ON CONFLICT (session_id) DO UPDATE SET last_seq = excluded.last_seq,
+        last_kind = excluded.last_kind, end_offset = excluded.end_offset,
+        updated_at = excluded.updated_at, first_input = excluded.first_input
+$$;
+
+SELECT {schema}.rebuild_listing(ARRAY(SELECT id FROM {schema}.sessions));
+UPDATE {schema}.listing l SET status_seq = sc.last_seq, status = sc.status, status_error = sc.error
+FROM {schema}.status_cache sc WHERE sc.session_id = l.session_id;
 
 DROP TABLE {schema}.status_cache;

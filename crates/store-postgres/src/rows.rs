@@ -110,11 +110,11 @@ impl Beside {
     }
 }
 
-/// A listing row `r` (the `listing` table that the records' triggers keep, migration 4):
-/// `id, created_at, parent_id, meta (JSON text), last seq, last kind, end_offset,
+/// A listing row `r` (the `listing` table of migration 4, kept by the statements that write
+/// records): `id, created_at, parent_id, meta (JSON text), last seq, last kind, end_offset,
 /// updated_at, first input line, cached status (status_seq, status, error)`, with what is
-/// `beside` it. `updated_at` is '' when the trigger could not read the newest line's `ts`:
-/// the line is read then.
+/// `beside` it. `updated_at` is '' when a rebuild could not read the newest line's `ts`
+/// where the frame puts it: the line is read then.
 ///
 /// The status is the one rule: `running` while a live writer holds the lease (not one known
 /// gone), else what a replay of the log says — cached in the listing row for the newest seq,

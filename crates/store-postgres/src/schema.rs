@@ -200,6 +200,7 @@ pub(crate) struct Sql {
 }
 
 /// Longest first input kept in a listing row (for the title); a longer one gives no title.
+/// `rebuild_listing` in migration 4 says the same.
 const FIRST_INPUT_MAX: usize = 64 * 1024;
 
 /// A `timestamptz` as text the way the ledger writes times (UTC, milliseconds).
@@ -259,23 +260,8 @@ impl Sql {
                  SELECT count(*) FROM ins"
             ),
             // A session's listing row built from its records (after a create, an import or a
-            // fork wrote them, in their transaction).
-            rebuild_listing: format!(
-                "INSERT INTO {s}.listing AS l (session_id, created_at, parent_id, meta, last_seq,
-                    last_kind, end_offset, updated_at, first_input)
-                 SELECT s.id, s.created_at, s.parent_id, (s.header->'meta')::text, t.seq, t.kind,
-                        t.end_offset, {s}.record_ts(t.line), f.line
-                 FROM {s}.sessions s
-                 CROSS JOIN LATERAL (
-                    SELECT r.seq, r.kind, r.end_offset, r.line FROM {s}.records r
-                    WHERE r.session_id = s.id ORDER BY r.seq DESC LIMIT 1) t
-                 LEFT JOIN {s}.records f ON f.session_id = s.id AND f.seq = 1
-                    AND f.kind = 'input' AND octet_length(f.line) <= {FIRST_INPUT_MAX}
-                 WHERE s.id = $1
-                 ON CONFLICT (session_id) DO UPDATE SET last_seq = excluded.last_seq,
-                    last_kind = excluded.last_kind, end_offset = excluded.end_offset,
-                    updated_at = excluded.updated_at, first_input = excluded.first_input"
-            ),
+            // fork wrote them, in their transaction): the function of migration 4.
+            rebuild_listing: format!("SELECT {s}.rebuild_listing(ARRAY[$1::text])"),
             // A free lease, or one run out, is taken: a new token, the epoch one up.
             take_lease: format!(
                 "INSERT INTO {s}.leases AS l (session_id, token, epoch, holder, taken_at, expires_at)

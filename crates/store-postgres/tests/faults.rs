@@ -564,7 +564,9 @@ fn a_version_3_schema_migrates_to_listing_rows() {
     let db = common::psql(&url);
     for sql in [
         format!("DROP TRIGGER records_listing_change ON {q}.records"),
-        format!("DROP FUNCTION {q}.listing_forget_status(), {q}.record_ts(bytea)"),
+        format!(
+            "DROP FUNCTION {q}.listing_forget_status(), {q}.rebuild_listing(text[]), {q}.record_ts(bytea)"
+        ),
         v3,
         format!(
             "INSERT INTO {q}.status_cache SELECT session_id, status_seq, status, status_error FROM {q}.listing WHERE status_seq IS NOT NULL"
