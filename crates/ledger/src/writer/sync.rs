@@ -72,20 +72,26 @@ impl Writer {
         let mut guard = self.sync_state();
         let s = &mut *guard;
         let durable = self.synced_len.load(Ordering::SeqCst);
-        let lines = self.gather(s.last_lines, s.last_sync, &mut s.spare);
-        let sync_started = Instant::now();
-        let written = self.write_batch(&mut s.written_len, &s.spare);
-        s.spare.clear();
-        // What this sync covers: the bytes written before it starts, never those written
-        // while it runs.
-        let r = written.and_then(|target| match self.file.sync_data() {
-            Ok(()) => Ok(target),
-            Err(e) => Err(self.fail_sync(durable, e)),
+        // Poisoned by the leader before this one (which held the sync state): an appender may
+        // have won `syncing` after checking the poison and before it was set. What is pending
+        // now comes after a batch that was cut back: written, it would follow a gap.
+        let r = self.check_poison().and_then(|()| {
+            let lines = self.gather(s.last_lines, s.last_sync, &mut s.spare);
+            let sync_started = Instant::now();
+            let written = self.write_batch(&mut s.written_len, &s.spare);
+            s.spare.clear();
+            // What this sync covers: the bytes written before it starts, never those
+            // written while it runs.
+            let target = written.and_then(|target| match self.file.sync_data() {
+                Ok(()) => Ok(target),
+                Err(e) => Err(self.fail_sync(durable, e)),
+            })?;
+            s.last_lines = lines;
+            s.last_sync = sync_started.elapsed();
+            Ok(target)
         });
         if let Ok(target) = r {
             self.synced_len.fetch_max(target, Ordering::SeqCst);
-            s.last_lines = lines;
-            s.last_sync = sync_started.elapsed();
         }
         drop(guard);
         self.syncing.store(false, Ordering::SeqCst);
