@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use lazarus_agent::model::{Message, ToolCall};
 use lazarus_agent::provider::{Api, ProviderConfig, ProviderLimits};
-use lazarus_agent::runner::RunnerConfig;
+use lazarus_agent::runner::{ApprovalMode, ApprovalPolicy, RunnerConfig};
 use lazarus_agent::sandbox::{Sandbox, SandboxMode, SandboxPolicy};
 use lazarus_agent::tools::Toolbox;
 use lazarus_session::{LocalStore, Store};
@@ -255,6 +255,16 @@ pub struct ModelArgs {
     /// Start no MCP server, not even the config file's.
     #[arg(long, conflicts_with = "mcp_config")]
     pub no_mcp: bool,
+    /// When a person must allow a tool call before it runs: `never` (the default),
+    /// `untrusted` (every call that is not read-only: shell, write_file, edit_file, MCP tools
+    /// without a trusted `readOnlyHint`), `on-request` (when the model asks, with
+    /// `"escalate": true`). Also `approval = …` in config.toml. See docs/approvals.md.
+    #[arg(long, value_name = "MODE", default_value = "never", value_parser = parse_approval_mode)]
+    pub ask_for_approval: ApprovalMode,
+}
+
+fn parse_approval_mode(s: &str) -> Result<ApprovalMode, String> {
+    ApprovalMode::parse(s)
 }
 
 fn parse_sandbox_mode(s: &str) -> Result<SandboxMode, String> {
@@ -447,9 +457,14 @@ impl ModelArgs {
             })
             .allow_unix_sockets(self.sandbox_allow_unix_socket.iter().cloned())
             .with_env(env)
-            // lazarus's own state: sessions, a gateway's token and workspaces
-            .deny([crate::paths::state_dir()]),
+            // lazarus's own state: sessions, a gateway's token and workspaces; and the
+            // approvals policy (a command must not grant itself `always`)
+            .deny([crate::paths::state_dir(), crate::approvals::policy_path()]),
         );
+        cfg.approval = ApprovalPolicy {
+            mode: self.ask_for_approval,
+            always: Some(Arc::new(crate::approvals::FileGrants)),
+        };
         if self.tool_example {
             cfg.examples = tool_example();
         }

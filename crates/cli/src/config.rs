@@ -9,6 +9,7 @@
 //! base_url = "http://127.0.0.1:8080/v1"
 //! tools = ["read_file", "list_dir"]
 //! sandbox = "workspace-write"
+//! approval = "untrusted"               # or "never" (default), "on-request"
 //! sandbox_max_processes = 1024
 //! sandbox_allow_unix_sockets = ["/run/postgresql"]
 //! session_dir = "~/sessions"           # or: store = "postgres://…"
@@ -50,6 +51,8 @@ pub struct FileConfig {
     pub shell_environment_policy: Option<lazarus_agent::sandbox::EnvPolicy>,
     pub session_dir: Option<PathBuf>,
     pub store: Option<String>,
+    /// `never`, `untrusted` or `on-request` (see `--ask-for-approval`).
+    pub approval: Option<String>,
     /// MCP servers whose tools `run` and `serve` offer (`[mcp_servers.NAME]`, Codex's shape;
     /// see docs/mcp.md).
     #[serde(default)]
@@ -173,6 +176,9 @@ pub fn apply_defaults(mut cmd: clap::Command, cfg: &'static FileConfig) -> clap:
             }
             if let Some(s) = &cfg.sandbox {
                 c = c.mut_arg("sandbox", |a| a.default_value(s.as_str()));
+            }
+            if let Some(m) = &cfg.approval {
+                c = c.mut_arg("ask_for_approval", |a| a.default_value(m.as_str()));
             }
             if let Some(n) = cfg.sandbox_max_processes {
                 let n: &'static str = Box::leak(n.to_string().into_boxed_str());

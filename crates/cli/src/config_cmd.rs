@@ -134,6 +134,7 @@ pub fn run(args: ConfigArgs) -> Result<i32> {
                     cfg.sandbox.clone(),
                     Some("workspace-write".into()),
                 ),
+                setting("approval", None, cfg.approval.clone(), Some("never".into())),
                 setting(
                     "sandbox_max_processes",
                     None,

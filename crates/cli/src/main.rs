@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 // jemalloc for the whole process (why: the crate's docs)
 use lazarus_allocator as _;
 
+mod approvals;
 mod args;
 mod boot_resume;
 mod config;
@@ -33,7 +34,8 @@ Exit codes:
   0    success
   1    error (for `sessions verify`: problems found)
   2    usage error (a bad argument, nothing to do)
-  3    `run` stopped at --max-turns with work left (run again to continue)
+  3    `run` stopped: a tool call waits for approval (it prints the command that answers)
+  4    `run` stopped at --max-turns with work left (run again to continue)
   130  interrupted by SIGINT/SIGTERM (the session stays resumable)
   141  stdout closed (broken pipe)
 
@@ -71,6 +73,8 @@ enum Command {
     Config(config_cmd::ConfigArgs),
     /// MCP servers: list the configured ones, check what each offers.
     Mcp(mcp::McpArgs),
+    /// The `always` approval grants: list them, revoke one.
+    Approvals(approvals::ApprovalsArgs),
     /// The web view of a store, read-only (sessions, timelines, receipts, fork trees).
     Ui(Box<ui::UiArgs>),
     /// Print a shell completion script: `lazarus completions bash > ~/.local/share/bash-completion/completions/lazarus`.
@@ -115,6 +119,7 @@ fn main() {
         Command::Man { subcommand } => man(subcommand.as_deref()),
         Command::Config(args) => config_cmd::run(args),
         Command::Mcp(args) => mcp::run(args),
+        Command::Approvals(args) => approvals::run(args),
         Command::Ui(args) => ui::run(*args),
     };
     match result {

@@ -319,7 +319,7 @@ fn an_imported_claude_code_session_continues_on_the_real_local_model() {
         &cheap,
     );
     assert!(
-        matches!(o.status.code(), Some(0) | Some(3)),
+        matches!(o.status.code(), Some(0) | Some(4)),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
@@ -336,7 +336,7 @@ fn an_imported_claude_code_session_continues_on_the_real_local_model() {
         &cheap,
     );
     assert!(
-        matches!(o.status.code(), Some(0) | Some(3)),
+        matches!(o.status.code(), Some(0) | Some(4)),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );

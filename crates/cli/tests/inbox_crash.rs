@@ -267,21 +267,11 @@ fn killed_senders_strand_nothing_on_local_files() {
 
 #[test]
 fn killed_senders_strand_nothing_on_postgres() {
-    let Ok(base) = std::env::var("LAZARUS_TEST_PG") else {
-        let required = ["CI", "LAZARUS_REQUIRE_PG"]
-            .iter()
-            .any(|v| std::env::var(v).is_ok_and(|v| !v.is_empty() && v != "0" && v != "false"));
-        assert!(
-            !required,
-            "LAZARUS_TEST_PG is not set, but CI / LAZARUS_REQUIRE_PG say PostgreSQL must be tested here"
-        );
-        eprintln!("\n*** SKIPPED inbox_crash on PostgreSQL: LAZARUS_TEST_PG is not set ***\n");
+    let Some(base) = lazarus_testkit::pg::test_base("inbox_crash on PostgreSQL") else {
         return;
     };
-    let schema = format!("t_{:016x}", rand::random::<u64>());
-    let sep = if base.contains('?') { '&' } else { '?' };
     // stock lease settings: a dead holder on this host is taken over at once, not at expiry
-    let url = format!("{base}{sep}schema={schema}");
+    let url = lazarus_testkit::pg::fresh_schema_url(&base, "");
     let store = StoreArgs(vec!["--store".into(), url]);
     run_rounds(&store, "PostgreSQL");
 }

@@ -7,88 +7,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use lazarus_session::{LocalStore, SessionId, Status, Store};
+use lazarus_testkit::tmux::{Tmux, sh_quote};
 use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lazarus");
-
-/// A private tmux server whose socket lives in a temporary directory (removed with it).
-struct Tmux {
-    socket: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Tmux {
-    fn new() -> Option<Tmux> {
-        let have = Command::new("tmux")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !have {
-            let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0");
-            assert!(
-                !ci,
-                "tmux is needed to test the picker in a terminal (.ci/run installs it)"
-            );
-            eprintln!("\n*** SKIPPED resume_picker: tmux not installed ***\n");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        Some(Tmux {
-            socket: dir.path().join("tmux.sock"),
-            _dir: dir,
-        })
-    }
-
-    fn tmux(&self, args: &[&str]) -> String {
-        let o = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.tmux(&["capture-pane", "-p", "-t", "t"])
-    }
-
-    /// Waits (at most 20 s) until the screen shows `text`; the screen otherwise.
-    fn wait_for(&self, text: &str) -> String {
-        let t0 = Instant::now();
-        loop {
-            let s = self.screen();
-            if s.contains(text) {
-                return s;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "never saw {text:?}; screen:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .output();
-    }
-}
-
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
 
 fn setup(dir: &Path) {
     for (id, text) in [
@@ -124,7 +46,9 @@ fn setup(dir: &Path) {
 
 #[test]
 fn the_picker_filters_and_resumes_the_chosen_session_in_a_terminal() {
-    let Some(tmux) = Tmux::new() else { return };
+    let Some(tmux) = Tmux::new("the picker") else {
+        return;
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt
         .block_on(ScriptedServer::start(Script::new([Step::reply(
@@ -142,29 +66,19 @@ fn the_picker_filters_and_resumes_the_chosen_session_in_a_terminal() {
         sh_quote(tmp.path().to_str().unwrap()),
         sh_quote(&server.base_url()),
     );
-    tmux.tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "140",
-        "-y",
-        "30",
-        &command,
-    ]);
+    tmux.start(&command);
     let screen = tmux.wait_for("Resume which session?");
     // newest first: b-docs had the last activity
     let b = screen.find("write the docs").expect("b listed");
     let a = screen.find("fix the flaky login test").expect("a listed");
     assert!(b < a, "newest first:\n{screen}");
     eprintln!("picker:\n{screen}");
-    tmux.tmux(&["send-keys", "-t", "t", "-l", "flaky"]);
+    tmux.type_text("flaky");
     let screen = tmux.wait_for("flaky");
-    tmux.tmux(&["send-keys", "-t", "t", "Enter"]);
+    tmux.press("Enter");
     // resumed, answered, and back at the line prompt (a terminal): Ctrl-D leaves
     tmux.wait_for("picked and answered");
-    tmux.tmux(&["send-keys", "-t", "t", "C-d"]);
+    tmux.press("C-d");
     let screen_after = tmux.wait_for("EXIT=");
     assert!(screen_after.contains("EXIT=0"), "{screen_after}");
     assert!(
@@ -208,25 +122,17 @@ fn esc_cancels_and_no_terminal_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--session ID"));
 
-    let Some(tmux) = Tmux::new() else { return };
+    let Some(tmux) = Tmux::new("the picker") else {
+        return;
+    };
     let command = format!(
         "XDG_CONFIG_HOME=/nonexistent {} resume --session-dir {} --model m --base-url http://127.0.0.1:9/v1; echo EXIT=$?; sleep 60",
         sh_quote(BIN),
         sh_quote(dir.to_str().unwrap()),
     );
-    tmux.tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "140",
-        "-y",
-        "30",
-        &command,
-    ]);
+    tmux.start(&command);
     tmux.wait_for("Resume which session?");
-    tmux.tmux(&["send-keys", "-t", "t", "Escape"]);
+    tmux.press("Escape");
     let screen = tmux.wait_for("EXIT=");
     assert!(
         screen.contains("EXIT=130") && screen.contains("nothing resumed"),
@@ -245,7 +151,9 @@ fn esc_cancels_and_no_terminal_is_a_usage_error() {
 /// Ctrl-C cancels the running turn durably and returns to the prompt; Ctrl-D leaves.
 #[test]
 fn the_line_prompt_records_each_line_cancels_a_turn_with_ctrl_c_and_leaves_with_ctrl_d() {
-    let Some(tmux) = Tmux::new() else { return };
+    let Some(tmux) = Tmux::new("the picker") else {
+        return;
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt
         .block_on(ScriptedServer::start(Script::new([
@@ -264,33 +172,23 @@ fn the_line_prompt_records_each_line_cancels_a_turn_with_ctrl_c_and_leaves_with_
         sh_quote(tmp.path().to_str().unwrap()),
         sh_quote(&server.base_url()),
     );
-    tmux.tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "140",
-        "-y",
-        "40",
-        &command,
-    ]);
+    tmux.start_sized(&command, 140, 40);
     tmux.wait_for("Ctrl-D leaves");
-    tmux.tmux(&["send-keys", "-t", "t", "-l", "hello one"]);
-    tmux.tmux(&["send-keys", "-t", "t", "Enter"]);
+    tmux.type_text("hello one");
+    tmux.press("Enter");
     tmux.wait_for("first answer");
-    tmux.tmux(&["send-keys", "-t", "t", "-l", "slow two"]);
-    tmux.tmux(&["send-keys", "-t", "t", "Enter"]);
+    tmux.type_text("slow two");
+    tmux.press("Enter");
     // the request is in flight: Ctrl-C cancels the turn, the prompt comes back
     let t0 = Instant::now();
     while server.requests().len() < 2 {
         assert!(t0.elapsed() < Duration::from_secs(20), "{}", tmux.screen());
         std::thread::sleep(Duration::from_millis(20));
     }
-    tmux.tmux(&["send-keys", "-t", "t", "C-c"]);
+    tmux.press("C-c");
     tmux.wait_for("turn cancelled");
-    tmux.tmux(&["send-keys", "-t", "t", "-l", "three"]);
-    tmux.tmux(&["send-keys", "-t", "t", "Enter"]);
+    tmux.type_text("three");
+    tmux.press("Enter");
     tmux.wait_for("third answer");
     // The run goes on (the cut-off turn 2 is requested again, then "three" gets turn 3):
     // Ctrl-D typed while it runs would reach the terminal in cooked mode and be lost, so
@@ -312,7 +210,7 @@ fn the_line_prompt_records_each_line_cancels_a_turn_with_ctrl_c_and_leaves_with_
         assert!(t0.elapsed() < Duration::from_secs(20), "{screen}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    tmux.tmux(&["send-keys", "-t", "t", "C-d"]);
+    tmux.press("C-d");
     let screen = tmux.wait_for("EXIT=");
     eprintln!("line prompt:\n{screen}");
     assert!(screen.contains("EXIT=0"), "{screen}");

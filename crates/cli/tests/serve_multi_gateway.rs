@@ -12,7 +12,6 @@
 
 mod serve_common;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -29,6 +28,9 @@ fn sid(id: &str) -> lazarus_session::SessionId {
 }
 
 const N: usize = 10;
+
+/// Takeover ticks twice a second.
+const TAKEOVER: &[&str] = &["--takeover-interval-ms", "500"];
 
 fn script() -> Script {
     Script::new([
@@ -59,26 +61,6 @@ fn script() -> Script {
     ])
 }
 
-/// `lazarus serve` on the shared store (no `--session-dir`).
-fn serve_pg(state: &Path, store: &str, model_url: &str, name: &str) -> Command {
-    let mut c = Command::new(BIN);
-    c.args(["serve", "--listen", "127.0.0.1:0", "--max-tokens", "64"])
-        .args(["--store", store])
-        .args(["--takeover-interval-ms", "500"])
-        .arg("--workspace-root")
-        .arg(state.join("workspaces"))
-        .arg("--token-file")
-        .arg(state.join(format!("{name}.token")))
-        .args(["--base-url", model_url])
-        .env("LAZARUS_TOKEN", TOKEN)
-        .env("OPENAI_API_KEY", "test")
-        .env("XDG_STATE_HOME", state.join(format!("xdg-{name}")))
-        .env_remove("LAZARUS_SESSION_DIR")
-        .env_remove("LAZARUS_STORE")
-        .env_remove("NOTIFY_SOCKET");
-    c
-}
-
 fn metric(url: &str, line_prefix: &str) -> Option<u64> {
     let (code, text) = get(url, "/metrics", None).ok()?;
     assert_eq!(code, 200);
@@ -87,39 +69,14 @@ fn metric(url: &str, line_prefix: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// The test server's URL, or `None` after a loud skip (a failure where CI says PostgreSQL
-/// must be tested).
-fn pg_base() -> Option<String> {
-    let Ok(base) = std::env::var("LAZARUS_TEST_PG") else {
-        let required = ["CI", "LAZARUS_REQUIRE_PG"]
-            .iter()
-            .any(|v| std::env::var(v).is_ok_and(|v| !v.is_empty() && v != "0" && v != "false"));
-        assert!(
-            !required,
-            "LAZARUS_TEST_PG is not set, but CI / LAZARUS_REQUIRE_PG say PostgreSQL must be tested here"
-        );
-        eprintln!(
-            "\n*** SKIPPED serve_multi_gateway: LAZARUS_TEST_PG is not set (start one with \
-             scripts/pg-test-server.sh start) ***\n"
-        );
-        return None;
-    };
-    Some(base)
-}
-
-/// A fresh schema on the test server, with `params` (e.g. `&lease_ttl_ms=1000`).
-fn fresh_store_url(base: &str, params: &str) -> String {
-    let schema = format!("t_{:016x}", rand::random::<u64>());
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}schema={schema}{params}")
-}
-
 /// A message accepted through one gateway for a session the other holds reaches the holder
 /// by the store's mail signal: the holder counts the wake-up, and records the message.
 #[test]
 fn a_message_through_one_gateway_wakes_the_holder_by_the_mail_signal() {
-    let Some(base) = pg_base() else { return };
-    let url = fresh_store_url(&base, "");
+    let Some(base) = lazarus_testkit::pg::test_base("serve_multi_gateway") else {
+        return;
+    };
+    let url = lazarus_testkit::pg::fresh_schema_url(&base, "");
     let store = PgStore::connect(&url).expect("connect to LAZARUS_TEST_PG");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -128,8 +85,17 @@ fn a_message_through_one_gateway_wakes_the_holder_by_the_mail_signal() {
         .unwrap();
     let server = rt.block_on(ScriptedServer::start(script())).unwrap();
     let dir = tempdir();
-    let a = Gateway::start(&mut serve_pg(dir.path(), &url, &server.base_url(), "a"));
-    let b = Gateway::start(&mut serve_pg(dir.path(), &url, &server.base_url(), "b"));
+    let gateway = |name: &str| {
+        Gateway::start(&mut serve_pg(
+            dir.path(),
+            &url,
+            &server.base_url(),
+            name,
+            TAKEOVER,
+        ))
+    };
+    let a = gateway("a");
+    let b = gateway("b");
     let (st, v) = call(&a.url, "POST", "/v1/sessions", Some(json!({"id": "held"})));
     assert_eq!(st, 201, "{v}");
     let wakeups = || metric(&a.url, "lazarus_inbox_wakeups_total ").unwrap_or(0);
@@ -163,10 +129,12 @@ fn a_message_through_one_gateway_wakes_the_holder_by_the_mail_signal() {
 
 #[test]
 fn sigkill_one_gateway_the_other_takes_over_every_session_once() {
-    let Some(base) = pg_base() else { return };
+    let Some(base) = lazarus_testkit::pg::test_base("serve_multi_gateway") else {
+        return;
+    };
     let t_test = Instant::now();
     // A killed gateway's leases run out after lease_ttl_ms: short here, so B takes over soon.
-    let url = fresh_store_url(&base, "&lease_ttl_ms=1000");
+    let url = lazarus_testkit::pg::fresh_schema_url(&base, "&lease_ttl_ms=1000");
     // creates the schema before the gateways start
     let store = PgStore::connect(&url).expect("connect to LAZARUS_TEST_PG");
 
@@ -177,8 +145,17 @@ fn sigkill_one_gateway_the_other_takes_over_every_session_once() {
         .unwrap();
     let server = rt.block_on(ScriptedServer::start(script())).unwrap();
     let dir = tempdir();
-    let mut a = Gateway::start(&mut serve_pg(dir.path(), &url, &server.base_url(), "a"));
-    let b = Gateway::start(&mut serve_pg(dir.path(), &url, &server.base_url(), "b"));
+    let gateway = |name: &str| {
+        Gateway::start(&mut serve_pg(
+            dir.path(),
+            &url,
+            &server.base_url(),
+            name,
+            TAKEOVER,
+        ))
+    };
+    let mut a = gateway("a");
+    let b = gateway("b");
 
     let ids: Vec<String> = (0..N).map(|i| format!("m{i:02}")).collect();
     for id in &ids {

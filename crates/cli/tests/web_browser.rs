@@ -188,6 +188,45 @@ async fn js(c: &Client, expr: &str) -> Value {
         .unwrap_or_else(|e| panic!("{expr}: {e}"))
 }
 
+/// Types `text` into the element `css` selects.
+async fn type_into(c: &Client, css: &str, text: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .send_keys(text)
+        .await
+        .unwrap();
+}
+
+/// Clicks the element `css` selects.
+async fn click(c: &Client, css: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap();
+}
+
+/// On the token page: types the token once (kept in the tab's session storage) and waits for
+/// the page it stood in for.
+async fn sign_in(c: &Client, page: &str) {
+    wait_js(
+        c,
+        "document.body.dataset.page === 'token'",
+        "the token page",
+    )
+    .await;
+    type_into(c, "#token-input", TOKEN).await;
+    click(c, "#token-form button").await;
+    wait_js(
+        c,
+        &format!("document.body.dataset.page === '{page}'"),
+        "the page behind the token page",
+    )
+    .await;
+}
+
 fn shots_dir() -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()
@@ -364,26 +403,7 @@ async fn scenarios(
     });
     c.goto(&format!("{url}/sessions/crash")).await.unwrap();
     // the token page: typed once, kept in this tab's session storage
-    wait_js(
-        c,
-        "document.body.dataset.page === 'token'",
-        "the token page",
-    )
-    .await;
-    let input = c.find(Locator::Id("token-input")).await.unwrap();
-    input.send_keys(TOKEN).await.unwrap();
-    c.find(Locator::Css("#token-form button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    wait_js(
-        c,
-        "document.body.dataset.page === 'session'",
-        "the session page",
-    )
-    .await;
+    sign_in(c, "session").await;
     let current = c.current_url().await.unwrap();
     assert!(
         !current.as_str().contains(TOKEN),
@@ -645,4 +665,154 @@ async fn scenarios(
     assert_eq!(js(c, "document.scripts.length").await, json!(1));
     shot(c, "sessions").await;
     drop(g2);
+}
+
+/// Approvals in the browser: a session waiting for a person shows its call with Allow and
+/// Deny buttons (gateway, same token as the API); Allow clicked twice records one decision
+/// (by `web`) and the call runs once, live on the page; Deny with a reason closes the call
+/// without running it and says so. A request without the token (what another site's form
+/// could send: no cookie carries it) is refused and changes nothing.
+#[test]
+fn approvals_in_a_real_browser() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([
+            Step::after_tool_result("a1", ScriptedResponse::text("Appended, once.")).repeat(),
+            Step::reply(ScriptedResponse::tool_call(
+                "a1",
+                "shell",
+                json!({"command": "echo ran >> effect"}),
+            ))
+            .when(When::LastUserContains {
+                text: "append".into(),
+            })
+            .repeat(),
+        ])))
+        .unwrap();
+    let dir = tempdir();
+    let mut cmd = serve_cmd(
+        dir.path(),
+        &server.base_url(),
+        &["--ask-for-approval", "untrusted"],
+    );
+    cmd.env("XDG_CONFIG_HOME", dir.path().join("config"));
+    let g = Gateway::start(&mut cmd);
+    for id in ["yes", "no"] {
+        let (st, v) = call(&g.url, "POST", "/v1/sessions", Some(json!({"id": id})));
+        assert_eq!(st, 201, "{v}");
+        let (st, v) = call(
+            &g.url,
+            "POST",
+            &format!("/v1/sessions/{id}/messages"),
+            Some(json!({"message_id": "m1", "text": "append a line"})),
+        );
+        assert_eq!(st, 202, "{v}");
+        wait_session(&g.url, id, Duration::from_secs(30), |v| {
+            v["status"] == "awaiting_approval"
+        });
+    }
+    // no token (a cross-site form cannot add the header): refused, nothing written
+    let ledger = session_path(dir.path(), "no");
+    let before = std::fs::read(&ledger).unwrap();
+    let (st, _) = request(
+        &g.url,
+        "POST",
+        "/v1/sessions/no/approvals/a1",
+        None,
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        Some(b"decision=allow"),
+    )
+    .unwrap();
+    assert_eq!(st, 401);
+    assert_eq!(std::fs::read(&ledger).unwrap(), before);
+
+    let effect = |id: &str| {
+        std::fs::read_to_string(dir.path().join("workspaces").join(id).join("effect"))
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    let driver = Driver::start();
+    let profile = tempdir();
+    let c = rt.block_on(browser(&driver, profile.path()));
+    let url = g.url.clone();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(async {
+            c.goto(&format!("{url}/")).await.unwrap();
+            sign_in(&c, "list").await;
+            wait_js(
+                &c,
+                "document.querySelector('tr[data-id=yes]') && document.querySelector('tr[data-id=yes]').dataset.status === 'awaiting_approval'",
+                "the list saying awaiting approval",
+            )
+            .await;
+            shot(&c, "approvals-list").await;
+            c.goto(&format!("{url}/sessions/yes")).await.unwrap();
+            wait_js(&c, "document.querySelector('form.approval-form')", "the buttons").await;
+            wait_js(&c, "document.body.dataset.live === 'live'", "the live stream").await;
+            shot(&c, "approval-waiting").await;
+            // Allow, clicked twice
+            js(
+                &c,
+                "(function(){var b=document.querySelector('form.approval-form button[value=allow][data-scope=once]'); b.click(); b.click(); return 1;})()",
+            )
+            .await;
+            wait_js(
+                &c,
+                "document.body.innerText.indexOf('Appended, once.') >= 0",
+                "the call's run and the model's answer, live",
+            )
+            .await;
+            wait_js(
+                &c,
+                "document.querySelector('.approval-step') && document.querySelector('.approval-step').innerText.indexOf('allowed by web') >= 0",
+                "the card saying who allowed it",
+            )
+            .await;
+            shot(&c, "approval-allowed").await;
+            // Deny, with a reason
+            c.goto(&format!("{url}/sessions/no")).await.unwrap();
+            wait_js(&c, "document.querySelector('form.approval-form')", "the buttons").await;
+            type_into(&c, "form.approval-form input[name=reason]", "not from the browser").await;
+            click(&c, "form.approval-form button[value=deny]").await;
+            wait_js(
+                &c,
+                "document.querySelector('.notice.denied') && document.querySelector('.notice.denied').innerText.indexOf('not from the browser') >= 0",
+                "the card saying it was denied, and why",
+            )
+            .await;
+            wait_js(
+                &c,
+                "document.querySelector('li.entry.receipt') && document.querySelector('li.entry.receipt').innerText.indexOf('denied by web') >= 0",
+                "the receipt saying who decided",
+            )
+            .await;
+            // a live update replaces entries, and only entries: no stray list items
+            assert_eq!(
+                js(&c, "document.querySelectorAll('#timeline > li:not(.entry)').length").await,
+                json!(0),
+                "stray items in the timeline"
+            );
+            shot(&c, "approval-denied").await;
+        })
+    }));
+    let _ = rt.block_on(c.close());
+    drop(driver);
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+    wait_session(&g.url, "yes", Duration::from_secs(30), |v| {
+        v["status"] == "idle"
+    });
+    wait_session(&g.url, "no", Duration::from_secs(30), |v| {
+        v["status"] == "idle"
+    });
+    assert_eq!(effect("yes"), 1, "allowed (twice clicked): ran once");
+    assert_eq!(effect("no"), 0, "denied: never ran");
+    let yes = std::fs::read_to_string(session_path(dir.path(), "yes")).unwrap();
+    assert_eq!(yes.matches(r#""kind":"approval""#).count(), 1, "{yes}");
+    assert!(yes.contains(r#""by":"web""#), "{yes}");
 }

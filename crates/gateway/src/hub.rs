@@ -299,6 +299,9 @@ impl Hub {
                 Record::Control(c) => {
                     s.append_control(&c.input_id, &c.action, c.reason.as_deref())?
                 }
+                Record::Approval(a) => {
+                    s.append_message(&lazarus_session::InboxMessage::approval(a.clone()))?
+                }
                 other => {
                     return Err(ApiError::internal(format!(
                         "not an input record: {}",
@@ -360,6 +363,19 @@ impl Hub {
         let r = self.append_once(actor, rec).await?;
         if !r.1 {
             self.metrics.appended("control");
+        }
+        Ok(r)
+    }
+
+    /// Records a decision on a call waiting for approval, once per call.
+    pub async fn append_approval(
+        &self,
+        actor: &Arc<OpenSession>,
+        approval: lazarus_session::record::Approval,
+    ) -> ApiResult<(u64, bool)> {
+        let r = self.append_once(actor, Record::Approval(approval)).await?;
+        if !r.1 {
+            self.metrics.appended("approval");
         }
         Ok(r)
     }
@@ -440,10 +456,12 @@ impl Hub {
         // is `running`, as the listing says.
         let (st, held) = crate::memory::spawn_blocking(move || {
             let st = hub.store.load(&id)?;
-            let held = hub
-                .store
-                .summary(&id)
-                .is_ok_and(|s| s.status == Status::Running);
+            // (a session waiting for a person is not running, whoever holds it)
+            let held = st.status() != Status::AwaitingApproval
+                && hub
+                    .store
+                    .summary(&id)
+                    .is_ok_and(|s| s.status == Status::Running);
             Ok::<_, SessionError>((st, held))
         })
         .await

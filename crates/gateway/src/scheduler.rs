@@ -130,6 +130,7 @@ impl Hub {
                 Ok(RunOutcome::MaxTurns) => "max_turns",
                 Ok(RunOutcome::Cancelled) => "cancelled",
                 Ok(RunOutcome::Failed { .. }) => "failed",
+                Ok(RunOutcome::AwaitingApproval { .. }) => "awaiting_approval",
                 Err(_) => "error",
             };
             self.metrics.run_finished(outcome);

@@ -7,7 +7,7 @@
 //! (arguments as the JSON object the model wrote; text that is not an object is kept as
 //! `{"raw": …}`), its token counts as `metrics`, and the outcomes of its calls as its
 //! `observation` (in doubt ones included, with their notice); a compaction, a resume receipt,
-//! a stop and a control input are `system` steps. `final_metrics` adds the tokens up.
+//! a stop, a control input, an approval request and a decision are `system` steps. `final_metrics` adds the tokens up.
 
 use std::collections::HashMap;
 
@@ -146,6 +146,27 @@ pub fn trajectory(
                 Record::Interrupted(i) => {
                     steps.push(step("system", format!("[stopped: {}]", i.reason)))
                 }
+                Record::ApprovalRequest(a) => steps.push(step(
+                    "system",
+                    format!(
+                        "[approval asked for {} call {}: {}]",
+                        a.tool, a.call_id, a.reason
+                    ),
+                )),
+                Record::Approval(a) => steps.push(step(
+                    "system",
+                    format!(
+                        "[call {} {} by {} ({}){}]",
+                        a.call_id,
+                        match a.decision {
+                            lazarus_session::record::Decision::Allow => "allowed",
+                            lazarus_session::record::Decision::Deny => "denied",
+                        },
+                        a.by,
+                        a.scope.as_str(),
+                        a.reason.map(|r| format!(": {r}")).unwrap_or_default()
+                    ),
+                )),
                 Record::Import(i) => notes.push(format!(
                     "imported from {} {} ({}, sha256 {})",
                     i.agent,

@@ -4,3 +4,8 @@
 pub fn format_ts(ts: jiff::Timestamp) -> String {
     ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
+
+/// Now, as [`format_ts`] writes it.
+pub fn now_ts() -> String {
+    format_ts(jiff::Timestamp::now())
+}

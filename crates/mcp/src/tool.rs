@@ -86,6 +86,13 @@ impl Tool for McpTool {
         }
     }
 
+    /// Only a trusted server's word is taken: `readOnlyHint: true` from a server the
+    /// configuration trusts (as for re-runs; an untrusted server's hints are claims).
+    fn read_only(&self) -> bool {
+        self.server.config.trusted
+            && self.tool.annotations.get("readOnlyHint") == Some(&Value::Bool(true))
+    }
+
     /// From what was recorded when the call started, and only if today agrees.
     fn may_rerun(&self, recorded: &Rerun) -> bool {
         let then = recorded.basis.as_ref().is_some_and(basis_allows_rerun);

@@ -20,7 +20,7 @@
 
 use serde::Serialize;
 
-use crate::record::{Control, Input, Record};
+use crate::record::{Approval, Control, Input, Record};
 
 /// Longest message id, in bytes.
 pub const MESSAGE_ID_BYTES_MAX: usize = 256;
@@ -88,15 +88,30 @@ impl InboxMessage {
         }
     }
 
+    /// A person's decision on a call waiting for approval; its message id is the decision's
+    /// `input_id` (one per call).
+    pub fn approval(approval: Approval) -> Self {
+        InboxMessage {
+            record: Record::Approval(approval),
+        }
+    }
+
     /// Decodes a message stored as its record's kind and data (what a spool file or an inbox
-    /// row holds). Only `input` and `control` are messages.
+    /// row holds). Only `input`, `control` and `approval` are messages.
     pub fn from_parts(kind: &str, data_json: &[u8]) -> Result<Self, String> {
         let record = match kind {
             "input" => Record::Input(serde_json::from_slice(data_json).map_err(|e| e.to_string())?),
             "control" => {
                 Record::Control(serde_json::from_slice(data_json).map_err(|e| e.to_string())?)
             }
-            other => return Err(format!("an inbox holds inputs and controls, not {other:?}")),
+            "approval" => {
+                Record::Approval(serde_json::from_slice(data_json).map_err(|e| e.to_string())?)
+            }
+            other => {
+                return Err(format!(
+                    "an inbox holds inputs, controls and approvals, not {other:?}"
+                ));
+            }
         };
         let m = InboxMessage { record };
         check_message_id(m.message_id())?;
@@ -108,11 +123,12 @@ impl InboxMessage {
         match &self.record {
             Record::Input(i) => &i.input_id,
             Record::Control(c) => &c.input_id,
+            Record::Approval(a) => &a.input_id,
             _ => "",
         }
     }
 
-    /// `input` or `control`.
+    /// `input`, `control` or `approval`.
     pub fn kind(&self) -> &'static str {
         self.record.kind()
     }
@@ -124,7 +140,7 @@ impl InboxMessage {
 
     /// The record's data as compact JSON (what is stored, and later appended).
     pub fn data_json(&self) -> Vec<u8> {
-        // Input and Control are plain structs of strings: serializing cannot fail.
+        // Input, Control and Approval are plain structs of strings: serializing cannot fail.
         self.record.data_json().unwrap_or_else(|_| b"{}".to_vec())
     }
 }

@@ -45,6 +45,7 @@
 //! # }
 //! ```
 
+pub mod approval;
 pub mod error;
 pub mod handoff;
 pub mod id;

@@ -47,6 +47,8 @@ pub enum Record {
     Interrupted(Interrupted),
     Compaction(Compaction),
     Import(Import),
+    ApprovalRequest(ApprovalRequest),
+    Approval(Approval),
     /// A header record; only valid as line 1, so seeing one here is an error the ledger names.
     #[doc(hidden)]
     Header,
@@ -66,6 +68,8 @@ pub const KINDS: &[&str] = &[
     "interrupted",
     "compaction",
     "import",
+    "approval_request",
+    "approval",
 ];
 
 impl Record {
@@ -84,6 +88,8 @@ impl Record {
             Record::Interrupted(_) => "interrupted",
             Record::Compaction(_) => "compaction",
             Record::Import(_) => "import",
+            Record::ApprovalRequest(_) => "approval_request",
+            Record::Approval(_) => "approval",
             Record::Header => "header",
         }
     }
@@ -103,6 +109,8 @@ impl Record {
             Record::Interrupted(d) => serde_json::to_vec(d),
             Record::Compaction(d) => serde_json::to_vec(d),
             Record::Import(d) => serde_json::to_vec(d),
+            Record::ApprovalRequest(d) => serde_json::to_vec(d),
+            Record::Approval(d) => serde_json::to_vec(d),
             Record::Header => Ok(b"{}".to_vec()),
         }
     }
@@ -131,6 +139,8 @@ impl<'de> lazarus_ledger::Payload<'de> for Record {
             "interrupted" => Record::Interrupted(Deserialize::deserialize(d)?),
             "compaction" => Record::Compaction(Deserialize::deserialize(d)?),
             "import" => Record::Import(Deserialize::deserialize(d)?),
+            "approval_request" => Record::ApprovalRequest(Deserialize::deserialize(d)?),
+            "approval" => Record::Approval(Deserialize::deserialize(d)?),
             "header" => {
                 IgnoredAny::deserialize(d)?;
                 Record::Header
@@ -409,6 +419,26 @@ pub struct ResumeReceipt {
     /// The MCP calls among the counts above (absent when the resume touched none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<McpCalls>,
+    /// Calls that waited for a person since the previous receipt: who decided, and how
+    /// long the call waited (absent when none did).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<ApprovalWait>,
+}
+
+/// One call that waited for approval, as a resume receipt tells it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalWait {
+    pub call_id: String,
+    pub tool: String,
+    /// `allow` or `deny`; absent while it still waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// From the request to the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_ms: Option<u64>,
 }
 
 /// The MCP tool calls a resume reused, re-ran and closed in doubt.
@@ -518,4 +548,86 @@ pub struct Dropped {
     pub count: u64,
     /// Why it was not kept.
     pub why: String,
+}
+
+/// A tool call waits for a person's decision: written before its intent, so the call cannot
+/// start until an [`Approval`] allowing it is recorded after this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRequest {
+    pub call_id: String,
+    pub tool: String,
+    /// Arguments as JSON text, exactly as the model wrote them.
+    pub arguments: String,
+    /// The approval mode in force (`untrusted` or `on-request`).
+    pub mode: String,
+    /// Why it needs approval (the mode's rule, or the model's justification).
+    pub reason: String,
+    /// When it was asked (RFC 3339, UTC, ms).
+    pub requested_at: String,
+}
+
+/// What a person decided about a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Allow,
+    Deny,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
+/// How far an allowing decision reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// This call only.
+    Once,
+    /// Every later call of the same tool in this session (replayed on resume).
+    Session,
+    /// Every later call of the same tool, in every session (kept in the policy file too).
+    Always,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Once => "once",
+            Scope::Session => "session",
+            Scope::Always => "always",
+        }
+    }
+}
+
+/// A person's decision on an [`ApprovalRequest`]. An input with an id (G6): delivered twice,
+/// it is recorded once; a call takes one decision, ever.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Approval {
+    /// The dedup key: [`approval_input_id`] of the call.
+    pub input_id: String,
+    pub call_id: String,
+    pub decision: Decision,
+    pub scope: Scope,
+    /// Why (shown to the model when the call is denied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Who decided: `cli`, `token:<name>` (the HTTP API), `web`, or `grant:<scope>` for a
+    /// call a grant allowed without asking.
+    pub by: String,
+    /// When it was decided (RFC 3339, UTC, ms).
+    pub decided_at: String,
+}
+
+/// The input id of the decision on `call_id`: one per call, so every delivery of a decision
+/// on the same call is the same input (recorded once), whatever it says.
+pub fn approval_input_id(call_id: &str) -> String {
+    format!("approval/{call_id}")
 }

@@ -111,6 +111,7 @@ fn records() -> Vec<Record> {
             every_call_has_one_result: true,
             sandbox: None,
             mcp: None,
+            approvals: vec![],
         }),
         Record::TurnStart(TurnStart {
             turn: 2,
@@ -258,6 +259,136 @@ fn import_records() -> Vec<Record> {
     ]
 }
 
+/// A session under `--ask-for-approval untrusted`: one call allowed for the session, one
+/// denied (closed without starting), then the answer.
+fn approval_records() -> Vec<Record> {
+    let call = |id: &str, name: &str, arguments: &str| Item::ToolCall {
+        call_id: id.into(),
+        name: name.into(),
+        arguments: arguments.into(),
+    };
+    vec![
+        Record::Input(Input {
+            input_id: "msg-1".into(),
+            source: "user".into(),
+            text: "Clean the build directory.".into(),
+        }),
+        Record::TurnStart(TurnStart {
+            turn: 1,
+            prev_seq: None,
+            inputs: vec![1],
+        }),
+        Record::Response(Response {
+            turn: 1,
+            items: vec![
+                call("call_1", "shell", r#"{"command":"rm -r build"}"#),
+                call(
+                    "call_2",
+                    "write_file",
+                    r#"{"path":"NOTES","content":"cleaned"}"#,
+                ),
+            ],
+            usage: None,
+            stop_reason: Some("tool_calls".into()),
+            failure: None,
+            model: None,
+            provider_extra: None,
+            attempts: vec![],
+        }),
+        Record::ApprovalRequest(ApprovalRequest {
+            call_id: "call_1".into(),
+            tool: "shell".into(),
+            arguments: r#"{"command":"rm -r build"}"#.into(),
+            mode: "untrusted".into(),
+            reason: "shell is not read-only".into(),
+            requested_at: TS.into(),
+        }),
+        Record::Approval(Approval {
+            input_id: approval_input_id("call_1"),
+            call_id: "call_1".into(),
+            decision: Decision::Allow,
+            scope: Scope::Session,
+            reason: None,
+            by: "cli".into(),
+            decided_at: "2026-12-02T10:00:42.000Z".into(),
+        }),
+        Record::ToolIntent(ToolIntent {
+            call_id: "call_1".into(),
+            turn: 1,
+            tool: "shell".into(),
+            arguments: r#"{"command":"rm -r build"}"#.into(),
+            idempotent: false,
+            idempotency_key: "golden-approvals/call_1".into(),
+            rerun_basis: None,
+        }),
+        Record::ToolStart(ToolStart {
+            call_id: "call_1".into(),
+            process: None,
+        }),
+        Record::ToolOutcome(ToolOutcome {
+            call_id: "call_1".into(),
+            status: OutcomeStatus::Ok,
+            result: "".into(),
+            exit_code: Some(0),
+            duration_ms: Some(9),
+        }),
+        Record::ApprovalRequest(ApprovalRequest {
+            call_id: "call_2".into(),
+            tool: "write_file".into(),
+            arguments: r#"{"path":"NOTES","content":"cleaned"}"#.into(),
+            mode: "untrusted".into(),
+            reason: "write_file is not read-only".into(),
+            requested_at: "2026-12-02T10:00:43.000Z".into(),
+        }),
+        Record::Approval(Approval {
+            input_id: approval_input_id("call_2"),
+            call_id: "call_2".into(),
+            decision: Decision::Deny,
+            scope: Scope::Once,
+            reason: Some("no notes in the repository".into()),
+            by: "token:ops".into(),
+            decided_at: "2026-12-02T10:01:00.000Z".into(),
+        }),
+        Record::ToolOutcome(ToolOutcome {
+            call_id: "call_2".into(),
+            status: OutcomeStatus::NotRun,
+            result: "denied by token:ops: no notes in the repository".into(),
+            exit_code: None,
+            duration_ms: None,
+        }),
+        Record::TurnStart(TurnStart {
+            turn: 2,
+            prev_seq: Some(2),
+            inputs: vec![],
+        }),
+        Record::Response(Response {
+            turn: 2,
+            items: vec![Item::Text {
+                text: "Removed build/; I did not write NOTES.".into(),
+            }],
+            usage: None,
+            stop_reason: Some("stop".into()),
+            failure: None,
+            model: None,
+            provider_extra: None,
+            attempts: vec![],
+        }),
+    ]
+}
+
+fn render_approvals() -> String {
+    let header = Header {
+        format: FORMAT.into(),
+        version: 1,
+        id: "golden-approvals".into(),
+        created_at: TS.into(),
+        parent: None,
+        meta: None,
+        unsynced_bytes_max: None,
+    };
+    encode(&header, &approval_records())
+}
+
 fn render_import() -> String {
     let header = Header {
         format: FORMAT.into(),
@@ -322,6 +453,7 @@ fn golden_session_is_pinned() {
     for (name, rendered, recs) in [
         ("golden.jsonl", render(), records()),
         ("import.jsonl", render_import(), import_records()),
+        ("approvals.jsonl", render_approvals(), approval_records()),
     ] {
         if std::env::var_os("LAZARUS_BLESS").is_some() {
             std::fs::write(golden_path(name), &rendered).unwrap();
@@ -341,6 +473,7 @@ fn golden_session_is_pinned() {
     let kinds: std::collections::BTreeSet<_> = records()
         .iter()
         .chain(import_records().iter())
+        .chain(approval_records().iter())
         .map(|r| r.kind())
         .collect();
     for k in KINDS {
@@ -392,6 +525,71 @@ fn golden_session_replays_as_a_valid_session() {
 }
 
 #[test]
+fn golden_approvals_replay_with_the_grant_and_refuse_a_second_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("golden-approvals.jsonl"),
+        render_approvals(),
+    )
+    .unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    let st = store.load(&SessionId::literal("golden-approvals")).unwrap();
+    assert_eq!(st.status(), Status::Idle);
+    assert!(st.every_call_has_one_result());
+    assert_eq!(st.session_grants.get("shell"), Some(&5));
+    let c1 = st.call("call_1").unwrap();
+    assert_eq!(c1.approval.as_ref().unwrap().waited_ms(), Some(42_000));
+    let c2 = st.call("call_2").unwrap();
+    assert_eq!(c2.decision().unwrap().decision, Decision::Deny);
+    assert!(c2.intent.is_none());
+    // every prefix replays; the one ending at a request awaits a person and owes nothing
+    let recs = approval_records();
+    let mut fresh = lazarus_session::SessionState::new(st.header.clone());
+    for (i, r) in recs.iter().enumerate() {
+        fresh.check(r).unwrap();
+        fresh.apply(i as u64 + 1, r.clone());
+        if matches!(r, Record::ApprovalRequest(_)) {
+            assert_eq!(fresh.status(), Status::AwaitingApproval);
+            assert!(!fresh.owes_work());
+            // the call cannot start before the decision: its intent is refused
+            let Record::ToolIntent(intent) = recs[5].clone() else {
+                unreachable!()
+            };
+            let intent = ToolIntent {
+                call_id: r.data_value()["call_id"].as_str().unwrap().into(),
+                tool: r.data_value()["tool"].as_str().unwrap().into(),
+                ..intent
+            };
+            let err = fresh.check(&Record::ToolIntent(intent)).unwrap_err();
+            assert!(err.to_string().contains("waits for approval"), "{err}");
+        }
+    }
+    // a second, different decision on a decided call is refused, naming the first
+    let Record::Approval(mut again) = recs[4].clone() else {
+        unreachable!()
+    };
+    again.input_id = "another-id".into();
+    again.decision = Decision::Deny;
+    let err = st.check(&Record::Approval(again)).unwrap_err();
+    assert!(err.to_string().contains("allow at seq 5"), "{err}");
+    // a denied call never starts
+    let Record::ToolIntent(intent) = recs[5].clone() else {
+        unreachable!()
+    };
+    let mut fresh = lazarus_session::SessionState::new(st.header.clone());
+    for (i, r) in recs.iter().take(10).enumerate() {
+        fresh.apply(i as u64 + 1, r.clone());
+    }
+    let denied = ToolIntent {
+        call_id: "call_2".into(),
+        tool: "write_file".into(),
+        ..intent
+    };
+    let err = fresh.check(&Record::ToolIntent(denied)).unwrap_err();
+    assert!(err.to_string().contains("denied at seq 10"), "{err}");
+}
+
+#[test]
 fn format_doc_shows_every_golden_line() {
     let doc_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/FORMAT.md");
     let doc = std::fs::read_to_string(doc_path).unwrap();
@@ -400,7 +598,19 @@ fn format_doc_shows_every_golden_line() {
         .lines()
         .find(|l| l.contains(r#""kind":"import""#))
         .map(str::to_string);
-    for line in render().lines().chain(import_line.as_deref()) {
+    // the approvals golden's own kinds
+    let approval_lines: Vec<String> = render_approvals()
+        .lines()
+        .filter(|l| l.contains(r#""kind":"approval"#))
+        .take(2)
+        .map(str::to_string)
+        .collect();
+    assert_eq!(approval_lines.len(), 2);
+    for line in render()
+        .lines()
+        .chain(import_line.as_deref())
+        .chain(approval_lines.iter().map(String::as_str))
+    {
         assert!(
             doc.contains(line),
             "docs/FORMAT.md lacks the golden line:\n{line}"

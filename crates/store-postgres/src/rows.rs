@@ -143,7 +143,7 @@ pub(crate) async fn summary_from_row(
     }
     let holder = lease_holder(&beside);
     let (status, error) = if is_running(&holder) {
-        (Status::Running, None)
+        (Status::of_held(r.get(5)), None)
     } else if let Some(cached) = cached_status(r) {
         cached
     } else {
@@ -165,7 +165,7 @@ pub(crate) fn summary_from_row_now(
     }
     let holder = lease_holder(beside);
     let (status, error) = if is_running(&holder) {
-        (Status::Running, None)
+        (Status::of_held(r.get(5)), None)
     } else {
         cached_status(r)?
     };

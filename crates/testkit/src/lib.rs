@@ -31,9 +31,11 @@
 
 pub mod anthropic;
 pub mod mcp_servers;
+pub mod pg;
 pub mod responses;
 mod script;
 pub mod sse;
+pub mod tmux;
 
 use std::io::Write;
 use std::net::SocketAddr;

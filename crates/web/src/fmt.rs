@@ -65,7 +65,8 @@ pub fn count(n: u64) -> String {
 }
 
 /// Every status, in the order the filter shows them.
-pub const STATUSES: [Status; 9] = [
+pub const STATUSES: [Status; 10] = [
+    Status::AwaitingApproval,
     Status::Running,
     Status::Pending,
     Status::Interrupted,
@@ -89,6 +90,7 @@ pub fn status_label(s: Status) -> &'static str {
         Status::Stopped => "stopped",
         Status::Failed => "failed",
         Status::Corrupt => "corrupt",
+        Status::AwaitingApproval => "awaiting approval",
     }
 }
 
@@ -106,6 +108,9 @@ pub fn status_help(s: Status) -> &'static str {
         Status::Stopped => "stopped on request with work left; resumable",
         Status::Failed => "the last model request failed after retries",
         Status::Corrupt => "cannot be read as a session; see why on its page",
+        Status::AwaitingApproval => {
+            "a tool call waits for a person to allow or deny it; nothing happens until then"
+        }
     }
 }
 

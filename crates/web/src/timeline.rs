@@ -16,8 +16,8 @@ use std::collections::HashMap;
 
 use lazarus_ledger::{FORMAT_VERSION, Header, Parent, Payload};
 use lazarus_session::record::{
-    Compaction, Control, ForkPoint, Input, Interrupted, Record, Response, ResumeReceipt,
-    ToolIntent, ToolOutcome, ToolStart,
+    Approval, ApprovalRequest, Compaction, Control, ForkPoint, Input, Interrupted, Record,
+    Response, ResumeReceipt, ToolIntent, ToolOutcome, ToolStart,
 };
 use lazarus_session::{FORMAT, SessionState, SessionSummary, Status, StoredRecord};
 use serde_json::Value;
@@ -89,6 +89,10 @@ pub struct CallCard {
     pub intent: Option<Stamped<ToolIntent>>,
     pub start: Option<Stamped<ToolStart>>,
     pub outcome: Option<Stamped<ToolOutcome>>,
+    /// The approval asked for before the call could start, if any.
+    pub approval_request: Option<Stamped<ApprovalRequest>>,
+    /// The decision on it, if any.
+    pub approval: Option<Stamped<Approval>>,
 }
 
 /// Where a call stands.
@@ -112,6 +116,11 @@ impl CallCard {
             (Some(_), None, None) => CallStage::Intended,
             (None, None, None) => CallStage::Asked,
         }
+    }
+
+    /// Asked for a person's approval, and no decision recorded (nor an outcome).
+    pub fn awaits_decision(&self) -> bool {
+        self.approval_request.is_some() && self.approval.is_none() && self.outcome.is_none()
     }
 
     /// Closed as in doubt: the model was told its effect is unknown.
@@ -377,6 +386,8 @@ impl Builder {
                         intent: None,
                         start: None,
                         outcome: None,
+                        approval_request: None,
+                        approval: None,
                     })
                     .collect();
                 let turn = self.turn_mut(i);
@@ -396,6 +407,8 @@ impl Builder {
             Record::ToolIntent(d) => self.call_step(&r, d.call_id.clone(), Step::Intent(d)),
             Record::ToolStart(d) => self.call_step(&r, d.call_id.clone(), Step::Start(d)),
             Record::ToolOutcome(d) => self.call_step(&r, d.call_id.clone(), Step::Outcome(d)),
+            Record::ApprovalRequest(d) => self.call_step(&r, d.call_id.clone(), Step::Request(d)),
+            Record::Approval(d) => self.call_step(&r, d.call_id.clone(), Step::Decision(d)),
             Record::Fork(f) => {
                 self.tl.fork = Some(f.clone());
                 self.push_entry(format!("r{seq}"), seq, ts, Body::Fork(f));
@@ -432,6 +445,8 @@ impl Builder {
             Step::Intent(d) => c.intent = Some(Stamped { seq, ts, data: d }),
             Step::Start(d) => c.start = Some(Stamped { seq, ts, data: d }),
             Step::Outcome(d) => c.outcome = Some(Stamped { seq, ts, data: d }),
+            Step::Request(d) => c.approval_request = Some(Stamped { seq, ts, data: d }),
+            Step::Decision(d) => c.approval = Some(Stamped { seq, ts, data: d }),
         }
         self.touch(entry, seq);
     }
@@ -441,6 +456,8 @@ enum Step {
     Intent(ToolIntent),
     Start(ToolStart),
     Outcome(ToolOutcome),
+    Request(ApprovalRequest),
+    Decision(Approval),
 }
 
 /// Builds the timeline of `records` (seq order) for the session `summary` describes.

@@ -85,7 +85,7 @@ impl Runner {
             model: self.cfg.model.clone(),
             messages,
             tools: if tools {
-                self.toolbox.specs()
+                self.offered_specs()
             } else {
                 Vec::new()
             },

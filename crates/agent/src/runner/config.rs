@@ -8,6 +8,7 @@ use std::time::Duration;
 use lazarus_session::SessionError;
 use serde_json::Value;
 
+use super::approval::ApprovalPolicy;
 use super::compaction::CompactionPolicy;
 use crate::model::Message;
 use crate::provider::{ProviderConfig, ProviderError};
@@ -40,6 +41,8 @@ pub struct RunnerConfig {
     pub stop_reason: StopReason,
     /// When to compact the context (off by default).
     pub compaction: CompactionPolicy,
+    /// When a person must allow a tool call first (never, by default).
+    pub approval: ApprovalPolicy,
 }
 
 /// Why runs are being stopped; shared by a runner's configuration and whoever cancels it.
@@ -81,6 +84,7 @@ impl RunnerConfig {
                 keep_turns: 2,
                 ..CompactionPolicy::default()
             },
+            approval: ApprovalPolicy::default(),
         }
     }
 }
@@ -96,6 +100,9 @@ pub enum RunOutcome {
     Cancelled,
     /// The model request failed after retries; recorded as the turn's response.
     Failed { message: String, transient: bool },
+    /// A tool call waits for a person to allow or deny it (its `approval_request` is
+    /// recorded); nothing more happens until a decision is recorded.
+    AwaitingApproval { call_id: String },
 }
 
 /// Something happened (for live output). Records are reported only once durable.

@@ -8,10 +8,20 @@ use lazarus_session::record::{
     OutcomeStatus, ProcessRef, Record, ToolIntent, ToolOutcome, ToolStart,
 };
 
+use super::approval::Gate;
 use super::transcript::repeats_note;
 use super::{IN_DOUBT_NOTICE, Observer, RunError, RunEvent, Runner, SharedSession, append, lock};
 use crate::process::ProcessGroupRef;
 use crate::tools::{CallRef, ToolContext, ToolHooks, ToolOutput, ToolStatus};
+
+/// How far one call got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Its outcome is recorded (or, stopped by a signal, it is left for resume).
+    Done,
+    /// It waits for a person's decision (its request is recorded).
+    AwaitingApproval,
+}
 
 /// What resume must do with one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +41,7 @@ impl Runner {
         plan: Plan,
         ctx: &ToolContext,
         observer: &mut Observer<'_>,
-    ) -> Result<(), RunError> {
+    ) -> Result<Step, RunError> {
         let call = st
             .call(call_id)
             .ok_or_else(|| RunError::Internal(format!("call {call_id} vanished")))?
@@ -52,6 +62,13 @@ impl Runner {
                     .map(|i| i.idempotency_key.clone())
                     .unwrap_or_else(|| idempotency_key(st.id(), &call.call_id));
                 if plan == (Plan::RunFresh { has_intent: false }) {
+                    // a person may have to allow it first: asked, and answered, before the
+                    // intent (the state refuses an intent before an allowing decision)
+                    match self.approval_gate(session, &call.call_id, observer)? {
+                        Gate::Proceed => {}
+                        Gate::Wait => return Ok(Step::AwaitingApproval),
+                        Gate::Denied => return Ok(Step::Done),
+                    }
                     // decided now, with its facts, and recorded before the call can start
                     let rerun = self
                         .toolbox
@@ -94,14 +111,15 @@ impl Runner {
                     }),
                     ..ctx.clone()
                 };
+                let arguments = self.tool_arguments(&call.arguments);
                 let out = self
                     .toolbox
-                    .run(&ctx, &call.name, &call.arguments, &mut hooks)
+                    .run(&ctx, &call.name, &arguments, &mut hooks)
                     .await;
                 if out.status == ToolStatus::Cancelled && ctx.cancel.is_cancelled() {
                     // Stopped by a signal: leave the call for resume (started → in doubt,
                     // or not started → runs again).
-                    return Ok(());
+                    return Ok(Step::Done);
                 }
                 let mut outcome = to_outcome(&call.call_id, out, began.elapsed());
                 let key = format!("{}/{}", st.id(), call.call_id);
@@ -117,7 +135,7 @@ impl Runner {
             }
         };
         append(session, Record::ToolOutcome(outcome), observer)?;
-        Ok(())
+        Ok(Step::Done)
     }
 }
 

@@ -14,10 +14,16 @@
 //! is closed "in doubt" (its leftover process group terminated) and the model is told so; a
 //! call that never started simply runs. A `resume` receipt records all of it.
 //!
+//! With approvals on, a call that needs a person's decision gets an `approval_request`
+//! before its intent and waits (the drive ends `AwaitingApproval`) until an `approval`
+//! allows or denies it; a denied call never starts.
+//!
 //! Rooms: `config` (what a run is told and reports), `turns` (the loop), `resume` (settling
 //! a cut-off session, the receipt), `dispatch` (one tool call in the durable order),
-//! `transcript` (ledger state <-> model messages and records), `compaction`.
+//! `approval` (who must allow a call first), `transcript` (ledger state <-> model messages
+//! and records), `compaction`.
 
+mod approval;
 mod compaction;
 mod config;
 mod dispatch;
@@ -25,6 +31,9 @@ mod resume;
 mod transcript;
 mod turns;
 
+pub use approval::{
+    AlwaysGrants, ApprovalMode, ApprovalPolicy, ESCALATE_ARG, JUSTIFICATION_ARG, denied_result,
+};
 pub use compaction::{CompactionPolicy, SUMMARY_PROMPT};
 pub use config::{Observer, RunError, RunEvent, RunOutcome, RunnerConfig, StopReason};
 pub use resume::sandbox_record;

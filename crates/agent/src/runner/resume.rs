@@ -8,7 +8,7 @@ use std::time::Duration;
 use lazarus_session::record::{McpCalls, ProcessRef, Record, ResumeReceipt, SandboxRecord};
 use lazarus_session::{CallState, Status};
 
-use super::dispatch::Plan;
+use super::dispatch::{Plan, Step};
 use super::{Observer, RunError, Runner, SharedSession, append, lock};
 use crate::process::{self, ProcessGroupRef};
 use crate::sandbox::Sandbox;
@@ -99,12 +99,18 @@ impl Runner {
                     }
                 }
             }
-            self.execute_call(session, &st, &call.call_id, plan, ctx, observer)
+            let step = self
+                .execute_call(session, &st, &call.call_id, plan, ctx, observer)
                 .await?;
+            if step == Step::AwaitingApproval {
+                // the calls after it wait too; the drive stops at it
+                break;
+            }
         }
         if mcp != McpCalls::default() {
             receipt.mcp = Some(mcp);
         }
+        receipt.approvals = lock(session).state().approvals_since_receipt();
         receipt.every_call_has_one_result = lock(session).state().every_call_has_one_result();
         append(session, Record::Resume(receipt), observer)?;
         Ok(())

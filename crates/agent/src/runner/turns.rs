@@ -4,7 +4,7 @@
 use lazarus_session::record::{Failure, Interrupted, Record, Response, TurnStart};
 use lazarus_session::{CallState, SessionState};
 
-use super::dispatch::Plan;
+use super::dispatch::{Plan, Step};
 use super::transcript::{clean_calls, record_attempts, to_record};
 use super::{
     Observer, RunError, RunEvent, RunOutcome, Runner, SharedSession, append, compaction,
@@ -56,8 +56,14 @@ impl Runner {
                     if cancel.is_cancelled() {
                         return self.stop(session, self.cfg.stop_reason.get(), observer);
                     }
-                    self.execute_call(session, &st, &call.call_id, plan, &ctx, observer)
+                    let step = self
+                        .execute_call(session, &st, &call.call_id, plan, &ctx, observer)
                         .await?;
+                    if step == Step::AwaitingApproval {
+                        return Ok(RunOutcome::AwaitingApproval {
+                            call_id: call.call_id.clone(),
+                        });
+                    }
                 }
                 continue;
             }

@@ -283,6 +283,9 @@ impl Tool for ReadFileTool {
         });
         &SPEC
     }
+    fn read_only(&self) -> bool {
+        true
+    }
     fn rerun(&self) -> Rerun {
         Rerun::fixed(true)
     }
@@ -548,6 +551,9 @@ impl Tool for ListDirTool {
         }
         });
         &SPEC
+    }
+    fn read_only(&self) -> bool {
+        true
     }
     fn rerun(&self) -> Rerun {
         Rerun::fixed(true)

@@ -183,6 +183,14 @@ pub trait Tool: Send + Sync {
     /// answer; asked when a call starts and recorded in its intent.
     fn rerun(&self) -> Rerun;
 
+    /// Whether the tool only reads: its calls need no approval under
+    /// `--ask-for-approval untrusted`. Asked of the tool's code (the built-ins) or of facts a
+    /// tool source vouches for (an MCP tool's `readOnlyHint` from a trusted server). Default:
+    /// no.
+    fn read_only(&self) -> bool {
+        false
+    }
+
     /// On resume, for a call that started without an outcome and whose intent said it may
     /// be re-run (`recorded`): whether it may run again. The runner only asks when the
     /// recorded answer was yes, so the result is never more permissive than what was true

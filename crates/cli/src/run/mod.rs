@@ -1,6 +1,7 @@
 //! `lazarus run`: run an agent session from the terminal; run it again after any crash and
 //! it continues where it stopped. `picker` holds `lazarus resume`, `live` what a run prints.
 
+mod approve;
 mod live;
 mod picker;
 
@@ -28,7 +29,8 @@ use live::{Live, end_open_line, print_line};
 /// Exit code when stopped by SIGINT/SIGTERM.
 pub const EXIT_INTERRUPTED: i32 = 130;
 /// Exit code when `--max-turns` was reached with work left.
-pub const EXIT_MAX_TURNS: i32 = 3;
+pub const EXIT_MAX_TURNS: i32 = 4;
+pub use approve::EXIT_AWAITING_APPROVAL;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -39,8 +41,9 @@ Examples:
   lazarus run -c                                    resume this workspace's newest session
 
 Exit codes: 0 done (idle); 1 error (the model failed after retries, …); 2 usage error
-(nothing to do, an unknown tool, …); 3 stopped at --max-turns with work left; 130
-interrupted by SIGINT/SIGTERM. In every case the session stays resumable.";
+(nothing to do, an unknown tool, …); 3 a tool call waits for approval and there is no
+terminal to ask on (the commands that answer are printed); 4 stopped at --max-turns with work
+left; 130 interrupted by SIGINT/SIGTERM. In every case the session stays resumable.";
 
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
@@ -275,6 +278,7 @@ async fn converse(
         editor,
         &current,
         cfg,
+        &args.store,
         json_out,
         interactive,
         telemetry.as_ref(),
@@ -295,6 +299,7 @@ async fn drive_loop(
     editor: &mut Option<rustyline::DefaultEditor>,
     current: &Arc<Mutex<CancellationToken>>,
     cfg: &RunnerConfig,
+    store: &crate::args::StoreArgs,
     json_out: bool,
     interactive: bool,
     telemetry: Option<&lazarus_telemetry::live::Live>,
@@ -324,6 +329,16 @@ async fn drive_loop(
         let outcome = runner.drive(session, "run", &cancel, &mut observer).await?;
         drop(observer);
         end_open_line();
+        if let RunOutcome::AwaitingApproval { call_id } = &outcome {
+            // the question is recorded; the answer is recorded before the call can start
+            let asked = tokio::task::block_in_place(|| {
+                approve::ask(session, id, call_id, store, json_out)
+            })?;
+            match asked {
+                approve::Asked::Decided if !cancel.is_cancelled() => continue,
+                _ => return Ok(EXIT_AWAITING_APPROVAL),
+            }
+        }
         let code = report_outcome(id, outcome, &retries, interactive);
         // SIGTERM is the system stopping us, not the user cancelling a turn.
         let terminated = code == EXIT_INTERRUPTED && cfg.stop_reason.get() == "sigterm";
@@ -364,6 +379,7 @@ fn read_line(ed: &mut rustyline::DefaultEditor) -> Result<Option<String>> {
 fn report_outcome(id: &str, outcome: RunOutcome, retries: &AtomicU32, interactive: bool) -> i32 {
     match outcome {
         RunOutcome::Idle => 0,
+        RunOutcome::AwaitingApproval { .. } => EXIT_AWAITING_APPROVAL,
         RunOutcome::MaxTurns => {
             eprintln!("stopped after --max-turns; run again with --session {id} to continue");
             EXIT_MAX_TURNS

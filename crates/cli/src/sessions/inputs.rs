@@ -25,6 +25,23 @@ pub(super) fn create(
     Ok(())
 }
 
+/// Who holds a session, in words (for "queued: … holds the session").
+pub(super) fn holder_words(holder: &Option<lazarus_session::HolderView>) -> String {
+    holder.as_ref().map_or(
+        "another process (holder details unavailable)".to_string(),
+        |v| v.to_string(),
+    )
+}
+
+/// Says that a delivery waits for a lease to run out (a holder that stopped renewing it).
+pub(super) fn note_lease_wait(holder: &Option<lazarus_ledger::Holder>, wait: std::time::Duration) {
+    eprintln!(
+        "waiting up to {} s for the lease of {} (it runs out unless its holder renews it)",
+        wait.as_secs_f64().ceil(),
+        lazarus_ledger::holder::describe(holder)
+    );
+}
+
 pub(super) fn send(
     store: &dyn Store,
     id: SessionId,
@@ -39,20 +56,11 @@ pub(super) fn send(
     let msg = InboxMessage::input(&message_id, "user", text);
     // Whoever holds the session records it (after what waits in its inbox); when nobody
     // does, this process becomes the writer and records it (after what waits) itself.
-    let handed = hand_over(store, &id, &msg, &mut |holder, wait| {
-        eprintln!(
-            "waiting up to {} s for the lease of {} (it runs out unless its holder renews it)",
-            wait.as_secs_f64().ceil(),
-            lazarus_ledger::holder::describe(holder)
-        );
-    })?;
+    let handed = hand_over(store, &id, &msg, &mut note_lease_wait)?;
     match handed {
         Handed::Queued { holder, duplicate } => {
             let view = holder;
-            let by = view.as_ref().map_or(
-                "another process (holder details unavailable)".to_string(),
-                |v| v.to_string(),
-            );
+            let by = holder_words(&view);
             if json {
                 writeln!(
                     out,

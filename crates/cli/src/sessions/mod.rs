@@ -1,8 +1,9 @@
 //! `lazarus sessions …`: one module per family of subcommands. This file holds the
 //! arguments and the dispatch; `inputs` (create, send), `list` (list, tree), `show`,
-//! `verify` (verify, repair), `transfer` (export, import), `cleanup` (rm, prune) and
-//! `compact` each hold their commands.
+//! `verify` (verify, repair), `transfer` (export, import), `cleanup` (rm, prune),
+//! `approvals` (approvals, approve, deny) and `compact` each hold their commands.
 
+mod approvals;
 mod cleanup;
 pub(crate) mod compact;
 mod inputs;
@@ -163,6 +164,40 @@ pub enum SessionsCommand {
         #[arg(long)]
         branches: bool,
     },
+    /// The tool calls waiting for a person's approval: of one session, or of every session.
+    /// One JSON object per line with --json (session, call_id, tool, arguments,
+    /// requested_at, reason, mode).
+    Approvals {
+        /// The session [default: every session with a call waiting]
+        id: Option<SessionId>,
+    },
+    /// Allows a call that waits for approval. Recorded through the session's inbox, so it
+    /// works while a run or a gateway holds the session; `lazarus run --session ID` (or the
+    /// gateway, by itself) then runs the call, once.
+    Approve {
+        /// The session.
+        id: SessionId,
+        /// The call (as `sessions approvals` lists it).
+        call_id: String,
+        /// once: this call; session: every later call of this tool in this session;
+        /// always: every later call of this tool anywhere (the approvals policy file).
+        #[arg(long, default_value = "once", value_parser = parse_scope)]
+        scope: lazarus_session::record::Scope,
+        /// Why (kept in the ledger).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Denies a call that waits for approval: it never runs, and the model is told it was
+    /// denied (and why).
+    Deny {
+        /// The session.
+        id: SessionId,
+        /// The call (as `sessions approvals` lists it).
+        call_id: String,
+        /// Why, for the model and the record.
+        #[arg(long)]
+        reason: Option<String>,
+    },
     /// Remove sessions (their ledger, saved debris and lock file).
     ///
     /// A session with a live writer is refused. A session that still owes work (pending,
@@ -208,10 +243,19 @@ pub struct ListArgs {
     workspace: Option<PathBuf>,
 }
 
+fn parse_scope(s: &str) -> Result<lazarus_session::record::Scope, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
+        format!(
+            "unknown scope {:?}; one of once, session, always",
+            escape(s)
+        )
+    })
+}
+
 fn parse_status(s: &str) -> Result<Status, String> {
     serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
         format!(
-            "unknown status {:?}; one of new, idle, pending, running, interrupted, in_doubt, stopped, failed, corrupt",
+            "unknown status {:?}; one of new, idle, pending, running, interrupted, in_doubt, stopped, failed, corrupt, awaiting_approval",
             escape(s)
         )
     })
@@ -298,6 +342,40 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
             let mut out = std::io::BufWriter::new(&mut out);
             list::tree(store, id.as_ref(), json, &mut out)?;
             out.flush()?;
+        }
+        SessionsCommand::Approvals { id } => approvals::list(store, id.as_ref(), json, &mut out)?,
+        SessionsCommand::Approve {
+            id,
+            call_id,
+            scope,
+            reason,
+        } => {
+            return approvals::decide(
+                store,
+                &id,
+                &call_id,
+                (lazarus_session::record::Decision::Allow, scope, reason),
+                json,
+                &mut out,
+            );
+        }
+        SessionsCommand::Deny {
+            id,
+            call_id,
+            reason,
+        } => {
+            return approvals::decide(
+                store,
+                &id,
+                &call_id,
+                (
+                    lazarus_session::record::Decision::Deny,
+                    lazarus_session::record::Scope::Once,
+                    reason,
+                ),
+                json,
+                &mut out,
+            );
         }
         SessionsCommand::Rm { ids, force } => {
             let local = args.store.local("rm")?;

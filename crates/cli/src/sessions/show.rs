@@ -170,6 +170,8 @@ fn describe_sandbox(v: &Value) -> String {
 #[derive(Default)]
 struct Printer {
     day: String,
+    /// When each call's approval was asked for (to say how long it waited).
+    asked: std::collections::HashMap<String, String>,
 }
 
 impl Printer {
@@ -245,6 +247,41 @@ impl Printer {
                         .map(|ms| format!(", {ms} ms"))
                         .unwrap_or_default(),
                     indent(&elide(&result), "                     ")
+                )
+            }
+            "approval_request" => {
+                self.asked.insert(s("call_id"), s("requested_at"));
+                writeln!(
+                    out,
+                    "{at}   call {} {}: WAITS FOR APPROVAL ({}: {})",
+                    escape(&s("call_id")),
+                    escape(&s("tool")),
+                    escape(&s("mode")),
+                    escape(&s("reason"))
+                )
+            }
+            "approval" => {
+                let waited = self
+                    .asked
+                    .get(&s("call_id"))
+                    .and_then(|asked| waited(asked, &s("decided_at")))
+                    .map(|w| format!(" after {w}"))
+                    .unwrap_or_default();
+                writeln!(
+                    out,
+                    "{at}   call {}: {} by {} ({}){waited}{}",
+                    escape(&s("call_id")),
+                    if s("decision") == "allow" {
+                        "allowed"
+                    } else {
+                        "DENIED"
+                    },
+                    escape(&s("by")),
+                    escape(&s("scope")),
+                    d["reason"]
+                        .as_str()
+                        .map(|r| format!(": {}", escape(r)))
+                        .unwrap_or_default()
                 )
             }
             "interrupted" => writeln!(
@@ -380,10 +417,43 @@ fn receipt(d: &Value) -> String {
             s.push_str(&format!(" (saved to {})", escape(p)));
         }
     }
+    for a in d["approvals"].as_array().into_iter().flatten() {
+        let t = |k: &str| a[k].as_str().unwrap_or_default();
+        match a["decision"].as_str() {
+            Some(decision) => s.push_str(&format!(
+                "; call {} ({}) waited {} for approval: {} by {}",
+                escape(t("call_id")),
+                escape(t("tool")),
+                a["waited_ms"]
+                    .as_u64()
+                    .map(|ms| format!("{:.1} s", ms as f64 / 1000.0))
+                    .unwrap_or_else(|| "?".into()),
+                if decision == "allow" {
+                    "allowed"
+                } else {
+                    "denied"
+                },
+                escape(t("by"))
+            )),
+            None => s.push_str(&format!(
+                "; call {} ({}) still waits for approval",
+                escape(t("call_id")),
+                escape(t("tool"))
+            )),
+        }
+    }
     if d["every_call_has_one_result"].as_bool() == Some(false) {
         s.push_str("; NOT every call has one result");
     }
     s
+}
+
+/// How long from `from` to `to` (two record times), in words.
+fn waited(from: &str, to: &str) -> Option<String> {
+    let from: jiff::Timestamp = from.parse().ok()?;
+    let to: jiff::Timestamp = to.parse().ok()?;
+    let ms = to.duration_since(from).as_millis().max(0);
+    Some(format!("{:.1} s", ms as f64 / 1000.0))
 }
 
 /// Head and tail of a long text, the middle replaced by a count.

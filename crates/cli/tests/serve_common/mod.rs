@@ -122,6 +122,27 @@ pub fn serve_cmd(state: &Path, model_url: &str, extra: &[&str]) -> Command {
     c
 }
 
+/// `lazarus serve` on a shared (PostgreSQL) store, no `--session-dir`: gateway `name` has
+/// its own token file and state directory under `state`.
+pub fn serve_pg(state: &Path, store: &str, model_url: &str, name: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(["serve", "--listen", "127.0.0.1:0", "--max-tokens", "64"])
+        .args(["--store", store])
+        .arg("--workspace-root")
+        .arg(state.join("workspaces"))
+        .arg("--token-file")
+        .arg(state.join(format!("{name}.token")))
+        .args(["--base-url", model_url])
+        .args(extra)
+        .env("LAZARUS_TOKEN", TOKEN)
+        .env("OPENAI_API_KEY", "test")
+        .env("XDG_STATE_HOME", state.join(format!("xdg-{name}")))
+        .env_remove("LAZARUS_SESSION_DIR")
+        .env_remove("LAZARUS_STORE")
+        .env_remove("NOTIFY_SOCKET");
+    c
+}
+
 /// One HTTP/1.1 request with `Connection: close`; returns (status, body text).
 pub fn request(
     url: &str,

@@ -38,6 +38,8 @@ struct Tail {
     /// The store may hold more than the last catch-up page.
     more: bool,
     stop: CancellationToken,
+    /// An event owed right after the last one (the status a record brings about).
+    then: Option<Event>,
     _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
@@ -55,6 +57,9 @@ impl Tail {
 
     async fn next(mut self) -> Option<(Result<Event, Infallible>, Self)> {
         loop {
+            if let Some(ev) = self.then.take() {
+                return Some((Ok(ev), self));
+            }
             if let Some(r) = self.buf.pop_front() {
                 if r.seq <= self.last {
                     continue;
@@ -64,6 +69,20 @@ impl Tail {
                     .id(r.seq.to_string())
                     .event("record")
                     .data(serde_json::to_string(&*r).unwrap_or_default());
+                if r.kind == "approval_request" {
+                    // the session now waits for a person: said as a status too
+                    self.then = Some(
+                        Event::default().id(r.seq.to_string()).event("status").data(
+                            serde_json::json!({
+                                "status": lazarus_session::Status::AwaitingApproval,
+                                "seq": r.seq,
+                                "call_id": r.data["call_id"],
+                                "tool": r.data["tool"],
+                            })
+                            .to_string(),
+                        ),
+                    );
+                }
                 return Some((Ok(ev), self));
             }
             if self.more {
@@ -129,6 +148,7 @@ pub(super) async fn stream(
         buf: VecDeque::new(),
         more: false,
         stop: st.stop.clone(),
+        then: None,
         _permit: permit,
     };
     tail.catch_up().await?;

@@ -2,9 +2,11 @@
 //!
 //! The router, the state its handlers share and the middleware (request counting, the bearer
 //! token) live here; the handlers are grouped by what they serve: `sessions` (list, create,
-//! show, records), `inputs` (messages and system events), `compact`, `fork`, `live` (the SSE
+//! show, records), `inputs` (messages and system events), `approvals` (calls waiting for a
+//! person, and decisions on them), `compact`, `fork`, `live` (the SSE
 //! tail) and `health` (health, readiness, metrics). `helpers` holds what several of them use.
 
+pub mod approvals;
 mod compact;
 mod fork;
 mod health;
@@ -56,6 +58,11 @@ pub fn router(state: AppState) -> Router {
         .route("/sessions/{id}/events", post(post_event))
         .route("/sessions/{id}/fork", post(fork))
         .route("/sessions/{id}/compact", post(compact))
+        .route("/sessions/{id}/approvals", get(approvals::list_approvals))
+        .route(
+            "/sessions/{id}/approvals/{call_id}",
+            post(approvals::post_approval),
+        )
         .layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))

@@ -80,7 +80,49 @@ pub fn owes_work_histories() -> Vec<(&'static str, Vec<Record>)> {
             ..ResumeReceipt::default()
         })
     };
+    let ask = |id: &str| {
+        Record::ApprovalRequest(crate::record::ApprovalRequest {
+            call_id: id.into(),
+            tool: "shell".into(),
+            arguments: r#"{"command":"true"}"#.into(),
+            mode: "untrusted".into(),
+            reason: "shell is not read-only".into(),
+            requested_at: "2026-12-02T10:00:00.000Z".into(),
+        })
+    };
+    let decide = |id: &str, decision: crate::record::Decision| {
+        Record::Approval(crate::record::Approval {
+            input_id: crate::record::approval_input_id(id),
+            call_id: id.into(),
+            decision,
+            scope: crate::record::Scope::Once,
+            reason: None,
+            by: "cli".into(),
+            decided_at: "2026-12-02T10:00:01.000Z".into(),
+        })
+    };
     vec![
+        (
+            "a call that waited for approval and ran, then one denied",
+            vec![
+                input("m1"),
+                turn(1, None, vec![1]),
+                answer(1, vec![call("c1")], None),
+                ask("c1"),
+                input("m2"),
+                decide("c1", crate::record::Decision::Allow),
+                intent("c1", 1),
+                start("c1"),
+                outcome("c1", OutcomeStatus::Ok),
+                turn(2, Some(2), vec![5]),
+                answer(2, vec![call("c2")], None),
+                ask("c2"),
+                decide("c2", crate::record::Decision::Deny),
+                outcome("c2", OutcomeStatus::NotRun),
+                turn(3, Some(10), vec![]),
+                answer(3, vec![text()], None),
+            ],
+        ),
         (
             "a tool turn, then an answer",
             vec![

@@ -104,7 +104,7 @@ impl LocalStore {
         };
         let (status, error, fresh) = match &holder {
             // a flock is held by a live process: its writer's status is its own business
-            Some(_) => (Status::Running, None, None),
+            Some(_) => (Status::of_held(&tail.last_kind), None, None),
             None => self.ledger_status(&id, key.clone(), around.cache),
         };
         let line = Line {

@@ -1,8 +1,8 @@
 //! Applying a record already checked: how each kind changes the state.
 
-use crate::record::Record;
+use crate::record::{Decision, Record, Scope};
 
-use super::call::{Call, IntentInfo, OutcomeInfo, StartInfo};
+use super::call::{ApprovalInfo, Call, DecisionInfo, IntentInfo, OutcomeInfo, StartInfo};
 use super::compaction::CompactionState;
 use super::{ContextEntry, LastResponse, PendingInput, SessionState};
 
@@ -54,6 +54,7 @@ impl SessionState {
                         intent: None,
                         start: None,
                         outcome: None,
+                        approval: None,
                     });
                 }
                 self.last_response = Some(LastResponse {
@@ -107,6 +108,7 @@ impl SessionState {
                     self.pending_control = None;
                 }
                 self.last_receipt = Some(r);
+                self.last_receipt_seq = seq;
             }
             Record::Interrupted(i) => self.interrupted = Some(i),
             Record::Compaction(c) => {
@@ -127,6 +129,39 @@ impl SessionState {
                 })
             }
             Record::Import(i) => self.imported = Some(i),
+            Record::ApprovalRequest(r) => {
+                if let Some(call) = self.call_mut(&r.call_id) {
+                    call.approval = Some(Box::new(ApprovalInfo {
+                        request_seq: seq,
+                        mode: r.mode,
+                        reason: r.reason,
+                        requested_at: r.requested_at,
+                        decision: None,
+                    }));
+                }
+            }
+            Record::Approval(a) => {
+                self.input_ids.insert(&a.input_id, seq);
+                let mut granted = None;
+                if let Some(call) = self.call_mut(&a.call_id)
+                    && let Some(request) = call.approval.as_mut()
+                {
+                    request.decision = Some(DecisionInfo {
+                        seq,
+                        decision: a.decision,
+                        scope: a.scope,
+                        reason: a.reason,
+                        by: a.by,
+                        decided_at: a.decided_at,
+                    });
+                    if a.decision == Decision::Allow && a.scope != Scope::Once {
+                        granted = Some(call.name.clone());
+                    }
+                }
+                if let Some(tool) = granted {
+                    self.session_grants.entry(tool).or_insert(seq);
+                }
+            }
             Record::Header => {}
         }
     }

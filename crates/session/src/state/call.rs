@@ -28,6 +28,42 @@ pub struct Call {
     pub intent: Option<IntentInfo>,
     pub start: Option<StartInfo>,
     pub outcome: Option<OutcomeInfo>,
+    /// The approval asked for before it could start, and the decision (boxed: most calls
+    /// have none).
+    pub approval: Option<Box<ApprovalInfo>>,
+}
+
+/// What an `approval_request` (and the `approval` answering it) recorded for a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalInfo {
+    pub request_seq: u64,
+    pub mode: String,
+    pub reason: String,
+    pub requested_at: String,
+    pub decision: Option<DecisionInfo>,
+}
+
+/// A recorded decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionInfo {
+    pub seq: u64,
+    pub decision: crate::record::Decision,
+    pub scope: crate::record::Scope,
+    pub reason: Option<String>,
+    pub by: String,
+    pub decided_at: String,
+}
+
+impl ApprovalInfo {
+    /// Milliseconds from the request to its decision (`None` while it waits, or when a time
+    /// does not parse).
+    pub fn waited_ms(&self) -> Option<u64> {
+        let d = self.decision.as_ref()?;
+        let from: jiff::Timestamp = self.requested_at.parse().ok()?;
+        let to: jiff::Timestamp = d.decided_at.parse().ok()?;
+        let ms = to.duration_since(from).as_millis();
+        Some(ms.max(0) as u64)
+    }
 }
 
 /// What a `tool_intent` recorded beyond the call itself.
@@ -56,6 +92,16 @@ pub struct OutcomeInfo {
 }
 
 impl Call {
+    /// Asked for approval, and no decision is recorded: the call waits for a person.
+    pub fn awaits_decision(&self) -> bool {
+        self.outcome.is_none() && self.approval.as_ref().is_some_and(|a| a.decision.is_none())
+    }
+
+    /// The recorded decision, if any.
+    pub fn decision(&self) -> Option<&DecisionInfo> {
+        self.approval.as_ref().and_then(|a| a.decision.as_ref())
+    }
+
     pub fn state(&self) -> CallState {
         match (&self.intent, &self.start, &self.outcome) {
             (_, _, Some(_)) => CallState::Finished,
@@ -70,6 +116,31 @@ impl SessionState {
     /// Calls still in the live context whose outcome says "the effect is unknown".
     pub fn in_doubt_calls(&self) -> impl Iterator<Item = &Call> {
         self.calls.iter().filter(|c| is_in_doubt(c))
+    }
+
+    /// Calls that wait for a person's decision (asked, not answered).
+    pub fn awaiting_approval(&self) -> impl Iterator<Item = &Call> {
+        self.calls.iter().filter(|c| c.awaits_decision())
+    }
+
+    /// The calls asked for approval since the last resume receipt (for the next one): who
+    /// decided and how long each waited; those still waiting too.
+    pub fn approvals_since_receipt(&self) -> Vec<crate::record::ApprovalWait> {
+        self.calls
+            .iter()
+            .filter_map(|c| {
+                let a = c.approval.as_ref()?;
+                let d = a.decision.as_ref();
+                let after = d.is_none_or(|d| d.seq > self.last_receipt_seq);
+                after.then(|| crate::record::ApprovalWait {
+                    call_id: c.call_id.clone(),
+                    tool: c.name.clone(),
+                    decision: d.map(|d| d.decision),
+                    by: d.map(|d| d.by.clone()),
+                    waited_ms: a.waited_ms(),
+                })
+            })
+            .collect()
     }
 
     /// How many calls of the whole session ended in doubt (those a compaction dropped too).

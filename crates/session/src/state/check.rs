@@ -1,7 +1,7 @@
 //! Whether a record may follow the state: every rule of meaning a record is checked against
 //! before it is written (and again on replay), and the error naming what was expected.
 
-use crate::record::{Control, Input, Record};
+use crate::record::{Approval, Control, Decision, Input, Record};
 
 use super::SessionState;
 
@@ -58,6 +58,28 @@ pub enum ReplayError {
         "an import record may only be the first record after the header (found after seq {last_seq})"
     )]
     MisplacedImport { last_seq: u64 },
+    #[error("approval request for call {call_id:?}, which no response asked for")]
+    ApprovalForUnknownCall { call_id: String },
+    #[error(
+        "approval request for call {call_id:?} after the call began (its intent or outcome is recorded)"
+    )]
+    ApprovalRequestTooLate { call_id: String },
+    #[error("second approval request for call {call_id:?}")]
+    DuplicateApprovalRequest { call_id: String },
+    #[error("decision on call {call_id:?}, which has no approval request")]
+    DecisionWithoutRequest { call_id: String },
+    #[error(
+        "call {call_id:?} was decided already ({first} at seq {first_seq}); a call takes one decision"
+    )]
+    DecidedTwice {
+        call_id: String,
+        first: &'static str,
+        first_seq: u64,
+    },
+    #[error("tool intent for call {call_id:?}, which waits for approval (no decision recorded)")]
+    IntentBeforeDecision { call_id: String },
+    #[error("tool intent for call {call_id:?}, which was denied at seq {seq}")]
+    IntentAfterDenial { call_id: String, seq: u64 },
     #[error("header record outside line 1")]
     MisplacedHeader,
     #[error("compaction of seqs {from_seq}..={through_seq} does not fit: {why}")]
@@ -69,14 +91,61 @@ pub enum ReplayError {
 }
 
 impl SessionState {
+    /// A decision needs a request on its call, and the call no decision yet.
+    fn check_decision(&self, a: &Approval) -> Result<(), ReplayError> {
+        let request = self
+            .call(&a.call_id)
+            .and_then(|c| c.approval.as_ref())
+            .ok_or_else(|| ReplayError::DecisionWithoutRequest {
+                call_id: a.call_id.clone(),
+            })?;
+        if let Some(d) = &request.decision {
+            return Err(ReplayError::DecidedTwice {
+                call_id: a.call_id.clone(),
+                first: d.decision.as_str(),
+                first_seq: d.seq,
+            });
+        }
+        Ok(())
+    }
+
     /// Checks that `rec` may follow the current state.
     pub fn check(&self, rec: &Record) -> Result<(), ReplayError> {
         match rec {
-            Record::Input(Input { input_id, .. }) | Record::Control(Control { input_id, .. }) => {
+            Record::Input(Input { input_id, .. })
+            | Record::Control(Control { input_id, .. })
+            | Record::Approval(Approval { input_id, .. }) => {
                 if let Some(&first) = self.input_ids.get(input_id) {
                     return Err(ReplayError::DuplicateInputId {
                         input_id: input_id.clone(),
                         first,
+                    });
+                }
+                if let Record::Approval(a) = rec {
+                    self.check_decision(a)?;
+                }
+            }
+            Record::ApprovalRequest(r) => {
+                let call =
+                    self.call(&r.call_id)
+                        .ok_or_else(|| ReplayError::ApprovalForUnknownCall {
+                            call_id: r.call_id.clone(),
+                        })?;
+                if call.intent.is_some() || call.outcome.is_some() {
+                    return Err(ReplayError::ApprovalRequestTooLate {
+                        call_id: r.call_id.clone(),
+                    });
+                }
+                if call.approval.is_some() {
+                    return Err(ReplayError::DuplicateApprovalRequest {
+                        call_id: r.call_id.clone(),
+                    });
+                }
+                if call.name != r.tool {
+                    return Err(ReplayError::IntentMismatch {
+                        call_id: r.call_id.clone(),
+                        expected: call.name.clone(),
+                        found: r.tool.clone(),
                     });
                 }
             }
@@ -131,6 +200,23 @@ impl SessionState {
                         call_id: i.call_id.clone(),
                     });
                 }
+                // the decision comes before the call can start: never a call run unasked
+                if let Some(a) = &call.approval {
+                    match &a.decision {
+                        None => {
+                            return Err(ReplayError::IntentBeforeDecision {
+                                call_id: i.call_id.clone(),
+                            });
+                        }
+                        Some(d) if d.decision == Decision::Deny => {
+                            return Err(ReplayError::IntentAfterDenial {
+                                call_id: i.call_id.clone(),
+                                seq: d.seq,
+                            });
+                        }
+                        Some(_) => {}
+                    }
+                }
                 if call.name != i.tool {
                     return Err(ReplayError::IntentMismatch {
                         call_id: i.call_id.clone(),
@@ -157,7 +243,12 @@ impl SessionState {
                 }
             }
             Record::ToolOutcome(o) => match self.call(&o.call_id) {
-                Some(c) if c.intent.is_some() => {
+                // a denied call is closed without ever starting
+                Some(c)
+                    if c.intent.is_some()
+                        || (c.decision().is_some_and(|d| d.decision == Decision::Deny)
+                            && o.status == crate::record::OutcomeStatus::NotRun) =>
+                {
                     if c.outcome.is_some() {
                         return Err(ReplayError::CallFinishedTwice {
                             call_id: o.call_id.clone(),

@@ -27,7 +27,7 @@ mod check;
 mod compaction;
 mod status;
 
-pub use call::{Call, CallState, IntentInfo, OutcomeInfo, StartInfo};
+pub use call::{ApprovalInfo, Call, CallState, DecisionInfo, IntentInfo, OutcomeInfo, StartInfo};
 pub use check::ReplayError;
 pub use compaction::{COMPACT_ACTION, CompactionState};
 pub use status::{Status, owes_work_from_records, owes_work_from_tail, status_from_tail};
@@ -103,6 +103,8 @@ pub struct SessionState {
     /// The last response, if any.
     pub last_response: Option<LastResponse>,
     pub last_receipt: Option<ResumeReceipt>,
+    /// Seq of the last resume receipt (0: none).
+    pub last_receipt_seq: u64,
     /// The most recent stop, if nothing happened since.
     pub interrupted: Option<Interrupted>,
     /// The most recent control input, if nothing happened since (a `resume` event waits for
@@ -115,6 +117,9 @@ pub struct SessionState {
     pub compaction: Option<CompactionState>,
     /// Where the session came from, when it was imported from another agent's log.
     pub imported: Option<crate::record::Import>,
+    /// Tools a decision allowed for the rest of the session (scope `session` or `always`),
+    /// with the seq of that decision: their later calls need no approval.
+    pub session_grants: std::collections::BTreeMap<String, u64>,
 }
 
 impl SessionState {
@@ -136,11 +141,13 @@ impl SessionState {
             summarised_in_doubt: 0,
             last_response: None,
             last_receipt: None,
+            last_receipt_seq: 0,
             interrupted: None,
             pending_control: None,
             forked_at_turn: None,
             compaction: None,
             imported: None,
+            session_grants: Default::default(),
         }
     }
 

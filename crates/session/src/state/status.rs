@@ -17,6 +17,10 @@ impl SessionState {
     /// at start and takes them over, and [`Status::owes_work`] is its tail-only twin for
     /// listings and boot-resume. A pending `resume` event owes its receipt.
     pub fn owes_work(&self) -> bool {
+        // a call waiting for a person holds everything after it: nothing can be done
+        if self.awaiting_approval().next().is_some() {
+            return false;
+        }
         self.open_turn.is_some()
             || self.unresolved_calls().next().is_some()
             || !self.pending_inputs.is_empty()
@@ -26,6 +30,9 @@ impl SessionState {
 
     /// What the model will see next: the status of the work, in one word.
     pub fn status(&self) -> Status {
+        if self.awaiting_approval().next().is_some() {
+            return Status::AwaitingApproval;
+        }
         if self.interrupted.is_some() {
             return Status::Stopped;
         }
@@ -81,9 +88,23 @@ pub enum Status {
     Failed,
     /// The session's file (or rows) cannot be read as a session: listed, never run.
     Corrupt,
+    /// A tool call waits for a person to allow or deny it (`lazarus sessions approve`);
+    /// nothing else happens until then.
+    AwaitingApproval,
 }
 
 impl Status {
+    /// The status of a session a live writer holds, whose last record is `last_kind`:
+    /// `running`, except that a session whose last record asks for approval waits for a
+    /// person whoever holds it (nothing was written since the question).
+    pub fn of_held(last_kind: &str) -> Status {
+        if last_kind == "approval_request" {
+            Status::AwaitingApproval
+        } else {
+            Status::Running
+        }
+    }
+
     /// Whether a session in this status may owe work, judged from its last record alone (as
     /// [`owes_work_from_tail`] does, for listings): inputs not answered, cut off mid-turn, or
     /// stopped with work left (a stop is recorded only then).
@@ -107,6 +128,7 @@ impl std::fmt::Display for Status {
             Status::Corrupt => "corrupt",
             Status::Stopped => "stopped",
             Status::Failed => "failed",
+            Status::AwaitingApproval => "awaiting_approval",
         };
         f.write_str(s)
     }
@@ -120,7 +142,8 @@ impl std::fmt::Display for Status {
 /// is still owed): use [`owes_work_from_records`].
 pub fn owes_work_from_tail(kind: &str, data: &serde_json::Value) -> bool {
     match kind {
-        "header" => false,
+        "header" | "approval_request" => false,
+        "approval" => true,
         "response" => status_from_tail(kind, data) == Status::Interrupted,
         "input" | "control" | "turn_start" | "tool_intent" | "tool_start" | "tool_outcome"
         | "resume" | "interrupted" | "fork" => true,
@@ -140,39 +163,57 @@ pub fn owes_work_from_tail(kind: &str, data: &serde_json::Value) -> bool {
 /// while its last turn was in flight is still owed. So the records are read back to the
 /// last `turn_start` (what a replay needs of them): an input, a tool call's record, a
 /// `resume` event no receipt answered, an automatic compaction, or a response asking for
-/// tools after it means work is owed, as does a turn with no response yet. This relies on a
-/// turn taking every input pending when it starts, as the runner's turns do.
+/// tools after it means work is owed, as does a turn with no response yet — unless a call
+/// there waits for a person's decision (an `approval_request` no `approval` answers), which
+/// holds everything after it. This relies on a turn taking every input pending when it
+/// starts, as the runner's turns do.
 pub fn owes_work_from_records(records: &[(&str, &serde_json::Value)]) -> Option<bool> {
     let mut receipt_after = false;
     let mut response_after = false;
+    // What the records after the one looked at settle, if anything: kept while the scan goes
+    // on, because a call waiting for a person (further back) holds everything after it.
+    let mut early: Option<bool> = None;
+    let mut decided: Vec<&str> = Vec::new();
     for (i, &(kind, data)) in records.iter().enumerate().rev() {
         let last = i + 1 == records.len();
+        let settle = |early: &mut Option<bool>, says: bool| {
+            early.get_or_insert(says);
+        };
         match kind {
-            "header" => return Some(false),
-            "turn_start" => return Some(!response_after),
-            "input" | "tool_intent" | "tool_start" | "tool_outcome" => return Some(true),
+            "header" => return Some(early.unwrap_or(false)),
+            "turn_start" => return Some(early.unwrap_or(!response_after)),
+            "approval" => {
+                decided.push(data["call_id"].as_str().unwrap_or_default());
+                settle(&mut early, true);
+            }
+            // a call waits for a person (no decision after it): nothing can be done
+            "approval_request" if !decided.contains(&data["call_id"].as_str().unwrap_or("")) => {
+                return Some(false);
+            }
+            "approval_request" => {}
+            "input" | "tool_intent" | "tool_start" | "tool_outcome" => settle(&mut early, true),
             // a stop is recorded only where work is left; anything after it dealt with it
-            "interrupted" if last => return Some(true),
+            "interrupted" if last => settle(&mut early, true),
             "interrupted" | "fork" => {}
             // a compact request owes no work by itself
             "control" if data["action"] == crate::state::COMPACT_ACTION => {}
-            "control" if !receipt_after => return Some(true),
+            "control" if !receipt_after => settle(&mut early, true),
             "control" => {}
             "resume" => receipt_after = true,
             "response" => {
                 if status_from_tail(kind, data) == Status::Interrupted {
-                    return Some(true);
+                    settle(&mut early, true);
                 }
                 response_after = true;
             }
             // automatic ones are written only while work is owed
-            "compaction" if data["trigger"] != "manual" => return Some(true),
+            "compaction" if data["trigger"] != "manual" => settle(&mut early, true),
             "compaction" => {}
             // a kind this build does not know: say "maybe" rather than leave work behind
             _ => return Some(true),
         }
     }
-    None
+    early
 }
 
 /// Status from the last record alone (for listings: no replay).
@@ -181,6 +222,8 @@ pub fn status_from_tail(kind: &str, data: &serde_json::Value) -> Status {
         "header" => Status::New,
         "input" | "control" => Status::Pending,
         "tool_start" => Status::InDoubt,
+        "approval_request" => Status::AwaitingApproval,
+        "approval" => Status::Interrupted,
         "turn_start" | "tool_intent" | "tool_outcome" | "resume" => Status::Interrupted,
         "interrupted" => Status::Stopped,
         "compaction" if data["trigger"] != "manual" => Status::Interrupted,

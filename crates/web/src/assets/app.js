@@ -86,6 +86,9 @@
     } else if (f.matches('form.fork-form')) {
       ev.preventDefault();
       fork(f);
+    } else if (f.matches('form.approval-form')) {
+      ev.preventDefault();
+      decide(f, ev.submitter);
     }
   });
 
@@ -162,7 +165,8 @@
             if (now && next) { now.replaceWith(document.importNode(next, true)); }
           });
           var tl = document.getElementById('timeline');
-          up.querySelectorAll('ol > li').forEach(function (li) {
+          // the entries only (a call card's steps are list items too)
+          up.querySelectorAll(':scope > ol > li').forEach(function (li) {
             var node = document.importNode(li, true);
             var old = document.getElementById(li.id);
             if (old) { old.replaceWith(node); } else { tl.appendChild(node); }
@@ -240,6 +244,17 @@
     return 'web-' + Array.prototype.map.call(b, function (x) { return ('0' + x.toString(16)).slice(-2); }).join('');
   }
 
+  // An API answer's JSON body; an error answer throws with the gateway's own words.
+  function answer(r) {
+    return r.json().catch(function () { return {}; }).then(function (j) {
+      if (!r.ok) {
+        var msg = (j.error && (j.error.message || j.error)) || j.message || ('HTTP ' + r.status);
+        throw new Error(typeof msg === 'string' ? msg : JSON.stringify(msg));
+      }
+      return j;
+    });
+  }
+
   function initComposer(f) {
     var idEl = document.getElementById('composer-id');
     f.dataset.messageId = newMessageId();
@@ -271,11 +286,7 @@
       headers: headers({ 'Content-Type': 'application/json' }),
       body: JSON.stringify({ message_id: mid, text: text })
     }).then(function (r) {
-      return r.json().catch(function () { return {}; }).then(function (j) {
-        if (!r.ok) {
-          var msg = (j.error && (j.error.message || j.error)) || j.message || ('HTTP ' + r.status);
-          throw new Error(typeof msg === 'string' ? msg : JSON.stringify(msg));
-        }
+      return answer(r).then(function (j) {
         document.getElementById('composer-text').value = '';
         status.textContent = (j.duplicate ? 'already recorded as #' : 'recorded as #') + j.seq;
         f.dataset.messageId = newMessageId();
@@ -292,6 +303,35 @@
     });
   }
 
+  // A decision on a call waiting for approval: one per call, recorded once (a double click
+  // or a retry sends the same decision, which the gateway answers as a duplicate).
+  function decide(f, button) {
+    if (!button || f.dataset.sending) { return; }
+    var status = f.querySelector('.approval-status');
+    var reason = f.querySelector('input[name=reason]').value.trim();
+    var body = { decision: button.value };
+    if (button.value === 'allow') { body.scope = button.dataset.scope; }
+    if (reason) { body.reason = reason; }
+    f.dataset.sending = '1';
+    f.querySelectorAll('button').forEach(function (b) { b.disabled = true; });
+    status.className = 'approval-status';
+    status.textContent = 'sending…';
+    fetch('/v1/sessions/' + encodeURIComponent(f.dataset.session) + '/approvals/' + encodeURIComponent(f.dataset.call), {
+      method: 'POST',
+      headers: headers({ 'Content-Type': 'application/json', 'X-Lazarus-Via': 'web' }),
+      body: JSON.stringify(body)
+    }).then(function (r) {
+      return answer(r).then(function (j) {
+        status.textContent = (button.value === 'allow' ? 'allowed' : 'denied') +
+          (j.result === 'duplicate' ? ' (already recorded)' : j.result === 'queued' ? ' (queued for the session\'s writer)' : ' (recorded as #' + j.seq + ')');
+      });
+    }).catch(function (e) {
+      status.className = 'approval-status err';
+      status.textContent = 'not recorded: ' + e.message;
+      f.querySelectorAll('button').forEach(function (b) { b.disabled = false; });
+    }).then(function () { f.dataset.sending = ''; });
+  }
+
   function fork(f) {
     var sec = document.getElementById('session');
     var err = f.querySelector('.form-error');
@@ -303,11 +343,7 @@
       headers: headers({ 'Content-Type': 'application/json' }),
       body: JSON.stringify(body)
     }).then(function (r) {
-      return r.json().catch(function () { return {}; }).then(function (j) {
-        if (!r.ok) {
-          var msg = (j.error && (j.error.message || j.error)) || ('HTTP ' + r.status);
-          throw new Error(typeof msg === 'string' ? msg : JSON.stringify(msg));
-        }
+      return answer(r).then(function (j) {
         var url = '/sessions/' + encodeURIComponent(j.id);
         if (tokenMode()) { navigate(url, true); } else { location.href = url; }
       });

@@ -1,7 +1,7 @@
 //! The tool-call cards of a turn: intent → start → outcome, the arguments, the result, and
 //! the notices for a call cut off while running or closed as in doubt.
 
-use lazarus_session::record::OutcomeStatus;
+use lazarus_session::record::{Approval, Decision, OutcomeStatus};
 use maud::{Markup, html};
 
 use super::text::long_text;
@@ -23,6 +23,7 @@ pub(super) fn card(ctx: &Ctx, e: &Entry, t: &Turn, c: &CallCard) -> Markup {
     let stage = c.stage();
     let cut_off = stage == CallStage::Started && !ctx.running;
     let (stage_class, state) = match stage {
+        CallStage::Asked if c.awaits_decision() => ("awaiting", "waits for approval".to_string()),
         CallStage::Asked => ("asked", "not started".to_string()),
         CallStage::Intended => ("intended", "intended, not started".to_string()),
         CallStage::Started if ctx.running => ("started", "running".to_string()),
@@ -64,6 +65,20 @@ pub(super) fn card(ctx: &Ctx, e: &Entry, t: &Turn, c: &CallCard) -> Markup {
                 " " span.call-state { (state) }
             }
             ol.steps {
+                @if let Some(r) = &c.approval_request {
+                    li.step.on.approval-step {
+                        "approval asked " (seq_time(ctx, r.seq, &r.ts))
+                        @match &c.approval {
+                            Some(d) => {
+                                " · " strong.decision { (decision_words(&d.data)) }
+                                " by " (d.data.by) " (" (d.data.scope.as_str()) ")"
+                                @if let Some(w) = waited(&r.data.requested_at, &d.data.decided_at) { " after " (w) }
+                                " " (seq_time(ctx, d.seq, &d.ts))
+                            }
+                            None => { " · " span.muted { "no decision yet" } }
+                        }
+                    }
+                }
                 li class=@if c.intent.is_some() { "step on" } @else { "step" } {
                     "intent " @match &c.intent { Some(s) => (seq_time(ctx, s.seq, &s.ts)), None => span.muted { "—" } }
                 }
@@ -91,6 +106,30 @@ pub(super) fn card(ctx: &Ctx, e: &Entry, t: &Turn, c: &CallCard) -> Markup {
                 }
             }
             div.args { (arguments(&c.arguments)) }
+            @if let (Some(r), true) = (&c.approval_request, c.awaits_decision()) {
+                div.notice.awaiting-approval {
+                    strong { "Waits for approval." }
+                    " " (r.data.reason) " (" (r.data.mode) "). Nothing of this call runs until a person allows it; denied, it never runs and the model is told why."
+                    @if ctx.gateway {
+                        form.approval-form data-session=(ctx.id) data-call=(c.call_id) {
+                            input type="text" name="reason" maxlength="4096" placeholder="reason (optional)" {}
+                            button type="submit" name="decision" value="allow" data-scope="once" { "Allow" }
+                            button type="submit" name="decision" value="allow" data-scope="session" { "Allow for this session" }
+                            button type="submit" name="decision" value="deny" data-scope="once" .deny { "Deny" }
+                            span.approval-status {}
+                        }
+                    } @else {
+                        p.muted { "Answer with " code { "lazarus sessions approve " (ctx.id) " " (c.call_id) } " or " code { "lazarus sessions deny " (ctx.id) " " (c.call_id) } "." }
+                    }
+                }
+            }
+            @if let Some(d) = c.approval.as_ref().filter(|d| d.data.decision == Decision::Deny) {
+                div.notice.denied {
+                    strong { "Denied" } " by " (d.data.by)
+                    @if let Some(why) = &d.data.reason { ": " (why) }
+                    ". It never ran."
+                }
+            }
             @if cut_off {
                 div.notice.pending-doubt {
                     strong { "Cut off while running." }
@@ -110,6 +149,20 @@ pub(super) fn card(ctx: &Ctx, e: &Entry, t: &Turn, c: &CallCard) -> Markup {
             }
         }
     }
+}
+
+fn decision_words(a: &Approval) -> &'static str {
+    match a.decision {
+        Decision::Allow => "allowed",
+        Decision::Deny => "denied",
+    }
+}
+
+/// From a request's time to its decision's, in words.
+fn waited(from: &str, to: &str) -> Option<String> {
+    let from: jiff::Timestamp = from.parse().ok()?;
+    let to: jiff::Timestamp = to.parse().ok()?;
+    Some(duration(to.duration_since(from).as_millis().max(0) as u64))
 }
 
 fn duration(ms: u64) -> String {

@@ -76,6 +76,22 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
                                 }
                             }
                         }
+                        @for a in &r.approvals {
+                            div.wide {
+                                dt { "waited for approval" }
+                                dd {
+                                    (a.tool) " " code { (a.call_id) } ": "
+                                    @match (a.decision, &a.by) {
+                                        (Some(d), Some(by)) => {
+                                            strong { @if d == lazarus_session::record::Decision::Allow { "allowed" } @else { "denied" } }
+                                            " by " (by)
+                                            @if let Some(ms) = a.waited_ms { " after " (format!("{:.1} s", ms as f64 / 1000.0)) }
+                                        }
+                                        _ => "still waiting",
+                                    }
+                                }
+                            }
+                        }
                         @if let Some(sb) = &r.sandbox {
                             div.wide { dt { "shell sandbox" } dd { code { (sb.mode) } @if sb.network { ", network on" } @else { ", no network" } " — " (sb.detail) } }
                         }

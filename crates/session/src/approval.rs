@@ -1,0 +1,163 @@
+//! Deciding on a call that waits for approval, the same way from every door (the terminal,
+//! `lazarus sessions approve|deny`, the HTTP API, the web view): what a new decision must fit
+//! before it is delivered, and what a redelivery of one already taken means.
+//!
+//! A decision is an input with an id (`approval/<call id>`, one per call): delivered twice it
+//! is recorded once (G6). A *different* decision on a call already decided (or with a decision
+//! waiting in the inbox) is refused here, naming the first, so nobody is told "accepted" for a
+//! decision that will never count.
+
+use crate::inbox::InboxMessage;
+use crate::record::{Approval, Decision, Record, Scope};
+use crate::state::SessionState;
+
+/// A decision that cannot be taken. Each says what, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecisionError {
+    #[error("session {session} has no tool call {call_id:?}{}", waiting_list(.waiting))]
+    UnknownCall {
+        session: String,
+        call_id: String,
+        /// The calls that do wait, to pick from.
+        waiting: Vec<String>,
+    },
+    #[error(
+        "tool call {call_id:?} of session {session} does not wait for approval (nothing asked for it){}",
+        waiting_list(.waiting)
+    )]
+    NotAsked {
+        session: String,
+        call_id: String,
+        waiting: Vec<String>,
+    },
+    #[error(
+        "tool call {call_id:?} of session {session} was decided already: {first} ({scope}) by {by}{}; a call takes one decision, this one is refused",
+        match .seq { Some(s) => format!(" at seq {s}"), None => " (waiting in the inbox to be recorded)".to_string() }
+    )]
+    Conflicts {
+        session: String,
+        call_id: String,
+        first: &'static str,
+        scope: &'static str,
+        by: String,
+        /// Where it is recorded (`None`: it waits in the inbox).
+        seq: Option<u64>,
+    },
+}
+
+fn waiting_list(waiting: &[String]) -> String {
+    if waiting.is_empty() {
+        "; no call of it waits for approval".to_string()
+    } else {
+        format!("; waiting for approval: {}", waiting.join(", "))
+    }
+}
+
+/// Where a decision stands already.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Existing {
+    /// Nothing yet: deliver it.
+    New,
+    /// The same decision is recorded at this seq: nothing to do.
+    Recorded(u64),
+    /// The same decision waits in the inbox: nothing to do.
+    Waiting,
+}
+
+/// Checks `approval` against the session's state and the messages waiting in its inbox.
+pub fn check_decision(
+    state: &SessionState,
+    inbox: &[InboxMessage],
+    approval: &Approval,
+) -> Result<Existing, DecisionError> {
+    let session = state.id().to_string();
+    let waiting: Vec<String> = state
+        .awaiting_approval()
+        .map(|c| c.call_id.clone())
+        .collect();
+    let call_id = approval.call_id.clone();
+    let Some(call) = state.call(&approval.call_id) else {
+        return Err(DecisionError::UnknownCall {
+            session,
+            call_id,
+            waiting,
+        });
+    };
+    let Some(request) = &call.approval else {
+        return Err(DecisionError::NotAsked {
+            session,
+            call_id,
+            waiting,
+        });
+    };
+    let same = |d: Decision, s: Scope| d == approval.decision && s == approval.scope;
+    if let Some(d) = &request.decision {
+        if same(d.decision, d.scope) {
+            return Ok(Existing::Recorded(d.seq));
+        }
+        return Err(DecisionError::Conflicts {
+            session,
+            call_id,
+            first: d.decision.as_str(),
+            scope: d.scope.as_str(),
+            by: d.by.clone(),
+            seq: Some(d.seq),
+        });
+    }
+    for m in inbox {
+        if let Record::Approval(a) = m.record()
+            && a.input_id == approval.input_id
+        {
+            if same(a.decision, a.scope) {
+                return Ok(Existing::Waiting);
+            }
+            return Err(DecisionError::Conflicts {
+                session,
+                call_id,
+                first: a.decision.as_str(),
+                scope: a.scope.as_str(),
+                by: a.by.clone(),
+                seq: None,
+            });
+        }
+    }
+    Ok(Existing::New)
+}
+
+/// One call waiting for a person, as listings show it (`sessions approvals`, the HTTP API).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Pending {
+    pub session: String,
+    pub call_id: String,
+    pub tool: String,
+    /// JSON text, exactly as the model wrote it.
+    pub arguments: String,
+    pub reason: String,
+    pub mode: String,
+    pub requested_at: String,
+}
+
+/// The calls of `state` that wait for a decision, leaving out those whose decision waits in
+/// the inbox already.
+pub fn pending(state: &SessionState, inbox: &[InboxMessage]) -> Vec<Pending> {
+    state
+        .awaiting_approval()
+        .filter(|c| {
+            !inbox
+                .iter()
+                .any(|m| matches!(m.record(), Record::Approval(a) if a.call_id == c.call_id))
+        })
+        .filter_map(|c| {
+            let a = c.approval.as_ref()?;
+            Some(Pending {
+                session: state.id().to_string(),
+                call_id: c.call_id.clone(),
+                tool: c.name.clone(),
+                arguments: c.arguments.clone(),
+                reason: a.reason.clone(),
+                mode: a.mode.clone(),
+                requested_at: a.requested_at.clone(),
+            })
+        })
+        .collect()
+}
