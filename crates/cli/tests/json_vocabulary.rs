@@ -314,6 +314,77 @@ fn every_command_output_uses_the_documented_names() {
         true,
     );
 
+    // approvals: two runs that wait for a decision (exit 3), what waits, and decisions
+    let asking = rt
+        .block_on(lazarus_testkit::ScriptedServer::start(
+            lazarus_testkit::Script::new([
+                lazarus_testkit::Step::after_tool_result(
+                    "k1",
+                    lazarus_testkit::ScriptedResponse::text("ok"),
+                )
+                .repeat(),
+                lazarus_testkit::Step::reply(lazarus_testkit::ScriptedResponse::tool_call(
+                    "k1",
+                    "shell",
+                    serde_json::json!({"command": "true"}),
+                ))
+                .repeat(),
+            ]),
+        ))
+        .unwrap();
+    for id in ["p", "q"] {
+        let o = Command::new(BIN)
+            .args([
+                "run",
+                "--json",
+                "--session",
+                id,
+                "--ask-for-approval",
+                "untrusted",
+            ])
+            .args(["--base-url", &asking.base_url(), "--workspace"])
+            .arg(&ws)
+            .args(["-p", "ask first"])
+            .env("LAZARUS_SESSION_DIR", dir)
+            .env_remove("LAZARUS_STORE")
+            .env("XDG_CONFIG_HOME", dir.join("config"))
+            .env("OPENAI_API_KEY", "test")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(3),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    check(
+        "sessions approvals --json",
+        &["sessions", "approvals", "--json"],
+        true,
+    );
+    check(
+        "sessions deny --json",
+        &["sessions", "deny", "q", "k1", "--reason", "no", "--json"],
+        true,
+    );
+    for _ in 0..2 {
+        // the second time: the same decision, recorded already
+        check(
+            "sessions approve --json",
+            &[
+                "sessions", "approve", "p", "k1", "--scope", "always", "--json",
+            ],
+            true,
+        );
+    }
+    check(
+        "approvals list --json",
+        &["approvals", "list", "--json"],
+        true,
+    );
+
     // MCP servers: a real one and one that exits at start (scripts/mcp-servers/setup.sh)
     let py = lazarus_testkit::mcp_servers::python().display().to_string();
     let mcp_json = dir.join("mcp.json");

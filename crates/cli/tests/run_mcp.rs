@@ -586,3 +586,53 @@ fn the_reference_filesystem_server_under_the_rule() {
         }
     }
 }
+
+/// `--ask-for-approval untrusted` with MCP tools: only a trusted server's `readOnlyHint: true`
+/// tool runs without asking; a destructive tool, or any tool of an untrusted server (its hints
+/// are claims), waits for approval and does nothing until then (the counter shows no effect).
+#[test]
+fn under_untrusted_approvals_only_a_trusted_read_only_tool_runs_without_asking() {
+    let rt = rt();
+    for (trusted, tool, asks) in [
+        (true, "peek", false),
+        (true, "bump", true),
+        (false, "peek", true),
+    ] {
+        let label = format!("{tool} on a server trusted={trusted}");
+        let server = rt
+            .block_on(ScriptedServer::start(script(tool, json!({}))))
+            .unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let counter = tmp.path().join("counter.txt");
+        let config = write_config(tmp.path(), &counter, trusted, None);
+        let dir = tmp.path().join("sessions");
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let out = lazarus(
+            &config,
+            &dir,
+            &ws,
+            &server.base_url(),
+            &["--ask-for-approval", "untrusted", "-p", "go"],
+        )
+        .env("XDG_CONFIG_HOME", tmp.path().join("xdg"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        if asks {
+            assert_eq!(out.status.code(), Some(3), "{label}: {said}");
+            assert!(counter_lines(&counter).is_empty(), "{label}: ran unasked");
+            let st = LocalStore::open(&dir)
+                .unwrap()
+                .load(&SessionId::literal("s"))
+                .unwrap();
+            assert_eq!(st.status(), Status::AwaitingApproval, "{label}");
+        } else {
+            assert_eq!(out.status.code(), Some(0), "{label}: {said}");
+            assert_eq!(counter_lines(&counter).len(), 1, "{label}");
+            let ledger = std::fs::read_to_string(dir.join("s.jsonl")).unwrap();
+            assert!(!ledger.contains("approval_request"), "{label}");
+        }
+    }
+}

@@ -263,6 +263,27 @@ fn an_approval_through_a_second_gateway_on_postgres_reaches_the_holder_and_runs_
         assert_eq!(st, 200, "{v}");
         assert_eq!(v["result"], "duplicate", "{v}");
     }
+    // and from the CLI on another "machine": through the session's inbox rows
+    start_waiting(&a.url, "q");
+    let o = with_config(Command::new(BIN), dir.path())
+        .args([
+            "sessions", "deny", "--store", &url, "q", "c1", "--reason", "not here",
+        ])
+        .env_remove("LAZARUS_SESSION_DIR")
+        .env_remove("LAZARUS_STORE")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(said.contains("queued in its inbox"), "{said}");
+    wait_session(&a.url, "q", Duration::from_secs(30), |v| {
+        v["status"] == "idle"
+    });
+    assert_eq!(effect_lines(dir.path(), "q"), 0, "denied: never ran");
     let o = Command::new(BIN)
         .args(["sessions", "verify", "--store", &url, "p"])
         .env_remove("LAZARUS_SESSION_DIR")
