@@ -441,9 +441,11 @@ fn never_asks_nothing_and_on_request_asks_only_when_the_model_escalates() {
     assert!(err.contains("it writes outside the usual files"), "{err}");
     let o = env.sessions(&["approve", "s", "e2"]);
     assert!(o.status.success(), "{}", text(&o));
-    let o = env.run(&server, "on-request", &[]);
+    // resumed under another mode: the call asked for under on-request keeps its meaning
+    let o = env.run(&server, "never", &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    // the tool ran without the two approval arguments (the shell tool refuses unknown ones)
+    // the allowed call ran (that its tool never sees the two approval arguments is checked
+    // with a tool that echoes them: agent/tests/approvals.rs)
     assert_eq!(env.effect_lines("effect3"), 2, "{}", text(&o));
 }
 

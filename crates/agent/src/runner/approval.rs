@@ -188,8 +188,9 @@ impl Runner {
         match self.cfg.approval.mode {
             ApprovalMode::Never => None,
             ApprovalMode::Untrusted => {
-                let read_only = self.toolbox.get(&call.name).is_some_and(|t| t.read_only());
-                (!read_only).then(|| format!("{} is not read-only", call.name))
+                // a tool that is not there does nothing (the call gets an error result)
+                let harmless = self.toolbox.get(&call.name).is_none_or(|t| t.read_only());
+                (!harmless).then(|| format!("{} is not read-only", call.name))
             }
             ApprovalMode::OnRequest => {
                 let args: Value = serde_json::from_str(&call.arguments).ok()?;
@@ -238,10 +239,11 @@ impl Runner {
         specs
     }
 
-    /// The arguments the tool is given: under `on-request`, without the two approval
-    /// arguments (the tool does not know them; the ledger keeps the model's text verbatim).
-    pub(super) fn tool_arguments(&self, arguments: &str) -> String {
-        if self.cfg.approval.mode != ApprovalMode::OnRequest {
+    /// The arguments the tool is given: under `on-request` (now, or when the call was asked
+    /// for), without the two approval arguments (the tool does not know them; the ledger
+    /// keeps the model's text verbatim).
+    pub(super) fn tool_arguments(&self, arguments: &str, asked_on_request: bool) -> String {
+        if self.cfg.approval.mode != ApprovalMode::OnRequest && !asked_on_request {
             return arguments.to_string();
         }
         match serde_json::from_str::<Value>(arguments) {

@@ -8,7 +8,7 @@ use lazarus_session::record::{
     OutcomeStatus, ProcessRef, Record, ToolIntent, ToolOutcome, ToolStart,
 };
 
-use super::approval::Gate;
+use super::approval::{ApprovalMode, Gate};
 use super::transcript::repeats_note;
 use super::{IN_DOUBT_NOTICE, Observer, RunError, RunEvent, Runner, SharedSession, append, lock};
 use crate::process::ProcessGroupRef;
@@ -111,7 +111,13 @@ impl Runner {
                     }),
                     ..ctx.clone()
                 };
-                let arguments = self.tool_arguments(&call.arguments);
+                // a call asked for under `on-request` keeps its meaning under another mode
+                let asked_on_request = lock(session)
+                    .state()
+                    .call(&call.call_id)
+                    .and_then(|c| c.approval.as_ref())
+                    .is_some_and(|a| a.mode == ApprovalMode::OnRequest.as_str());
+                let arguments = self.tool_arguments(&call.arguments, asked_on_request);
                 let out = self
                     .toolbox
                     .run(&ctx, &call.name, &arguments, &mut hooks)
