@@ -145,6 +145,14 @@ fn off_a_terminal_the_run_waits_exits_3_and_an_approval_from_another_process_run
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("lazarus sessions approve"), "{err}");
+    // the command that continues names the workspace (a resumed run works in the one given)
+    assert!(
+        err.contains(&format!(
+            "--workspace {}",
+            env.ws.canonicalize().unwrap().display()
+        )),
+        "{err}"
+    );
     assert!(err.contains("shell is not read-only"), "{err}");
     assert_eq!(env.effect_lines("effect"), 0, "nothing ran before approval");
     let store = LocalStore::open(&env.dir).unwrap();

@@ -38,7 +38,7 @@ pub(super) fn ask(
     session: &Arc<Mutex<lazarus_session::Session>>,
     id: &str,
     call_id: &str,
-    store: &StoreArgs,
+    (store, workspace): (&StoreArgs, &std::path::Path),
     json_out: bool,
 ) -> Result<Asked> {
     let (tool, arguments, reason, mode) = {
@@ -65,11 +65,11 @@ pub(super) fn ask(
         escape(&reason)
     );
     if !can_ask() {
-        print_how_to_answer(id, call_id, store);
+        print_how_to_answer(id, call_id, store, workspace);
         return Ok(Asked::Left);
     }
     let Some((decision, scope, why)) = read_answer()? else {
-        print_how_to_answer(id, call_id, store);
+        print_how_to_answer(id, call_id, store, workspace);
         return Ok(Asked::Left);
     };
     if scope == Scope::Always {
@@ -153,7 +153,7 @@ fn read_answer() -> Result<Option<(Decision, Scope, Option<String>)>> {
 }
 
 /// The commands that answer a waiting call, for a run without a terminal.
-fn print_how_to_answer(id: &str, call_id: &str, store: &StoreArgs) {
+fn print_how_to_answer(id: &str, call_id: &str, store: &StoreArgs, workspace: &std::path::Path) {
     let mut flags = String::new();
     if let Some(d) = &store.session_dir {
         flags.push_str(&format!(
@@ -166,8 +166,10 @@ fn print_how_to_answer(id: &str, call_id: &str, store: &StoreArgs) {
     }
     let quoted = shell_quote(call_id);
     let call = escape(&quoted);
+    // a resumed run works in the directory it is given, never the one its header records
+    let ws = escape(&shell_quote(&workspace.display().to_string())).into_owned();
     eprintln!(
-        "the session waits for a decision; answer with one of:\n  lazarus sessions approve{flags} {id} {call} [--scope once|session|always]\n  lazarus sessions deny{flags} {id} {call} [--reason TEXT]\nthen continue it: lazarus run{flags} --session {id}"
+        "the session waits for a decision; answer with one of:\n  lazarus sessions approve{flags} {id} {call} [--scope once|session|always]\n  lazarus sessions deny{flags} {id} {call} [--reason TEXT]\nthen continue it (with your model flags): lazarus run{flags} --workspace {ws} --session {id}"
     );
 }
 

@@ -332,7 +332,7 @@ async fn drive_loop(
         if let RunOutcome::AwaitingApproval { call_id } = &outcome {
             // the question is recorded; the answer is recorded before the call can start
             let asked = tokio::task::block_in_place(|| {
-                approve::ask(session, id, call_id, store, json_out)
+                approve::ask(session, id, call_id, (store, &cfg.workspace), json_out)
             })?;
             match asked {
                 approve::Asked::Decided if !cancel.is_cancelled() => continue,
