@@ -337,3 +337,87 @@ async fn a_huge_sparse_file_is_read_in_bounded_chunks() {
         o.text
     );
 }
+
+/// A workspace that holds denied paths (it is the home directory, or holds Lazarus's config):
+/// the file tools refuse the denied set there as the shell's sandbox does, also through a
+/// symlink inside the workspace, and create nothing in it; a workspace that lies inside a
+/// denied directory (a gateway's workspace root) keeps working.
+#[tokio::test]
+async fn the_denied_set_inside_the_workspace_is_refused_to_the_file_tools() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = ws.path();
+    std::fs::create_dir(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "SECRET").unwrap();
+    symlink(".ssh", home.join("keys")).unwrap();
+    let policy = home.join(".config/lazarus/approvals.toml");
+    let mut sandbox = (*lazarus_agent::sandbox::default_probed()).clone();
+    sandbox.home = Some(home.to_path_buf());
+    let sandbox = sandbox.deny([policy.clone()]);
+    let c = ToolContext {
+        sandbox: Arc::new(sandbox),
+        ..ToolContext::new(home)
+    };
+    for (tool, args) in [
+        ("read_file", json!({"path": ".ssh/id_ed25519"})),
+        ("read_file", json!({"path": "keys/id_ed25519"})),
+        ("list_dir", json!({"path": ".ssh"})),
+        ("list_dir", json!({"path": "keys"})),
+        (
+            "write_file",
+            json!({"path": ".ssh/authorized_keys", "content": "ssh-ed25519 AAAA attacker"}),
+        ),
+        (
+            "write_file",
+            json!({"path": "keys/authorized_keys", "content": "ssh-ed25519 AAAA attacker"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": ".ssh/id_ed25519", "old_string": "SECRET", "new_string": "x"}),
+        ),
+        (
+            "write_file",
+            json!({"path": ".config/lazarus/approvals.toml", "content": "[[always]]\ntool = \"shell\"\n"}),
+        ),
+    ] {
+        let out = call(&c, tool, args.clone()).await;
+        assert!(
+            out.text.contains("denied location"),
+            "{tool} {args}: {}",
+            out.text
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(home.join(".ssh/id_ed25519")).unwrap(),
+        "SECRET"
+    );
+    assert_eq!(entries(&home.join(".ssh")), vec!["id_ed25519"]);
+    assert!(!policy.exists(), "the policy file was written");
+    // the rest of the workspace as usual
+    let out = call(
+        &c,
+        "write_file",
+        json!({"path": "notes.txt", "content": "ok"}),
+    )
+    .await;
+    assert_eq!(out.status, ToolStatus::Ok, "{}", out.text);
+    // a workspace inside a denied directory (a gateway's workspace root) keeps working
+    let root = tempfile::tempdir().unwrap();
+    let own = root.path().join("session-a");
+    std::fs::create_dir(&own).unwrap();
+    let sandbox = (*lazarus_agent::sandbox::default_probed())
+        .clone()
+        .deny([root.path().to_path_buf()]);
+    let c = ToolContext {
+        sandbox: Arc::new(sandbox),
+        ..ToolContext::new(&own)
+    };
+    let out = call(
+        &c,
+        "write_file",
+        json!({"path": "a.txt", "content": "mine"}),
+    )
+    .await;
+    assert_eq!(out.status, ToolStatus::Ok, "{}", out.text);
+    let out = call(&c, "read_file", json!({"path": "a.txt"})).await;
+    assert!(out.text.contains("mine"), "{}", out.text);
+}

@@ -313,6 +313,12 @@ impl Sandbox {
         Err(e)
     }
 
+    /// The denied set as it resolves now (what a shell call is denied; the file tools refuse
+    /// the part of it beneath their workspace).
+    pub fn denied_resolved(&self) -> Vec<PathBuf> {
+        fs::denied_paths(self.home.as_deref(), &self.denied)
+    }
+
     /// Adds denied paths (lazarus's own state); each is resolved when a call is prepared.
     pub fn deny(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
         self.denied.extend(paths);

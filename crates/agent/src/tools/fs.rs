@@ -30,7 +30,9 @@ fn path_err(e: PathError) -> String {
 
 /// The workspace and the path relative to it.
 fn locate(ctx: &ToolContext, path: &str) -> Result<(Workspace, PathBuf), String> {
-    let ws = Workspace::open(&ctx.workspace).map_err(path_err)?;
+    let ws = Workspace::open(&ctx.workspace)
+        .map_err(path_err)?
+        .denying(ctx.sandbox.denied_resolved());
     let rel = ws.relative(path).map_err(path_err)?;
     Ok((ws, rel))
 }
@@ -108,6 +110,7 @@ fn target_dir(
         ws.open_beneath(parent, OFlags::RDONLY | OFlags::DIRECTORY, shown)
     }
     .map_err(path_err)?;
+    ws.check_entry(&dir, name, shown).map_err(path_err)?;
     Ok((dir, name.to_os_string()))
 }
 
@@ -125,6 +128,7 @@ fn check_write_target(ws: &Workspace, rel: &Path, shown: &str) -> Result<(), Str
         Err(PathError::NotFound(_)) => return Ok(()),
         Err(e) => return Err(path_err(e)),
     };
+    ws.check_entry(&dir, name, shown).map_err(path_err)?;
     match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => {
             let ft = FileType::from_raw_mode(st.st_mode);

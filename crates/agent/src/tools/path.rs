@@ -5,6 +5,13 @@
 //! out of it (`..`, an absolute symlink, a symlink to outside, `/proc` magic links) during the
 //! open itself, so a directory swapped for a symlink between a check and the open cannot
 //! redirect it. Nothing is resolved by name and opened later.
+//!
+//! The shell sandbox's denied set (credential stores in `$HOME`, Lazarus's own state, the
+//! approvals policy) holds for the file tools too where it lies *inside* the workspace (a
+//! workspace that is the home directory must not hand out `~/.ssh`): what an open reached is
+//! looked up by the kernel's own name for it (`/proc/self/fd`), so a symlink inside the
+//! workspace cannot lead around it. Denied paths that hold the workspace (a gateway's
+//! workspace root) are the shell's business: a session's own workspace is granted back.
 
 use std::ffi::OsStr;
 use std::io;
@@ -29,6 +36,10 @@ pub enum PathError {
     Empty,
     #[error("cannot resolve path {0:?}: {1}")]
     Io(String, #[source] io::Error),
+    #[error(
+        "path {0:?} is in a denied location (credentials or Lazarus's own state); the file tools do not touch it"
+    )]
+    Denied(String),
 }
 
 pub(crate) fn errno(e: Errno) -> io::Error {
@@ -40,6 +51,8 @@ pub(crate) fn errno(e: Errno) -> io::Error {
 pub struct Workspace {
     root: OwnedFd,
     path: PathBuf,
+    /// Denied paths beneath the workspace, resolved (see the module's doc).
+    denied: Vec<PathBuf>,
 }
 
 impl Workspace {
@@ -54,7 +67,45 @@ impl Workspace {
         Ok(Workspace {
             root,
             path: workspace.to_path_buf(),
+            denied: Vec::new(),
         })
+    }
+
+    /// Refuses the paths of `denied` (resolved) that lie beneath the workspace; the others
+    /// are left to the shell's sandbox.
+    pub fn denying(mut self, denied: Vec<PathBuf>) -> Self {
+        let real = self
+            .path
+            .canonicalize()
+            .unwrap_or_else(|_| self.path.clone());
+        self.denied = denied
+            .into_iter()
+            .filter(|d| d != &real && d.starts_with(&real))
+            .collect();
+        self
+    }
+
+    /// The kernel's name for what `fd` reached.
+    fn real_path(fd: &OwnedFd, shown: &str) -> Result<PathBuf, PathError> {
+        use std::os::fd::AsRawFd;
+        std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|e| PathError::Io(shown.to_string(), e))
+    }
+
+    fn refuse_denied(&self, real: &Path, shown: &str) -> Result<(), PathError> {
+        if self.denied.iter().any(|d| real.starts_with(d)) {
+            return Err(PathError::Denied(shown.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Refuses a name about to be made in directory `dir` (a file written, a directory
+    /// created) when it would be a denied path.
+    pub fn check_entry(&self, dir: &OwnedFd, name: &OsStr, shown: &str) -> Result<(), PathError> {
+        if self.denied.is_empty() {
+            return Ok(());
+        }
+        self.refuse_denied(&Self::real_path(dir, shown)?.join(name), shown)
     }
 
     /// The path relative to the workspace, lexically: absolute paths must lie inside the
@@ -120,7 +171,12 @@ impl Workspace {
                 Mode::empty(),
                 ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
             ) {
-                Ok(fd) => return Ok(fd),
+                Ok(fd) => {
+                    if !self.denied.is_empty() {
+                        self.refuse_denied(&Self::real_path(&fd, shown)?, shown)?;
+                    }
+                    return Ok(fd);
+                }
                 // a concurrent rename made the kernel unsure; try again
                 Err(Errno::AGAIN) if tries < 16 => tries += 1,
                 Err(Errno::XDEV) | Err(Errno::LOOP) => {
@@ -154,6 +210,7 @@ impl Workspace {
             dir = match self.open_beneath(&done, OFlags::RDONLY | OFlags::DIRECTORY, shown) {
                 Ok(fd) => fd,
                 Err(PathError::NotFound(_)) => {
+                    self.check_entry(&dir, name, shown)?;
                     match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o777)) {
                         Ok(()) | Err(Errno::EXIST) => {}
                         Err(e) => return Err(PathError::Io(shown.to_string(), errno(e))),
