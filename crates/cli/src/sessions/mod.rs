@@ -17,6 +17,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
+use lazarus_session::record::{Decision, Scope};
 use lazarus_session::{SessionId, Status};
 use serde_json::json;
 
@@ -182,7 +183,7 @@ pub enum SessionsCommand {
         /// once: this call; session: every later call of this tool in this session;
         /// always: every later call of this tool anywhere (the approvals policy file).
         #[arg(long, default_value = "once", value_parser = parse_scope)]
-        scope: lazarus_session::record::Scope,
+        scope: Scope,
         /// Why (kept in the ledger).
         #[arg(long)]
         reason: Option<String>,
@@ -243,7 +244,7 @@ pub struct ListArgs {
     workspace: Option<PathBuf>,
 }
 
-fn parse_scope(s: &str) -> Result<lazarus_session::record::Scope, String> {
+fn parse_scope(s: &str) -> Result<Scope, String> {
     serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
         format!(
             "unknown scope {:?}; one of once, session, always",
@@ -350,32 +351,17 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
             scope,
             reason,
         } => {
-            return approvals::decide(
-                store,
-                &id,
-                &call_id,
-                (lazarus_session::record::Decision::Allow, scope, reason),
-                json,
-                &mut out,
-            );
+            let decision = (Decision::Allow, scope, reason);
+            return approvals::decide(store, &id, &call_id, decision, json, &mut out);
         }
         SessionsCommand::Deny {
             id,
             call_id,
             reason,
         } => {
-            return approvals::decide(
-                store,
-                &id,
-                &call_id,
-                (
-                    lazarus_session::record::Decision::Deny,
-                    lazarus_session::record::Scope::Once,
-                    reason,
-                ),
-                json,
-                &mut out,
-            );
+            // a denial is for this call only
+            let decision = (Decision::Deny, Scope::Once, reason);
+            return approvals::decide(store, &id, &call_id, decision, json, &mut out);
         }
         SessionsCommand::Rm { ids, force } => {
             let local = args.store.local("rm")?;
