@@ -70,6 +70,18 @@ pub enum SessionError {
         max_messages: u64,
         max_bytes: u64,
     },
+    /// A message waiting in the inbox does not fit the session (only a message that did not
+    /// come through a door's check can: a hand-made spool file or row). It stays waiting:
+    /// nothing accepted is dropped; the writer records nothing until it is removed.
+    #[error(
+        "message {message_id:?} in the inbox of session {id:?} in {location} cannot be recorded: {why}; it stays in the inbox (nothing was written): remove it (its spool file, or its row of the inbox table) to let the session go on"
+    )]
+    InboxMessageRefused {
+        id: String,
+        location: String,
+        message_id: String,
+        why: Box<ReplayError>,
+    },
     #[error("cannot fork {id:?} at turn {turn}: {reason}")]
     BadForkPoint {
         id: String,

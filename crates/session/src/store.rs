@@ -190,23 +190,17 @@ impl Session {
                 return Ok(out);
             }
             for msg in waiting {
-                let ack = match self.append_once(msg.message_id(), msg.record().clone()) {
-                    Ok(ack) => ack,
-                    // A decision on a call that does not wait for one (every door checks
-                    // before delivering, so only a hand-made spool file gets here): left out,
-                    // never a message that blocks the session's inbox for good.
-                    Err(SessionError::Refused(why)) if msg.kind() == "approval" => {
-                        tracing::warn!(
-                            session = %self.state.id(),
-                            message_id = %msg.message_id(),
-                            error = %why,
-                            "a decision in the inbox does not fit the session; consumed without recording it"
-                        );
-                        self.sink.inbox_consume(msg.message_id())?;
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                };
+                let ack = self
+                    .append_once(msg.message_id(), msg.record().clone())
+                    .map_err(|e| match e {
+                        SessionError::Refused(why) => SessionError::InboxMessageRefused {
+                            id: self.state.id().to_string(),
+                            location: self.sink.location(),
+                            message_id: msg.message_id().to_string(),
+                            why: Box::new(why),
+                        },
+                        other => other,
+                    })?;
                 self.sink.inbox_consume(msg.message_id())?;
                 out.push(Drained {
                     message_id: msg.message_id().to_string(),

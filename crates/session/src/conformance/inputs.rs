@@ -200,3 +200,42 @@ pub(super) fn a_full_inbox_refuses_and_changes_nothing(f: Factory) {
         .unwrap();
     drop(s);
 }
+
+pub(super) fn an_inbox_message_that_does_not_fit_stays_and_is_named(f: Factory) {
+    let name = "an_inbox_message_that_does_not_fit_stays_and_is_named";
+    let store = f();
+    let id = SessionId::literal("s1");
+    let mut s = create(&*store, "s1");
+    s.append_input("m1", "user", "hi").unwrap();
+    drop(s);
+    // a decision on a call nobody asked about, delivered past every door's check
+    let stray = crate::record::Approval {
+        input_id: crate::record::approval_input_id("c9"),
+        call_id: "c9".into(),
+        decision: crate::record::Decision::Allow,
+        scope: crate::record::Scope::Once,
+        reason: None,
+        by: "hand".into(),
+        decided_at: "2026-12-02T10:00:00.000Z".into(),
+    };
+    store.deliver(&id, &InboxMessage::approval(stray)).unwrap();
+    let err = match store.open(&id) {
+        Ok(_) => panic!("{name}: opened past a message it cannot record"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("approval/c9") && err.contains("stays in the inbox"),
+        "{name}: {err}"
+    );
+    // nothing accepted is dropped, nothing was written
+    assert_eq!(
+        store.inbox(&id, 10).unwrap().len(),
+        1,
+        "{name}: still waiting"
+    );
+    assert_eq!(
+        store.load(&id).unwrap().last_seq,
+        1,
+        "{name}: nothing written"
+    );
+}

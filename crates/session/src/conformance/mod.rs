@@ -42,7 +42,9 @@ mod replay;
 use creation::{create_is_exclusive, hostile_ids_are_refused};
 use fork::fork_keeps_parent_and_prefix;
 use inputs::{
-    a_full_inbox_refuses_and_changes_nothing, inbox_delivers_once_while_a_writer_holds_the_session,
+    a_full_inbox_refuses_and_changes_nothing,
+    an_inbox_message_that_does_not_fit_stays_and_is_named,
+    inbox_delivers_once_while_a_writer_holds_the_session,
     inbox_message_recorded_before_a_crash_is_only_consumed,
     inbox_waiting_is_shown_and_drained_by_the_next_writer, inputs_are_recorded_once,
 };
@@ -91,6 +93,10 @@ pub fn checks() -> Vec<Check> {
         (
             "a_full_inbox_refuses_and_changes_nothing",
             a_full_inbox_refuses_and_changes_nothing,
+        ),
+        (
+            "an_inbox_message_that_does_not_fit_stays_and_is_named",
+            an_inbox_message_that_does_not_fit_stays_and_is_named,
         ),
         (
             "inbox_rule_holds_over_interleavings",
