@@ -269,6 +269,19 @@ fn an_unknown_call_id_is_a_clear_error_and_the_ledger_is_unchanged_byte_for_byte
         assert_eq!(std::fs::read(env.ledger()).unwrap(), before);
         assert!(!env.dir.join("s.inbox").exists(), "nothing queued either");
     }
+    // a decision wrong in itself (a reason over the limit, a call id no message id can
+    // carry): a usage error, nothing written or queued
+    let long = "x".repeat(lazarus_session::approval::REASON_BYTES_MAX + 1);
+    let bad_id = "c".repeat(300);
+    for args in [
+        &["deny", "s", "c1", "--reason", long.as_str()][..],
+        &["approve", "s", bad_id.as_str()][..],
+    ] {
+        let o = env.sessions(args);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert_eq!(std::fs::read(env.ledger()).unwrap(), before);
+        assert!(!env.dir.join("s.inbox").exists());
+    }
     // a session without such a call at all
     let o = env.sessions(&["approve", "nope", "c1"]);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));

@@ -9,3 +9,11 @@ pub fn format_ts(ts: jiff::Timestamp) -> String {
 pub fn now_ts() -> String {
     format_ts(jiff::Timestamp::now())
 }
+
+/// Milliseconds from one record time to a later one (`None` when either does not parse; 0
+/// when `to` is earlier).
+pub fn millis_between(from: &str, to: &str) -> Option<u64> {
+    let from: jiff::Timestamp = from.parse().ok()?;
+    let to: jiff::Timestamp = to.parse().ok()?;
+    Some(to.duration_since(from).as_millis().max(0) as u64)
+}

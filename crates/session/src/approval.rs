@@ -7,13 +7,23 @@
 //! waiting in the inbox) is refused here, naming the first, so nobody is told "accepted" for a
 //! decision that will never count.
 
-use crate::inbox::InboxMessage;
+use crate::inbox::{INBOX_MESSAGES_MAX, InboxMessage, check_message_id};
 use crate::record::{Approval, Decision, Record, Scope};
 use crate::state::SessionState;
+use crate::{SessionId, Store};
+
+/// Most bytes of a decision's reason (every door: the terminal, the CLI, the HTTP API).
+pub const REASON_BYTES_MAX: usize = 4096;
 
 /// A decision that cannot be taken. Each says what, and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecisionError {
+    #[error("call id {call_id:?}: {why}")]
+    BadCallId { call_id: String, why: String },
+    #[error("the reason is {bytes} bytes; at most {REASON_BYTES_MAX}")]
+    ReasonTooLong { bytes: usize },
+    #[error("a denial is for this call only: its scope is `once`, not `{scope}`")]
+    DenialScope { scope: &'static str },
     #[error("session {session} has no tool call {call_id:?}{}", waiting_list(.waiting))]
     UnknownCall {
         session: String,
@@ -56,38 +66,55 @@ fn waiting_list(waiting: &[String]) -> String {
 /// Where a decision stands already.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Existing {
-    /// Nothing yet: deliver it.
-    New,
+    /// Nothing yet: deliver it. `tool`: the call's tool (what an `always` grant names).
+    New { tool: String },
     /// The same decision is recorded at this seq: nothing to do.
     Recorded(u64),
     /// The same decision waits in the inbox: nothing to do.
     Waiting,
 }
 
-/// Checks `approval` against the session's state and the messages waiting in its inbox.
+/// Checks `approval` on its own (its call id, its reason, a denial's scope), then against the
+/// session's state and the messages waiting in its inbox.
 pub fn check_decision(
     state: &SessionState,
     inbox: &[InboxMessage],
     approval: &Approval,
 ) -> Result<Existing, DecisionError> {
+    check_message_id(&approval.input_id).map_err(|why| DecisionError::BadCallId {
+        call_id: approval.call_id.clone(),
+        why,
+    })?;
+    if let Some(bytes) = approval.reason.as_ref().map(String::len)
+        && bytes > REASON_BYTES_MAX
+    {
+        return Err(DecisionError::ReasonTooLong { bytes });
+    }
+    if approval.decision == Decision::Deny && approval.scope != Scope::Once {
+        return Err(DecisionError::DenialScope {
+            scope: approval.scope.as_str(),
+        });
+    }
     let session = state.id().to_string();
-    let waiting: Vec<String> = state
-        .awaiting_approval()
-        .map(|c| c.call_id.clone())
-        .collect();
+    let waiting = || -> Vec<String> {
+        state
+            .awaiting_approval()
+            .map(|c| c.call_id.clone())
+            .collect()
+    };
     let call_id = approval.call_id.clone();
     let Some(call) = state.call(&approval.call_id) else {
         return Err(DecisionError::UnknownCall {
             session,
             call_id,
-            waiting,
+            waiting: waiting(),
         });
     };
     let Some(request) = &call.approval else {
         return Err(DecisionError::NotAsked {
             session,
             call_id,
-            waiting,
+            waiting: waiting(),
         });
     };
     let same = |d: Decision, s: Scope| d == approval.decision && s == approval.scope;
@@ -121,7 +148,20 @@ pub fn check_decision(
             });
         }
     }
-    Ok(Existing::New)
+    Ok(Existing::New {
+        tool: call.name.clone(),
+    })
+}
+
+/// [`check_decision`] against what the store holds now: the session replayed, its inbox read.
+pub fn check_in_store(
+    store: &dyn Store,
+    id: &SessionId,
+    approval: &Approval,
+) -> crate::Result<Result<Existing, DecisionError>> {
+    let state = store.load(id)?;
+    let inbox = store.inbox(id, INBOX_MESSAGES_MAX as usize)?;
+    Ok(check_decision(&state, &inbox, approval))
 }
 
 /// One call waiting for a person, as listings show it (`sessions approvals`, the HTTP API).

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, anyhow};
 use lazarus_session::InboxMessage;
+use lazarus_session::approval::REASON_BYTES_MAX;
 use lazarus_session::record::{Approval, Decision, Scope, approval_input_id};
 use serde_json::json;
 
@@ -16,9 +17,6 @@ use crate::term::escape;
 
 /// Exit code when the run stopped because a tool call waits for a person's decision.
 pub const EXIT_AWAITING_APPROVAL: i32 = 3;
-
-/// Most bytes of a reason typed at the prompt.
-const REASON_BYTES_MAX: usize = 4096;
 
 /// What became of the question.
 pub(super) enum Asked {

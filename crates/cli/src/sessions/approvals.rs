@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use anyhow::Result;
-use lazarus_session::approval::{Existing, Pending, check_decision, pending};
+use lazarus_session::approval::{DecisionError, Existing, Pending, check_in_store, pending};
 use lazarus_session::handoff::{Handed, hand_over};
 use lazarus_session::inbox::INBOX_MESSAGES_MAX;
 use lazarus_session::record::{Approval, Decision, Scope, approval_input_id};
@@ -13,9 +13,6 @@ use lazarus_session::{InboxMessage, SessionId, Status, Store};
 use serde_json::json;
 
 use crate::term::escape;
-
-/// Most bytes of a `--reason`.
-pub const REASON_BYTES_MAX: usize = 4096;
 
 /// The waiting calls of one session, or of every session awaiting approval.
 pub(super) fn list(
@@ -79,15 +76,6 @@ pub(super) fn decide(
     json: bool,
     out: &mut impl Write,
 ) -> Result<i32> {
-    if let Some(r) = &reason
-        && r.len() > REASON_BYTES_MAX
-    {
-        return Err(crate::Usage(format!(
-            "--reason is {} bytes; at most {REASON_BYTES_MAX}",
-            r.len()
-        ))
-        .into());
-    }
     let approval = Approval {
         input_id: approval_input_id(call_id),
         call_id: call_id.to_string(),
@@ -97,16 +85,16 @@ pub(super) fn decide(
         by: "cli".into(),
         decided_at: lazarus_ledger::clock::now_ts(),
     };
-    let check = |store: &dyn Store| -> Result<Existing> {
-        let state = store.load(id)?;
-        let inbox = store.inbox(id, INBOX_MESSAGES_MAX as usize)?;
-        Ok(check_decision(&state, &inbox, &approval)?)
+    // one replay of the session (and a look at its inbox) answers the whole check; what is
+    // wrong with the decision itself (its call id, its reason) is a usage error
+    let check = || -> Result<Existing> {
+        check_in_store(store, id, &approval)?.map_err(|e| match e {
+            DecisionError::BadCallId { .. }
+            | DecisionError::ReasonTooLong { .. }
+            | DecisionError::DenialScope { .. } => crate::Usage(e.to_string()).into(),
+            other => anyhow::Error::from(other),
+        })
     };
-    let tool = store
-        .load(id)?
-        .call(call_id)
-        .map(|c| c.name.clone())
-        .unwrap_or_default();
     let said = |existing: &str, out: &mut dyn Write| -> Result<i32> {
         if json {
             writeln!(
@@ -123,11 +111,11 @@ pub(super) fn decide(
         }
         Ok(0)
     };
-    match check(store)? {
+    let tool = match check()? {
         Existing::Recorded(seq) => return said(&format!("recorded at seq {seq}"), out),
         Existing::Waiting => return said("waiting in the inbox", out),
-        Existing::New => {}
-    }
+        Existing::New { tool } => tool,
+    };
     if scope == Scope::Always {
         crate::approvals::grant_always(&tool, "cli", id, call_id)?;
     }
@@ -138,7 +126,7 @@ pub(super) fn decide(
         Handed::Queued { duplicate, .. } | Handed::Recorded { duplicate, .. } => *duplicate,
     };
     if duplicate {
-        match check(store) {
+        match check() {
             Ok(Existing::Recorded(seq)) => return said(&format!("recorded at seq {seq}"), out),
             Ok(_) => return said("waiting in the inbox", out),
             Err(e) => return Err(e),

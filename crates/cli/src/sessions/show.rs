@@ -426,7 +426,7 @@ fn receipt(d: &Value) -> String {
                 escape(t("tool")),
                 a["waited_ms"]
                     .as_u64()
-                    .map(|ms| format!("{:.1} s", ms as f64 / 1000.0))
+                    .map(seconds)
                     .unwrap_or_else(|| "?".into()),
                 if decision == "allow" {
                     "allowed"
@@ -450,10 +450,12 @@ fn receipt(d: &Value) -> String {
 
 /// How long from `from` to `to` (two record times), in words.
 fn waited(from: &str, to: &str) -> Option<String> {
-    let from: jiff::Timestamp = from.parse().ok()?;
-    let to: jiff::Timestamp = to.parse().ok()?;
-    let ms = to.duration_since(from).as_millis().max(0);
-    Some(format!("{:.1} s", ms as f64 / 1000.0))
+    lazarus_ledger::clock::millis_between(from, to).map(seconds)
+}
+
+/// Milliseconds in seconds, for people.
+fn seconds(ms: u64) -> String {
+    format!("{:.1} s", ms as f64 / 1000.0)
 }
 
 /// Head and tail of a long text, the middle replaced by a count.

@@ -14,7 +14,7 @@ use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use lazarus_session::approval::{DecisionError, Existing, check_decision, pending};
+use lazarus_session::approval::{DecisionError, Existing, check_decision, check_in_store, pending};
 use lazarus_session::inbox::INBOX_MESSAGES_MAX;
 use lazarus_session::record::{Approval, Decision, Scope, approval_input_id};
 use lazarus_session::{InboxMessage, SessionId};
@@ -28,9 +28,6 @@ use crate::hub::Hub;
 
 /// Who a decision over the API is recorded as: the gateway has one bearer token, named so.
 pub const API_DECIDER: &str = "token:gateway";
-
-/// Most bytes of a decision's reason.
-const REASON_BYTES_MAX: usize = 4096;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -84,25 +81,7 @@ pub async fn decide(
     b: DecisionBody,
     by: &str,
 ) -> ApiResult<Response> {
-    if call_id.is_empty() || call_id.len() > 256 || call_id.chars().any(char::is_control) {
-        return Err(ApiError::bad_request(
-            "bad_call_id",
-            "call_id must be 1 to 256 bytes without control characters",
-        ));
-    }
     let scope = b.scope.unwrap_or(Scope::Once);
-    if b.decision == Decision::Deny && scope != Scope::Once {
-        return Err(ApiError::bad_request(
-            "bad_scope",
-            "a denial is for this call only: leave scope out (or give \"once\")",
-        ));
-    }
-    if b.reason.as_ref().map_or(0, String::len) > REASON_BYTES_MAX {
-        return Err(ApiError::too_large(
-            "text_too_large",
-            format!("reason is longer than {REASON_BYTES_MAX} bytes"),
-        ));
-    }
     if hub.is_draining() {
         return Err(ApiError::unavailable("the gateway is shutting down"));
     }
@@ -123,13 +102,8 @@ pub async fn decide(
             let sid = id.clone();
             let inbox =
                 blocking(move || Ok(h.store.inbox(&sid, INBOX_MESSAGES_MAX as usize)?)).await?;
-            let (existing, tool) = Hub::with_state(&actor, |s| {
-                (
-                    check_decision(s, &inbox, &approval),
-                    s.call(call_id).map(|c| c.name.clone()).unwrap_or_default(),
-                )
-            });
-            match existing.map_err(decision_error)? {
+            let existing = Hub::with_state(&actor, |s| check_decision(s, &inbox, &approval));
+            let tool = match existing.map_err(decision_error)? {
                 Existing::Recorded(seq) => {
                     return answer(
                         StatusCode::OK,
@@ -142,8 +116,8 @@ pub async fn decide(
                         json!({"result": "duplicate", "queued": true, "decision": approval.decision, "scope": scope}),
                     );
                 }
-                Existing::New => {}
-            }
+                Existing::New { tool } => tool,
+            };
             keep_always_grant(hub, &approval, &tool, id)?;
             hub.admit(&actor)?;
             let (seq, duplicate) = hub.append_approval(&actor, approval.clone()).await?;
@@ -165,24 +139,13 @@ pub async fn decide(
             let h = hub.clone();
             let sid = id.clone();
             let a = approval.clone();
-            let (existing, tool) = blocking(move || {
-                let state = h.store.load(&sid)?;
-                let inbox = h.store.inbox(&sid, INBOX_MESSAGES_MAX as usize)?;
-                Ok((
-                    check_decision(&state, &inbox, &a),
-                    state
-                        .call(&a.call_id)
-                        .map(|c| c.name.clone())
-                        .unwrap_or_default(),
-                ))
-            })
-            .await?;
-            if existing.map_err(decision_error)? != Existing::New {
+            let existing = blocking(move || Ok(check_in_store(&*h.store, &sid, &a)?)).await?;
+            let Existing::New { tool } = existing.map_err(decision_error)? else {
                 return answer(
                     StatusCode::OK,
                     json!({"result": "duplicate", "decision": approval.decision, "scope": scope}),
                 );
-            }
+            };
             keep_always_grant(hub, &approval, &tool, id)?;
             let duplicate = hub
                 .deliver(id, InboxMessage::approval(approval.clone()))
@@ -215,6 +178,9 @@ fn keep_always_grant(hub: &Hub, approval: &Approval, tool: &str, id: &SessionId)
 fn decision_error(e: DecisionError) -> ApiError {
     let message = e.to_string();
     match e {
+        DecisionError::BadCallId { .. } => ApiError::bad_request("bad_call_id", message),
+        DecisionError::ReasonTooLong { .. } => ApiError::too_large("text_too_large", message),
+        DecisionError::DenialScope { .. } => ApiError::bad_request("bad_scope", message),
         DecisionError::UnknownCall { .. } => {
             ApiError::new(StatusCode::NOT_FOUND, "no_such_call", message)
         }

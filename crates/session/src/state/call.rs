@@ -59,10 +59,7 @@ impl ApprovalInfo {
     /// does not parse).
     pub fn waited_ms(&self) -> Option<u64> {
         let d = self.decision.as_ref()?;
-        let from: jiff::Timestamp = self.requested_at.parse().ok()?;
-        let to: jiff::Timestamp = d.decided_at.parse().ok()?;
-        let ms = to.duration_since(from).as_millis();
-        Some(ms.max(0) as u64)
+        lazarus_ledger::clock::millis_between(&self.requested_at, &d.decided_at)
     }
 }
 

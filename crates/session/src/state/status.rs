@@ -176,38 +176,39 @@ pub fn owes_work_from_records(records: &[(&str, &serde_json::Value)]) -> Option<
     let mut decided: Vec<&str> = Vec::new();
     for (i, &(kind, data)) in records.iter().enumerate().rev() {
         let last = i + 1 == records.len();
-        let settle = |early: &mut Option<bool>, says: bool| {
-            early.get_or_insert(says);
+        // the newest record that says "work is owed" settles it, unless a waiting call holds it
+        let mut owed = || {
+            early.get_or_insert(true);
         };
         match kind {
             "header" => return Some(early.unwrap_or(false)),
             "turn_start" => return Some(early.unwrap_or(!response_after)),
             "approval" => {
                 decided.push(data["call_id"].as_str().unwrap_or_default());
-                settle(&mut early, true);
+                owed();
             }
             // a call waits for a person (no decision after it): nothing can be done
             "approval_request" if !decided.contains(&data["call_id"].as_str().unwrap_or("")) => {
                 return Some(false);
             }
             "approval_request" => {}
-            "input" | "tool_intent" | "tool_start" | "tool_outcome" => settle(&mut early, true),
+            "input" | "tool_intent" | "tool_start" | "tool_outcome" => owed(),
             // a stop is recorded only where work is left; anything after it dealt with it
-            "interrupted" if last => settle(&mut early, true),
+            "interrupted" if last => owed(),
             "interrupted" | "fork" => {}
             // a compact request owes no work by itself
             "control" if data["action"] == crate::state::COMPACT_ACTION => {}
-            "control" if !receipt_after => settle(&mut early, true),
+            "control" if !receipt_after => owed(),
             "control" => {}
             "resume" => receipt_after = true,
             "response" => {
                 if status_from_tail(kind, data) == Status::Interrupted {
-                    settle(&mut early, true);
+                    owed();
                 }
                 response_after = true;
             }
             // automatic ones are written only while work is owed
-            "compaction" if data["trigger"] != "manual" => settle(&mut early, true),
+            "compaction" if data["trigger"] != "manual" => owed(),
             "compaction" => {}
             // a kind this build does not know: say "maybe" rather than leave work behind
             _ => return Some(true),

@@ -160,12 +160,10 @@ fn decision_words(a: &Approval) -> &'static str {
 
 /// From a request's time to its decision's, in words.
 fn waited(from: &str, to: &str) -> Option<String> {
-    let from: jiff::Timestamp = from.parse().ok()?;
-    let to: jiff::Timestamp = to.parse().ok()?;
-    Some(duration(to.duration_since(from).as_millis().max(0) as u64))
+    lazarus_ledger::clock::millis_between(from, to).map(duration)
 }
 
-fn duration(ms: u64) -> String {
+pub(super) fn duration(ms: u64) -> String {
     if ms < 1000 {
         format!("{ms} ms")
     } else if ms < 120_000 {

@@ -85,7 +85,7 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
                                         (Some(d), Some(by)) => {
                                             strong { @if d == lazarus_session::record::Decision::Allow { "allowed" } @else { "denied" } }
                                             " by " (by)
-                                            @if let Some(ms) = a.waited_ms { " after " (format!("{:.1} s", ms as f64 / 1000.0)) }
+                                            @if let Some(ms) = a.waited_ms { " after " (super::cards::duration(ms)) }
                                         }
                                         _ => "still waiting",
                                     }
