@@ -39,20 +39,33 @@ impl Writer {
     /// lets go return side by side instead of one after another through a mutex (with 64
     /// appenders, that convoy took longer than the `fdatasync` itself).
     pub(super) fn wait_synced(&self, end: u64) -> Result<()> {
+        // Durable first: a line a sync covered is acknowledged even if a later batch failed
+        // meanwhile (its caller must not retry it and write it twice). A sync publishes what
+        // it covered before anyone can lead the next one, so an error met after that sync
+        // (the next leader's poison, or our own lead refused by it) is looked at again here.
+        let durable = |e| {
+            if self.synced_len.load(Ordering::SeqCst) >= end {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        };
         loop {
             let generation = self.sync_generation.load(Ordering::SeqCst);
-            // Durable first: a line a sync covered is acknowledged even if a later batch
-            // failed meanwhile (its caller must not retry it and write it twice).
             if self.synced_len.load(Ordering::SeqCst) >= end {
                 return Ok(());
             }
-            self.check_poison()?;
+            if let Err(e) = self.check_poison() {
+                return durable(e);
+            }
             if self
                 .syncing
                 .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
             {
-                self.lead_sync()?;
+                if let Err(e) = self.lead_sync() {
+                    return durable(e);
+                }
                 continue;
             }
             // Returns at once if a sync ended since `generation` was read (EAGAIN), and on
