@@ -49,6 +49,13 @@ pub enum Record {
     Import(Import),
     ApprovalRequest(ApprovalRequest),
     Approval(Approval),
+    HostItem(HostItem),
+    HostPop(HostPop),
+    HostClear(HostClear),
+    HostCallIntent(HostCallIntent),
+    HostCallOutcome(HostCallOutcome),
+    HostCheckpoint(HostCheckpoint),
+    HostWrites(HostWrites),
     /// A header record; only valid as line 1, so seeing one here is an error the ledger names.
     #[doc(hidden)]
     Header,
@@ -70,6 +77,13 @@ pub const KINDS: &[&str] = &[
     "import",
     "approval_request",
     "approval",
+    "host_item",
+    "host_pop",
+    "host_clear",
+    "host_call_intent",
+    "host_call_outcome",
+    "host_checkpoint",
+    "host_writes",
 ];
 
 impl Record {
@@ -90,6 +104,13 @@ impl Record {
             Record::Import(_) => "import",
             Record::ApprovalRequest(_) => "approval_request",
             Record::Approval(_) => "approval",
+            Record::HostItem(_) => "host_item",
+            Record::HostPop(_) => "host_pop",
+            Record::HostClear(_) => "host_clear",
+            Record::HostCallIntent(_) => "host_call_intent",
+            Record::HostCallOutcome(_) => "host_call_outcome",
+            Record::HostCheckpoint(_) => "host_checkpoint",
+            Record::HostWrites(_) => "host_writes",
             Record::Header => "header",
         }
     }
@@ -111,6 +132,13 @@ impl Record {
             Record::Import(d) => serde_json::to_vec(d),
             Record::ApprovalRequest(d) => serde_json::to_vec(d),
             Record::Approval(d) => serde_json::to_vec(d),
+            Record::HostItem(d) => serde_json::to_vec(d),
+            Record::HostPop(d) => serde_json::to_vec(d),
+            Record::HostClear(d) => serde_json::to_vec(d),
+            Record::HostCallIntent(d) => serde_json::to_vec(d),
+            Record::HostCallOutcome(d) => serde_json::to_vec(d),
+            Record::HostCheckpoint(d) => serde_json::to_vec(d),
+            Record::HostWrites(d) => serde_json::to_vec(d),
             Record::Header => Ok(b"{}".to_vec()),
         }
     }
@@ -141,6 +169,13 @@ impl<'de> lazarus_ledger::Payload<'de> for Record {
             "import" => Record::Import(Deserialize::deserialize(d)?),
             "approval_request" => Record::ApprovalRequest(Deserialize::deserialize(d)?),
             "approval" => Record::Approval(Deserialize::deserialize(d)?),
+            "host_item" => Record::HostItem(Deserialize::deserialize(d)?),
+            "host_pop" => Record::HostPop(Deserialize::deserialize(d)?),
+            "host_clear" => Record::HostClear(Deserialize::deserialize(d)?),
+            "host_call_intent" => Record::HostCallIntent(Deserialize::deserialize(d)?),
+            "host_call_outcome" => Record::HostCallOutcome(Deserialize::deserialize(d)?),
+            "host_checkpoint" => Record::HostCheckpoint(Deserialize::deserialize(d)?),
+            "host_writes" => Record::HostWrites(Deserialize::deserialize(d)?),
             "header" => {
                 IgnoredAny::deserialize(d)?;
                 Record::Header
@@ -630,4 +665,109 @@ pub struct Approval {
 /// on the same call is the same input (recorded once), whatever it says.
 pub fn approval_input_id(call_id: &str) -> String {
     format!("approval/{call_id}")
+}
+
+/// One item of a host framework's conversation history (an OpenAI Agents SDK
+/// `TResponseInputItem`), kept verbatim: a session a Python program writes through the
+/// `lazarus` package. Lazarus's own runner never writes or acts on these kinds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostItem {
+    /// A JSON object, exactly as the host gave it.
+    pub item: serde_json::Value,
+}
+
+/// The newest item of the host's history left it (the host popped it): the item recorded at
+/// `seq`. Nothing is deleted: the item stays in the ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostPop {
+    pub seq: u64,
+}
+
+/// Every item of the host's history recorded at or before `through_seq` left it (the host
+/// cleared the session). Nothing is deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostClear {
+    pub through_seq: u64,
+}
+
+/// A host's tool is about to run (its hooks said so before the tool started), keyed by the
+/// host's own call id: without an outcome after it, the call may have run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCallIntent {
+    pub call_id: String,
+    pub tool: String,
+    /// The arguments as the host had them (JSON text), when it had them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
+}
+
+/// How a host's tool call ended, as its hooks reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCallOutcome {
+    pub call_id: String,
+    pub result: String,
+}
+
+/// A value as the host's serializer wrote it (LangGraph's `dumps_typed`): its type tag and
+/// its bytes in base64. Lazarus keeps it verbatim and never decodes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostBlob {
+    #[serde(rename = "type")]
+    pub type_tag: String,
+    pub b64: String,
+}
+
+/// A graph checkpoint a host framework saved (LangGraph's `put`), in namespace `ns`:
+/// the checkpoint without its channel values, its metadata, and the values of the channels
+/// that changed since its parent (`channels`). The others are found at the version the
+/// checkpoint names, in an earlier `host_checkpoint` of the same namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCheckpoint {
+    pub ns: String,
+    pub checkpoint_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
+    pub checkpoint: HostBlob,
+    pub metadata: HostBlob,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<HostChannelValue>,
+}
+
+/// One channel's value at one version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostChannelValue {
+    pub channel: String,
+    pub version: String,
+    pub value: HostBlob,
+}
+
+/// Writes a task made against a checkpoint before the next one (LangGraph's `put_writes`):
+/// kept per task and index, so a task's writes are recorded once however often they are put.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostWrites {
+    pub ns: String,
+    pub checkpoint_id: String,
+    pub task_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub task_path: String,
+    pub writes: Vec<HostWrite>,
+}
+
+/// One write of a task: its index (negative for the special channels, as LangGraph numbers
+/// them), its channel and its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostWrite {
+    pub idx: i64,
+    pub channel: String,
+    pub value: HostBlob,
 }

@@ -376,6 +376,114 @@ fn approval_records() -> Vec<Record> {
     ]
 }
 
+/// A session the Python package wrote for an OpenAI Agents SDK program: items, one popped,
+/// a tool call announced and finished, one announced and cut off (in doubt), then a clear.
+fn host_records() -> Vec<Record> {
+    let item = |v: serde_json::Value| Record::HostItem(HostItem { item: v });
+    vec![
+        item(json!({"role": "user", "content": "What is the weather in Paris?"})),
+        item(
+            json!({"type": "function_call", "call_id": "call_w", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}),
+        ),
+        Record::HostCallIntent(HostCallIntent {
+            call_id: "call_w".into(),
+            tool: "get_weather".into(),
+            arguments: Some(r#"{"city":"Paris"}"#.into()),
+        }),
+        Record::HostCallOutcome(HostCallOutcome {
+            call_id: "call_w".into(),
+            result: "sunny, 21 C".into(),
+        }),
+        item(json!({"type": "function_call_output", "call_id": "call_w", "output": "sunny, 21 C"})),
+        item(json!({"role": "assistant", "content": "Sunny, 21 C."})),
+        Record::HostPop(HostPop { seq: 6 }),
+        Record::HostCallIntent(HostCallIntent {
+            call_id: "call_x".into(),
+            tool: "send_email".into(),
+            arguments: None,
+        }),
+        Record::HostClear(HostClear { through_seq: 8 }),
+        item(json!({"role": "user", "content": "Start over."})),
+    ]
+}
+
+fn render_host() -> String {
+    let header = Header {
+        format: FORMAT.into(),
+        version: 1,
+        id: "golden-host".into(),
+        created_at: TS.into(),
+        parent: None,
+        meta: Some(json!({"host": "openai-agents"})),
+        unsynced_bytes_max: None,
+    };
+    encode(&header, &host_records())
+}
+
+/// A thread the Python package's LangGraph saver wrote: a checkpoint with two channels and
+/// a task's writes (one retried with a different value, one to a special channel), a second
+/// checkpoint changing one channel, then the thread deleted and begun again.
+fn graph_records() -> Vec<Record> {
+    let blob = |t: &str, b: &str| HostBlob {
+        type_tag: t.into(),
+        b64: b.into(),
+    };
+    let checkpoint = |id: &str, parent: Option<&str>, channels: Vec<HostChannelValue>| {
+        Record::HostCheckpoint(HostCheckpoint {
+            ns: String::new(),
+            checkpoint_id: id.into(),
+            parent_id: parent.map(Into::into),
+            checkpoint: blob("msgpack", "gqFpoWE="),
+            metadata: blob("msgpack", "gaRzdGVwAA=="),
+            channels,
+        })
+    };
+    let value = |channel: &str, version: &str, b64: &str| HostChannelValue {
+        channel: channel.into(),
+        version: version.into(),
+        value: blob("msgpack", b64),
+    };
+    let writes = |task: &str, idx: i64, channel: &str, b64: &str| {
+        Record::HostWrites(HostWrites {
+            ns: String::new(),
+            checkpoint_id: "cp-1".into(),
+            task_id: task.into(),
+            task_path: "~__pregel_pull, a".into(),
+            writes: vec![HostWrite {
+                idx,
+                channel: channel.into(),
+                value: blob("msgpack", b64),
+            }],
+        })
+    };
+    vec![
+        checkpoint(
+            "cp-1",
+            None,
+            vec![value("a", "1", "oXg="), value("b", "1", "oXk=")],
+        ),
+        writes("task-a", 0, "a", "oXo="),
+        writes("task-a", -3, "__interrupt__", "gA=="),
+        writes("task-a", -3, "__interrupt__", "kA=="),
+        checkpoint("cp-2", Some("cp-1"), vec![value("a", "2", "oXo=")]),
+        Record::HostClear(HostClear { through_seq: 5 }),
+        checkpoint("cp-3", None, vec![value("a", "1", "oXE=")]),
+    ]
+}
+
+fn render_graph() -> String {
+    let header = Header {
+        format: FORMAT.into(),
+        version: 1,
+        id: "golden-graph".into(),
+        created_at: TS.into(),
+        parent: None,
+        meta: Some(json!({"host": "langgraph"})),
+        unsynced_bytes_max: None,
+    };
+    encode(&header, &graph_records())
+}
+
 fn render_approvals() -> String {
     let header = Header {
         format: FORMAT.into(),
@@ -454,6 +562,8 @@ fn golden_session_is_pinned() {
         ("golden.jsonl", render(), records()),
         ("import.jsonl", render_import(), import_records()),
         ("approvals.jsonl", render_approvals(), approval_records()),
+        ("host.jsonl", render_host(), host_records()),
+        ("graph.jsonl", render_graph(), graph_records()),
     ] {
         if std::env::var_os("LAZARUS_BLESS").is_some() {
             std::fs::write(golden_path(name), &rendered).unwrap();
@@ -474,6 +584,8 @@ fn golden_session_is_pinned() {
         .iter()
         .chain(import_records().iter())
         .chain(approval_records().iter())
+        .chain(host_records().iter())
+        .chain(graph_records().iter())
         .map(|r| r.kind())
         .collect();
     for k in KINDS {
@@ -590,6 +702,105 @@ fn golden_approvals_replay_with_the_grant_and_refuse_a_second_decision() {
 }
 
 #[test]
+fn golden_host_history_replays_with_pops_clears_and_a_call_in_doubt() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("golden-host.jsonl"), render_host()).unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    let st = store.load(&SessionId::literal("golden-host")).unwrap();
+    assert_eq!(st.status(), Status::Idle);
+    assert!(
+        !st.owes_work(),
+        "Lazarus's runner owes a host session nothing"
+    );
+    let items: Vec<u64> = st.host.items.iter().map(|(s, _)| *s).collect();
+    assert_eq!(items, vec![10]);
+    let doubt: Vec<&str> = st.host.in_doubt().map(|(id, _)| id).collect();
+    assert_eq!(doubt, vec!["call_x"]);
+    // only the newest item may be popped; an outcome needs its intent; one per call
+    let mut fresh = lazarus_session::SessionState::new(st.header.clone());
+    for (i, r) in host_records().into_iter().enumerate().take(5) {
+        fresh.check(&r).unwrap();
+        fresh.apply(i as u64 + 1, r);
+    }
+    let err = fresh
+        .check(&Record::HostPop(HostPop { seq: 2 }))
+        .unwrap_err();
+    assert!(err.to_string().contains("newest item"), "{err}");
+    let err = fresh
+        .check(&Record::HostCallOutcome(HostCallOutcome {
+            call_id: "call_w".into(),
+            result: "again".into(),
+        }))
+        .unwrap_err();
+    assert!(err.to_string().contains("finished twice"), "{err}");
+    let err = fresh
+        .check(&Record::HostCallOutcome(HostCallOutcome {
+            call_id: "nobody".into(),
+            result: "x".into(),
+        }))
+        .unwrap_err();
+    assert!(err.to_string().contains("no host_call_intent"), "{err}");
+    let err = fresh
+        .check(&Record::HostItem(HostItem {
+            item: json!("text"),
+        }))
+        .unwrap_err();
+    assert!(err.to_string().contains("JSON object"), "{err}");
+}
+
+#[test]
+fn golden_graph_replays_checkpoints_values_and_writes_and_a_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("golden-graph.jsonl"), render_graph()).unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    let st = store.load(&SessionId::literal("golden-graph")).unwrap();
+    assert!(
+        !st.owes_work(),
+        "Lazarus's runner owes a host session nothing"
+    );
+    // after the delete (host_clear through seq 5) only the thread begun again is there
+    let g = &st.host.graph;
+    let ids: Vec<&str> = g.checkpoints.keys().map(|(_, id)| id.as_str()).collect();
+    assert_eq!(ids, vec!["cp-3"]);
+    assert_eq!(g.values.len(), 1);
+    assert!(g.writes.is_empty());
+
+    // before it: two checkpoints, values by version, one write per (task, index)
+    let mut before = lazarus_session::SessionState::new(st.header.clone());
+    for (i, r) in graph_records().into_iter().enumerate().take(5) {
+        before.check(&r).unwrap();
+        before.apply(i as u64 + 1, r);
+    }
+    let g = &before.host.graph;
+    assert_eq!(g.checkpoints.len(), 2);
+    let a: Vec<&str> = g
+        .values
+        .iter()
+        .filter(|((_, c, _), _)| c == "a")
+        .map(|(_, (_, b))| b.b64.as_str())
+        .collect();
+    assert_eq!(a, vec!["oXg=", "oXo="], "channel a at versions 1 and 2");
+    let w = &g.writes[&(String::new(), "cp-1".to_string())];
+    assert_eq!(w.len(), 2);
+    assert_eq!(
+        w[&("task-a".to_string(), -3)].value.b64,
+        "kA==",
+        "the newest write of a special channel stands"
+    );
+    // writes against a checkpoint nobody recorded (or one deleted) are refused
+    for cp in ["cp-9", "cp-2"] {
+        let mut against = match &graph_records()[1] {
+            Record::HostWrites(w) => w.clone(),
+            _ => unreachable!(),
+        };
+        against.checkpoint_id = cp.into();
+        let target = if cp == "cp-2" { &st } else { &before };
+        let err = target.check(&Record::HostWrites(against)).unwrap_err();
+        assert!(err.to_string().contains("no host_checkpoint"), "{err}");
+    }
+}
+
+#[test]
 fn format_doc_shows_every_golden_line() {
     let doc_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/FORMAT.md");
     let doc = std::fs::read_to_string(doc_path).unwrap();
@@ -606,10 +817,40 @@ fn format_doc_shows_every_golden_line() {
         .map(str::to_string)
         .collect();
     assert_eq!(approval_lines.len(), 2);
+    // the host golden: the first line of each of its kinds
+    let mut host_lines: Vec<String> = Vec::new();
+    for kind in [
+        "host_item",
+        "host_pop",
+        "host_clear",
+        "host_call_intent",
+        "host_call_outcome",
+    ] {
+        let tag = format!(r#""kind":"{kind}""#);
+        host_lines.extend(
+            render_host()
+                .lines()
+                .find(|l| l.contains(&tag))
+                .map(str::to_string),
+        );
+    }
+    assert_eq!(host_lines.len(), 5);
+    // the graph golden: the first line of each of its own kinds
+    for kind in ["host_checkpoint", "host_writes"] {
+        let tag = format!(r#""kind":"{kind}""#);
+        host_lines.extend(
+            render_graph()
+                .lines()
+                .find(|l| l.contains(&tag))
+                .map(str::to_string),
+        );
+    }
+    assert_eq!(host_lines.len(), 7);
     for line in render()
         .lines()
         .chain(import_line.as_deref())
         .chain(approval_lines.iter().map(String::as_str))
+        .chain(host_lines.iter().map(String::as_str))
     {
         assert!(
             doc.contains(line),

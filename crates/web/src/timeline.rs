@@ -52,6 +52,12 @@ pub enum Body {
     /// What is sent to the model from here on starts with this summary; the history above
     /// stays in the ledger and on the page.
     Compaction(Box<Compaction>),
+    /// A record a host framework wrote (the Python package's sessions): its kind and data as
+    /// they are.
+    Host {
+        kind: String,
+        data: Value,
+    },
     /// A record this build cannot read (a newer kind or field), or one that fits nowhere.
     Unreadable {
         kind: String,
@@ -425,6 +431,23 @@ impl Builder {
             }
             Record::Import(i) => {
                 self.push_entry(format!("r{seq}"), seq, ts, Body::Import(Box::new(i)));
+            }
+            Record::HostItem(_)
+            | Record::HostPop(_)
+            | Record::HostClear(_)
+            | Record::HostCallIntent(_)
+            | Record::HostCallOutcome(_)
+            | Record::HostCheckpoint(_)
+            | Record::HostWrites(_) => {
+                self.push_entry(
+                    format!("r{seq}"),
+                    seq,
+                    ts,
+                    Body::Host {
+                        kind: r.kind.clone(),
+                        data: r.data.clone(),
+                    },
+                );
             }
             Record::Header => self.unreadable(&r, "a header record after line 1".into()),
         }

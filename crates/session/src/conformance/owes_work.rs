@@ -101,7 +101,61 @@ pub fn owes_work_histories() -> Vec<(&'static str, Vec<Record>)> {
             decided_at: "2026-12-02T10:00:01.000Z".into(),
         })
     };
+    let host_item = |text: &str| {
+        Record::HostItem(crate::record::HostItem {
+            item: serde_json::json!({"role": "user", "content": text}),
+        })
+    };
     vec![
+        (
+            "a host framework's history (the Python package): items, a call cut off, a pop, a clear",
+            vec![
+                host_item("hello"),
+                Record::HostCallIntent(crate::record::HostCallIntent {
+                    call_id: "h1".into(),
+                    tool: "send_email".into(),
+                    arguments: None,
+                }),
+                host_item("again"),
+                Record::HostPop(crate::record::HostPop { seq: 3 }),
+                Record::HostClear(crate::record::HostClear { through_seq: 4 }),
+                Record::HostCallOutcome(crate::record::HostCallOutcome {
+                    call_id: "h1".into(),
+                    result: "sent".into(),
+                }),
+            ],
+        ),
+        (
+            "a host framework's graph (LangGraph through the Python package): a checkpoint, writes, a delete",
+            {
+                let blob = || crate::record::HostBlob {
+                    type_tag: "msgpack".into(),
+                    b64: "gA==".into(),
+                };
+                vec![
+                    Record::HostCheckpoint(crate::record::HostCheckpoint {
+                        ns: String::new(),
+                        checkpoint_id: "cp-1".into(),
+                        parent_id: None,
+                        checkpoint: blob(),
+                        metadata: blob(),
+                        channels: vec![],
+                    }),
+                    Record::HostWrites(crate::record::HostWrites {
+                        ns: String::new(),
+                        checkpoint_id: "cp-1".into(),
+                        task_id: "t".into(),
+                        task_path: String::new(),
+                        writes: vec![crate::record::HostWrite {
+                            idx: 0,
+                            channel: "a".into(),
+                            value: blob(),
+                        }],
+                    }),
+                    Record::HostClear(crate::record::HostClear { through_seq: 2 }),
+                ]
+            },
+        ),
         (
             "a call that waited for approval and ran, then one denied",
             vec![

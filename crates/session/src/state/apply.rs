@@ -162,6 +162,13 @@ impl SessionState {
                     self.session_grants.entry(tool).or_insert(seq);
                 }
             }
+            rec @ (Record::HostItem(_)
+            | Record::HostPop(_)
+            | Record::HostClear(_)
+            | Record::HostCallIntent(_)
+            | Record::HostCallOutcome(_)
+            | Record::HostCheckpoint(_)
+            | Record::HostWrites(_)) => self.apply_host(seq, rec),
             Record::Header => {}
         }
     }

@@ -80,6 +80,20 @@ pub enum ReplayError {
     IntentBeforeDecision { call_id: String },
     #[error("tool intent for call {call_id:?}, which was denied at seq {seq}")]
     IntentAfterDenial { call_id: String, seq: u64 },
+    #[error("a host item must be a JSON object")]
+    HostItemNotObject,
+    #[error("host_pop of seq {seq}, but the newest item of the history is at {newest:?}")]
+    HostPopNotNewest { seq: u64, newest: Option<u64> },
+    #[error("host_clear through seq {through_seq}, past the last record ({last_seq})")]
+    HostClearBeyondLog { through_seq: u64, last_seq: u64 },
+    #[error("host call {call_id:?} announced twice")]
+    HostCallTwice { call_id: String },
+    #[error("host call outcome for {call_id:?}, which no host_call_intent announced")]
+    HostOutcomeWithoutIntent { call_id: String },
+    #[error(
+        "host writes against checkpoint {checkpoint_id:?} in namespace {ns:?}, which no host_checkpoint recorded"
+    )]
+    HostWritesWithoutCheckpoint { ns: String, checkpoint_id: String },
     #[error("header record outside line 1")]
     MisplacedHeader,
     #[error("compaction of seqs {from_seq}..={through_seq} does not fit: {why}")]
@@ -311,6 +325,13 @@ impl SessionState {
                     });
                 }
             }
+            Record::HostItem(_)
+            | Record::HostPop(_)
+            | Record::HostClear(_)
+            | Record::HostCallIntent(_)
+            | Record::HostCallOutcome(_)
+            | Record::HostCheckpoint(_)
+            | Record::HostWrites(_) => self.check_host(rec)?,
             Record::Header => return Err(ReplayError::MisplacedHeader),
         }
         Ok(())

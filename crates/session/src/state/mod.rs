@@ -25,11 +25,13 @@ mod apply;
 mod call;
 mod check;
 mod compaction;
+mod host;
 mod status;
 
 pub use call::{ApprovalInfo, Call, CallState, DecisionInfo, IntentInfo, OutcomeInfo, StartInfo};
 pub use check::ReplayError;
 pub use compaction::{COMPACT_ACTION, CompactionState};
+pub use host::{CheckpointKey, HostCall, HostGraph, HostState, HostWriteAt};
 pub use status::{Status, owes_work_from_records, owes_work_from_tail, status_from_tail};
 
 /// A message of the model context rebuilt from the ledger.
@@ -120,6 +122,8 @@ pub struct SessionState {
     /// Tools a decision allowed for the rest of the session (scope `session` or `always`),
     /// with the seq of that decision: their later calls need no approval.
     pub session_grants: std::collections::BTreeMap<String, u64>,
+    /// A host framework's history and announced calls (sessions the Python package writes).
+    pub host: HostState,
 }
 
 impl SessionState {
@@ -148,6 +152,7 @@ impl SessionState {
             compaction: None,
             imported: None,
             session_grants: Default::default(),
+            host: HostState::default(),
         }
     }
 

@@ -24,6 +24,7 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
         Body::Stop(_) => "entry stop",
         Body::Compaction(_) => "entry compaction",
         Body::Unreadable { .. } => "entry unreadable",
+        Body::Host { .. } => "entry host",
     };
     html! {
         li class=(class) id=(e.key) data-seq=(e.seq) data-touched=(e.touched) {
@@ -132,6 +133,10 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
                     }
                     p.muted { "From here on the model gets this summary instead of the records above; they stay in the ledger." }
                     div.text { (long_text(&c.summary)) }
+                }
+                Body::Host { kind, data } => {
+                    div.meta { strong { (kind) } " " (seq_time(ctx, e.seq, &e.ts)) }
+                    pre { (serde_json::to_string_pretty(data).unwrap_or_default()) }
                 }
                 Body::Unreadable { kind, data, why } => {
                     div.meta { strong { "record " (kind) } " " (seq_time(ctx, e.seq, &e.ts)) }
