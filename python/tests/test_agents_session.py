@@ -1,0 +1,219 @@
+"""LazarusSession against the real OpenAI Agents SDK protocol, with real processes, on local
+files and on PostgreSQL (`where`), each session checked with `lazarus sessions verify`.
+
+Run: ``scripts/python-tests.sh`` (it builds the binaries and the package first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import assert_verified, bin_path, kinds, listed
+from lazarus.agents import LazarusSession
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_items_round_trip_as_equal_json_and_pop_and_clear_are_records(where):
+    items = [
+        {"role": "user", "content": "What is 2+2?"},
+        {"type": "function_call", "call_id": "c1", "name": "add", "arguments": '{"a":2,"b":2}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "4"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "4", "annotations": []}]},
+    ]
+
+    async def go():
+        s = LazarusSession("s1", **where)
+        await s.add_items(items)
+        assert await s.get_items() == items
+        assert await s.get_items(limit=2) == items[2:]
+        assert await s.pop_item() == items[-1]
+        assert await s.get_items() == items[:-1]
+        await s.clear_session()
+        assert await s.get_items() == []
+        assert await s.pop_item() is None
+        s.close()
+
+    run(go())
+    assert kinds(where, "s1") == ["header"] + ["host_item"] * 4 + ["host_pop", "host_clear"]
+    assert_verified(where, "s1")
+    assert listed(where)["s1"]["title"] == "What is 2+2?"
+
+
+def test_a_second_process_gets_locked_error_naming_the_holder(where):
+    async def go():
+        s = LazarusSession("held", **where)
+        await s.add_items([{"role": "user", "content": "mine"}])
+        code = textwrap.dedent(
+            f"""
+            from lazarus import LockedError
+            from lazarus.agents import LazarusSession
+            try:
+                LazarusSession("held", **{where!r})
+            except LockedError as e:
+                print("locked:", e)
+            """
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        s.close()
+        return out
+
+    out = run(go())
+    assert "locked:" in out.stdout, out.stderr
+    assert f"pid {os.getpid()}" in out.stdout
+    assert kinds(where, "held") == ["header", "host_item"]
+
+
+WRITER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from lazarus.agents import LazarusSession
+
+    async def main():
+        s = LazarusSession("loop", **json.loads(sys.argv[1]))
+        n = len(await s.get_items())
+        while True:
+            await s.add_items([{"role": "user", "content": f"item {n}"}])
+            print(n, flush=True)  # acknowledged: durable before add_items returned
+            n += 1
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_kill_9_while_adding_loses_no_acknowledged_item_and_adds_none_twice(where):
+    acknowledged = -1
+    rounds = int(os.environ.get("LAZARUS_PY_KILLS", "200"))
+    for round_ in range(rounds):
+        p = subprocess.Popen(
+            [sys.executable, "-c", WRITER, json.dumps(where)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        # let it acknowledge a few (a different number each round), then kill -9
+        want = 1 + round_ % 4
+        seen = 0
+        while seen < want:
+            line = p.stdout.readline()
+            if not line:
+                break
+            acknowledged = max(acknowledged, int(line))
+            seen += 1
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+
+    async def check():
+        s = LazarusSession("loop", **where)
+        items = await s.get_items()
+        s.close()
+        return items
+
+    items = run(check())
+    texts = [i["content"] for i in items]
+    # every acknowledged item present, once, in order; nothing after a gap
+    assert texts == [f"item {n}" for n in range(len(texts))]
+    assert len(texts) > acknowledged
+    assert acknowledged >= rounds, "the writers acknowledged fewer items than rounds"
+    assert_verified(where, "loop")
+
+
+RUNNER = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from openai import AsyncOpenAI
+    from agents import Agent, Runner, function_tool, set_tracing_disabled
+    from agents import OpenAIChatCompletionsModel
+    from lazarus.agents import LazarusSession, LazarusRunHooks
+
+    set_tracing_disabled(True)
+    import json
+    where, base_url, ws = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+    @function_tool
+    def send_email(to: str) -> str:
+        \"\"\"Sends an email (an effect counted in a file).\"\"\"
+        with open(os.path.join(ws, "sent"), "a") as f:
+            f.write(to + "\\n")
+        open(os.path.join(ws, "started"), "w").close()
+        while not os.path.exists(os.path.join(ws, "go")):
+            import time; time.sleep(0.05)
+        return "sent"
+
+    async def main():
+        model = OpenAIChatCompletionsModel(
+            model="m", openai_client=AsyncOpenAI(base_url=base_url, api_key="x")
+        )
+        agent = Agent(name="a", instructions="help", model=model, tools=[send_email])
+        s = LazarusSession("run", **where)
+        settled = await s.settle_in_doubt()
+        if settled:
+            print("in doubt:", settled, flush=True)
+        result = await Runner.run(agent, "email bob", session=s, hooks=LazarusRunHooks(s))
+        print("final:", result.final_output, flush=True)
+        s.close()
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_a_runner_killed_mid_tool_reports_the_call_in_doubt_and_never_runs_it_twice(
+    tmp_path, where
+):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [
+        {"when": {"kind": "any_message_contains", "text": "cut off"}, "repeat": True,
+         "reply": {"kind": "response", "text": "It may have been sent; I will not send it again."}},
+        {"when": {"kind": "last_tool_result"}, "repeat": True,
+         "reply": {"kind": "response", "text": "Sent."}},
+        {"repeat": True, "reply": {"kind": "response", "tool_calls": [
+            {"id": "call_{n}", "name": "send_email", "arguments": {"to": "bob"}}]}},
+    ]}))
+    server = subprocess.Popen(
+        [bin_path("scripted-model-server"), "--script", str(script)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        line = server.stdout.readline()
+        base_url = line.strip().split("listening on ")[1] + "/v1"
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        first = subprocess.Popen(
+            [sys.executable, "-c", RUNNER, json.dumps(where), base_url, str(ws)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        deadline = time.time() + 60
+        while not (ws / "started").exists():
+            assert first.poll() is None, first.stderr.read()
+            assert time.time() < deadline, "the tool never started"
+            time.sleep(0.02)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        (ws / "go").touch()
+        second = subprocess.run(
+            [sys.executable, "-c", RUNNER, json.dumps(where), base_url, str(ws)],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert second.returncode == 0, second.stderr
+        assert "in doubt:" in second.stdout, second.stdout
+        assert "not send it again" in second.stdout, second.stdout
+        assert (ws / "sent").read_text().splitlines() == ["bob"], "the email went out twice"
+        recorded = kinds(where, "run")
+        # the intent before the (killed) tool, then the notice closing it
+        assert recorded.count("host_call_intent") == 1 and recorded.count("host_call_outcome") == 1
+        assert_verified(where, "run")
+    finally:
+        server.terminate()
+        server.wait()
