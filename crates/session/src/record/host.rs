@@ -1,0 +1,110 @@
+//! The records a host framework writes through the `lazarus` Python package (docs/python.md):
+//! an OpenAI Agents SDK history and its announced tool calls, LangGraph's checkpoints and
+//! writes. Lazarus's own runner never writes or acts on them.
+
+use serde::{Deserialize, Serialize};
+
+/// One item of a host framework's conversation history (an OpenAI Agents SDK
+/// `TResponseInputItem`), kept verbatim: a session a Python program writes through the
+/// `lazarus` package. Lazarus's own runner never writes or acts on these kinds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostItem {
+    /// A JSON object, exactly as the host gave it.
+    pub item: serde_json::Value,
+}
+
+/// The newest item of the host's history left it (the host popped it): the item recorded at
+/// `seq`. Nothing is deleted: the item stays in the ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostPop {
+    pub seq: u64,
+}
+
+/// Every item of the host's history recorded at or before `through_seq` left it (the host
+/// cleared the session). Nothing is deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostClear {
+    pub through_seq: u64,
+}
+
+/// A host's tool is about to run (its hooks said so before the tool started), keyed by the
+/// host's own call id: without an outcome after it, the call may have run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCallIntent {
+    pub call_id: String,
+    pub tool: String,
+    /// The arguments as the host had them (JSON text), when it had them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
+}
+
+/// How a host's tool call ended, as its hooks reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCallOutcome {
+    pub call_id: String,
+    pub result: String,
+}
+
+/// A value as the host's serializer wrote it (LangGraph's `dumps_typed`): its type tag and
+/// its bytes in base64. Lazarus keeps it verbatim and never decodes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostBlob {
+    #[serde(rename = "type")]
+    pub type_tag: String,
+    pub b64: String,
+}
+
+/// A graph checkpoint a host framework saved (LangGraph's `put`), in namespace `ns`:
+/// the checkpoint without its channel values, its metadata, and the values of the channels
+/// that changed since its parent (`channels`). The others are found at the version the
+/// checkpoint names, in an earlier `host_checkpoint` of the same namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCheckpoint {
+    pub ns: String,
+    pub checkpoint_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
+    pub checkpoint: HostBlob,
+    pub metadata: HostBlob,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<HostChannelValue>,
+}
+
+/// One channel's value at one version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostChannelValue {
+    pub channel: String,
+    pub version: String,
+    pub value: HostBlob,
+}
+
+/// Writes a task made against a checkpoint before the next one (LangGraph's `put_writes`):
+/// kept per task and index, so a task's writes are recorded once however often they are put.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostWrites {
+    pub ns: String,
+    pub checkpoint_id: String,
+    pub task_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub task_path: String,
+    pub writes: Vec<HostWrite>,
+}
+
+/// One write of a task: its index (negative for the special channels, as LangGraph numbers
+/// them), its channel and its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostWrite {
+    pub idx: i64,
+    pub channel: String,
+    pub value: HostBlob,
+}
