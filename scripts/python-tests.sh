@@ -38,5 +38,7 @@ log "pip install ./python (builds the native part with maturin)"
 PATH="$venv/bin:$PATH" CARGO_TARGET_DIR="$repo/python/target" "$venv/bin/python" -m pip install --quiet \
   --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps "$repo/python" >&2
 
-cd "$repo/python"
-LAZARUS_TEST_BIN_DIR="$bin_dir" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests "$@"
+# pytest itself, not `python -m pytest`: that would put the working directory first on the
+# path, and a checkout's python/lazarus (without its native part) would shadow the installed one
+cd "$repo"
+LAZARUS_TEST_BIN_DIR="$bin_dir" "$venv/bin/pytest" -q -p no:cacheprovider python/tests "$@"

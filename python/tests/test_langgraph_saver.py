@@ -186,3 +186,20 @@ def test_put_writes_is_recorded_once_per_task_and_index(tmp_path):
         writes = saver.get_tuple(stored).pending_writes
     assert sorted(writes) == [("task-1", "ch", "first"), ("task-1", "other", 1), ("task-2", "ch", "mine")]
     assert kinds(where, "t3").count("host_writes") == 2, "a retried put_writes was recorded again"
+
+
+def test_list_without_a_config_lists_every_thread_and_no_other_session(tmp_path):
+    from lazarus.agents import LazarusSession
+
+    where = {"directory": str(tmp_path / "sessions")}
+    other = LazarusSession("a-chat", **where)  # an Agents SDK session in the same directory
+    asyncio.run(other.add_items([{"role": "user", "content": "hi"}]))
+    other.close()
+    with LazarusSaver(**where) as saver:
+        _checkpoint_config(saver, "held-here")
+    with LazarusSaver(**where) as saver:
+        _checkpoint_config(saver, "t-2")
+        _checkpoint_config(saver, "t-2")
+        found = [t.config["configurable"]["thread_id"] for t in saver.list(None)]
+        assert sorted(found) == ["held-here", "t-2", "t-2"], found
+        assert len(list(saver.list(None, limit=2))) == 2
