@@ -329,7 +329,7 @@ impl NativeSession {
         py.detach(|| {
             self.with(|s| {
                 for item in parsed {
-                    s.append(Record::HostItem(HostItem { item }))?;
+                    s.append(Record::from(HostItem { item }))?;
                 }
                 Ok(())
             })
@@ -343,7 +343,7 @@ impl NativeSession {
                 let Some((seq, item)) = s.state().host.items.last().cloned() else {
                     return Ok(None);
                 };
-                s.append(Record::HostPop(HostPop { seq }))?;
+                s.append(Record::from(HostPop { seq }))?;
                 Ok(Some(item.to_string()))
             })
         })
@@ -354,7 +354,7 @@ impl NativeSession {
         py.detach(|| {
             self.with(|s| {
                 let through_seq = s.state().last_seq;
-                s.append(Record::HostClear(HostClear { through_seq }))?;
+                s.append(Record::from(HostClear { through_seq }))?;
                 Ok(())
             })
         })
@@ -371,7 +371,7 @@ impl NativeSession {
     ) -> PyResult<()> {
         py.detach(|| {
             self.with(|s| {
-                s.append(Record::HostCallIntent(HostCallIntent {
+                s.append(Record::from(HostCallIntent {
                     call_id,
                     tool,
                     arguments,
@@ -385,7 +385,7 @@ impl NativeSession {
     fn call_outcome(&self, py: Python<'_>, call_id: String, result: String) -> PyResult<()> {
         py.detach(|| {
             self.with(|s| {
-                s.append(Record::HostCallOutcome(HostCallOutcome { call_id, result }))?;
+                s.append(Record::from(HostCallOutcome { call_id, result }))?;
                 Ok(())
             })
         })
@@ -406,7 +406,7 @@ impl NativeSession {
         let rec: HostCheckpoint = parse_record("a host_checkpoint record", record)?;
         py.detach(|| {
             self.with(|s| {
-                s.append(Record::HostCheckpoint(rec))?;
+                s.append(Record::from(rec))?;
                 Ok(())
             })
         })
@@ -428,7 +428,7 @@ impl NativeSession {
                 }
                 let n = rec.writes.len();
                 if n > 0 {
-                    s.append(Record::HostWrites(rec))?;
+                    s.append(Record::from(rec))?;
                 }
                 Ok(n)
             })

@@ -679,3 +679,41 @@ fn a_fork_that_owes_work_is_pending_everywhere_and_never_pruned() {
     let show = stdout(&expect(dir, &["show", "a2"], 0));
     assert!(show.contains("status: pending"), "{show}");
 }
+
+/// A record of a kind this build does not know was written by a newer program (a newer
+/// Lazarus, the Python package): `verify` says to upgrade, never to repair, and `repair`
+/// refuses to cut it (it would lose what the newer program wrote), changing nothing.
+#[test]
+fn a_newer_record_kind_says_upgrade_and_repair_refuses_to_cut_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    expect(dir, &["create", "--id", "newer"], 0);
+    expect(dir, &["send", "newer", "--message-id", "m1", "hello"], 0);
+    let path = file_of(dir, "newer");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&framed_after(&bytes, "teleport", r#"{"to":"mars"}"#));
+    std::fs::write(&path, &bytes).unwrap();
+
+    let out = stdout(&expect(dir, &["verify", "newer"], 1));
+    assert!(
+        out.contains("line 3") && out.contains("unknown record kind \"teleport\""),
+        "{out}"
+    );
+    assert!(out.contains("upgrade `lazarus`"), "{out}");
+    assert!(!out.contains("corruption"), "{out}");
+
+    let o = run(dir, &["repair", "newer"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("upgrade `lazarus`"), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "repair changed the file"
+    );
+
+    // an open for writing names it the same way
+    let o = run(dir, &["send", "newer", "--message-id", "m2", "again"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("upgrade `lazarus`"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+}

@@ -178,15 +178,7 @@ pub fn trajectory(
                     notes.push(format!("forked from {} at turn {}", f.parent, f.at_turn))
                 }
                 // a host framework's history (the Python package): its items as they are
-                Record::HostItem(_)
-                | Record::HostPop(_)
-                | Record::HostClear(_)
-                | Record::HostCallIntent(_)
-                | Record::HostCallOutcome(_)
-                | Record::HostCheckpoint(_)
-                | Record::HostWrites(_) => {
-                    steps.push(step("system", format!("[{}] {}", r.kind, r.data)))
-                }
+                Record::Host(_) => steps.push(step("system", format!("[{}] {}", r.kind, r.data))),
                 Record::TurnStart(_)
                 | Record::ToolIntent(_)
                 | Record::ToolStart(_)

@@ -147,6 +147,12 @@ impl fmt::Display for Corruption {
         if let Some(c) = &self.context {
             write!(f, " ({c})")?;
         }
+        if let Problem::Newer(_) = self.problem {
+            return write!(
+                f,
+                "; a newer Lazarus (or the `lazarus` Python package) wrote it: upgrade `lazarus` to read this session (do not repair it: that would cut those records away)"
+            );
+        }
         write!(
             f,
             "; run `lazarus sessions verify` for details and `lazarus sessions repair` to cut the log back to the last good record (removed bytes are saved beside the file)"
@@ -177,6 +183,10 @@ pub enum Problem {
     TornTail { bytes: u64 },
     #[error("invalid record: {0}")]
     Invalid(String),
+    /// A checksum-valid record of a kind this build does not know: a newer program wrote it.
+    /// Never damage: repair refuses to cut it, and the advice is to upgrade.
+    #[error("a record this build cannot read: {0}")]
+    Newer(String),
 }
 
 pub type Result<T, E = LedgerError> = std::result::Result<T, E>;

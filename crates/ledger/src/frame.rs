@@ -130,6 +130,20 @@ pub struct Envelope<'a, P> {
     pub data: P,
 }
 
+/// What a payload's error says when the line holds a kind it does not know (a newer program
+/// wrote it): such a line is [`Problem::Newer`], not damage.
+pub const NEWER_VERSION: &str = "written by a newer version";
+
+/// The problem for a payload that did not decode.
+fn malformed(e: serde_json::Error) -> Problem {
+    let text = e.to_string();
+    if text.contains(NEWER_VERSION) {
+        Problem::Newer(text)
+    } else {
+        Problem::Malformed(text)
+    }
+}
+
 /// Parses a CRC-checked line into its envelope, the data typed by `P` according to `kind`.
 pub fn decode_envelope<'a, P: Payload<'a>>(line: &'a [u8]) -> Result<Envelope<'a, P>, Problem> {
     let text = match simdutf8::basic::from_utf8(line) {
@@ -142,7 +156,7 @@ pub fn decode_envelope<'a, P: Payload<'a>>(line: &'a [u8]) -> Result<Envelope<'a
     let mut de = serde_json::Deserializer::from_str(text);
     let env = de
         .deserialize_map(EnvelopeVisitor::<P>(PhantomData))
-        .map_err(|e| Problem::Malformed(e.to_string()))?;
+        .map_err(malformed)?;
     de.end().map_err(|e| Problem::Malformed(e.to_string()))?;
     Ok(env)
 }

@@ -172,6 +172,10 @@ where
         on_record,
     ) {
         Ok(scan) => scan.cut,
+        // a newer program's record is not damage: cutting it would lose what it wrote
+        Err(LedgerError::Corrupt(c)) if matches!(c.problem, Problem::Newer(_)) => {
+            return Err(LedgerError::Corrupt(c));
+        }
         Err(LedgerError::Corrupt(c)) => Some(Cut {
             offset: c.offset,
             bytes: 0,

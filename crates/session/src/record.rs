@@ -52,13 +52,8 @@ pub enum Record {
     Import(Import),
     ApprovalRequest(ApprovalRequest),
     Approval(Approval),
-    HostItem(HostItem),
-    HostPop(HostPop),
-    HostClear(HostClear),
-    HostCallIntent(HostCallIntent),
-    HostCallOutcome(HostCallOutcome),
-    HostCheckpoint(HostCheckpoint),
-    HostWrites(HostWrites),
+    /// A record a host framework wrote through the Python package (`host_*` kinds).
+    Host(Host),
     /// A header record; only valid as line 1, so seeing one here is an error the ledger names.
     #[doc(hidden)]
     Header,
@@ -107,13 +102,7 @@ impl Record {
             Record::Import(_) => "import",
             Record::ApprovalRequest(_) => "approval_request",
             Record::Approval(_) => "approval",
-            Record::HostItem(_) => "host_item",
-            Record::HostPop(_) => "host_pop",
-            Record::HostClear(_) => "host_clear",
-            Record::HostCallIntent(_) => "host_call_intent",
-            Record::HostCallOutcome(_) => "host_call_outcome",
-            Record::HostCheckpoint(_) => "host_checkpoint",
-            Record::HostWrites(_) => "host_writes",
+            Record::Host(h) => h.kind(),
             Record::Header => "header",
         }
     }
@@ -135,13 +124,7 @@ impl Record {
             Record::Import(d) => serde_json::to_vec(d),
             Record::ApprovalRequest(d) => serde_json::to_vec(d),
             Record::Approval(d) => serde_json::to_vec(d),
-            Record::HostItem(d) => serde_json::to_vec(d),
-            Record::HostPop(d) => serde_json::to_vec(d),
-            Record::HostClear(d) => serde_json::to_vec(d),
-            Record::HostCallIntent(d) => serde_json::to_vec(d),
-            Record::HostCallOutcome(d) => serde_json::to_vec(d),
-            Record::HostCheckpoint(d) => serde_json::to_vec(d),
-            Record::HostWrites(d) => serde_json::to_vec(d),
+            Record::Host(h) => h.data_json(),
             Record::Header => Ok(b"{}".to_vec()),
         }
     }
@@ -172,25 +155,24 @@ impl<'de> lazarus_ledger::Payload<'de> for Record {
             "import" => Record::Import(Deserialize::deserialize(d)?),
             "approval_request" => Record::ApprovalRequest(Deserialize::deserialize(d)?),
             "approval" => Record::Approval(Deserialize::deserialize(d)?),
-            "host_item" => Record::HostItem(Deserialize::deserialize(d)?),
-            "host_pop" => Record::HostPop(Deserialize::deserialize(d)?),
-            "host_clear" => Record::HostClear(Deserialize::deserialize(d)?),
-            "host_call_intent" => Record::HostCallIntent(Deserialize::deserialize(d)?),
-            "host_call_outcome" => Record::HostCallOutcome(Deserialize::deserialize(d)?),
-            "host_checkpoint" => Record::HostCheckpoint(Deserialize::deserialize(d)?),
-            "host_writes" => Record::HostWrites(Deserialize::deserialize(d)?),
+            k if k.starts_with(host::PREFIX) => Record::Host(Host::deserialize_kind(k, d)?),
             "header" => {
                 IgnoredAny::deserialize(d)?;
                 Record::Header
             }
-            other => {
-                return Err(serde::de::Error::custom(format_args!(
-                    "unknown record kind {other:?} (this build knows {}); written by a newer version?",
-                    KINDS.join(", ")
-                )));
-            }
+            other => return Err(unknown_kind(other)),
         })
     }
+}
+
+/// The error for a kind this build does not know (a newer program wrote it: the ledger tells
+/// it from damage by [`lazarus_ledger::frame::NEWER_VERSION`]).
+fn unknown_kind<E: serde::de::Error>(kind: &str) -> E {
+    E::custom(format_args!(
+        "unknown record kind {kind:?} (this build knows {}); {}?",
+        KINDS.join(", "),
+        lazarus_ledger::frame::NEWER_VERSION
+    ))
 }
 
 /// An external input (a user or API message). `input_id` makes redelivery a no-op.

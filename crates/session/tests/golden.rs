@@ -379,30 +379,30 @@ fn approval_records() -> Vec<Record> {
 /// A session the Python package wrote for an OpenAI Agents SDK program: items, one popped,
 /// a tool call announced and finished, one announced and cut off (in doubt), then a clear.
 fn host_records() -> Vec<Record> {
-    let item = |v: serde_json::Value| Record::HostItem(HostItem { item: v });
+    let item = |v: serde_json::Value| Record::from(HostItem { item: v });
     vec![
         item(json!({"role": "user", "content": "What is the weather in Paris?"})),
         item(
             json!({"type": "function_call", "call_id": "call_w", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}),
         ),
-        Record::HostCallIntent(HostCallIntent {
+        Record::from(HostCallIntent {
             call_id: "call_w".into(),
             tool: "get_weather".into(),
             arguments: Some(r#"{"city":"Paris"}"#.into()),
         }),
-        Record::HostCallOutcome(HostCallOutcome {
+        Record::from(HostCallOutcome {
             call_id: "call_w".into(),
             result: "sunny, 21 C".into(),
         }),
         item(json!({"type": "function_call_output", "call_id": "call_w", "output": "sunny, 21 C"})),
         item(json!({"role": "assistant", "content": "Sunny, 21 C."})),
-        Record::HostPop(HostPop { seq: 6 }),
-        Record::HostCallIntent(HostCallIntent {
+        Record::from(HostPop { seq: 6 }),
+        Record::from(HostCallIntent {
             call_id: "call_x".into(),
             tool: "send_email".into(),
             arguments: None,
         }),
-        Record::HostClear(HostClear { through_seq: 8 }),
+        Record::from(HostClear { through_seq: 8 }),
         item(json!({"role": "user", "content": "Start over."})),
     ]
 }
@@ -429,7 +429,7 @@ fn graph_records() -> Vec<Record> {
         b64: b.into(),
     };
     let checkpoint = |id: &str, parent: Option<&str>, channels: Vec<HostChannelValue>| {
-        Record::HostCheckpoint(HostCheckpoint {
+        Record::from(HostCheckpoint {
             ns: String::new(),
             checkpoint_id: id.into(),
             parent_id: parent.map(Into::into),
@@ -444,7 +444,7 @@ fn graph_records() -> Vec<Record> {
         value: blob("msgpack", b64),
     };
     let writes = |task: &str, idx: i64, channel: &str, b64: &str| {
-        Record::HostWrites(HostWrites {
+        Record::from(HostWrites {
             ns: String::new(),
             checkpoint_id: "cp-1".into(),
             task_id: task.into(),
@@ -466,7 +466,7 @@ fn graph_records() -> Vec<Record> {
         writes("task-a", -3, "__interrupt__", "gA=="),
         writes("task-a", -3, "__interrupt__", "kA=="),
         checkpoint("cp-2", Some("cp-1"), vec![value("a", "2", "oXo=")]),
-        Record::HostClear(HostClear { through_seq: 5 }),
+        Record::from(HostClear { through_seq: 5 }),
         checkpoint("cp-3", None, vec![value("a", "1", "oXE=")]),
     ]
 }
@@ -722,26 +722,24 @@ fn golden_host_history_replays_with_pops_clears_and_a_call_in_doubt() {
         fresh.check(&r).unwrap();
         fresh.apply(i as u64 + 1, r);
     }
-    let err = fresh
-        .check(&Record::HostPop(HostPop { seq: 2 }))
-        .unwrap_err();
+    let err = fresh.check(&Record::from(HostPop { seq: 2 })).unwrap_err();
     assert!(err.to_string().contains("newest item"), "{err}");
     let err = fresh
-        .check(&Record::HostCallOutcome(HostCallOutcome {
+        .check(&Record::from(HostCallOutcome {
             call_id: "call_w".into(),
             result: "again".into(),
         }))
         .unwrap_err();
     assert!(err.to_string().contains("finished twice"), "{err}");
     let err = fresh
-        .check(&Record::HostCallOutcome(HostCallOutcome {
+        .check(&Record::from(HostCallOutcome {
             call_id: "nobody".into(),
             result: "x".into(),
         }))
         .unwrap_err();
     assert!(err.to_string().contains("no host_call_intent"), "{err}");
     let err = fresh
-        .check(&Record::HostItem(HostItem {
+        .check(&Record::from(HostItem {
             item: json!("text"),
         }))
         .unwrap_err();
@@ -790,12 +788,12 @@ fn golden_graph_replays_checkpoints_values_and_writes_and_a_delete() {
     // writes against a checkpoint nobody recorded (or one deleted) are refused
     for cp in ["cp-9", "cp-2"] {
         let mut against = match &graph_records()[1] {
-            Record::HostWrites(w) => w.clone(),
+            Record::Host(Host::Writes(w)) => w.clone(),
             _ => unreachable!(),
         };
         against.checkpoint_id = cp.into();
         let target = if cp == "cp-2" { &st } else { &before };
-        let err = target.check(&Record::HostWrites(against)).unwrap_err();
+        let err = target.check(&Record::from(against)).unwrap_err();
         assert!(err.to_string().contains("no host_checkpoint"), "{err}");
     }
 }

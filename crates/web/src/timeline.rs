@@ -432,13 +432,7 @@ impl Builder {
             Record::Import(i) => {
                 self.push_entry(format!("r{seq}"), seq, ts, Body::Import(Box::new(i)));
             }
-            Record::HostItem(_)
-            | Record::HostPop(_)
-            | Record::HostClear(_)
-            | Record::HostCallIntent(_)
-            | Record::HostCallOutcome(_)
-            | Record::HostCheckpoint(_)
-            | Record::HostWrites(_) => {
+            Record::Host(_) => {
                 self.push_entry(
                     format!("r{seq}"),
                     seq,

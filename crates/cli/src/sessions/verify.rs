@@ -248,6 +248,9 @@ pub(super) fn verify(
             }
             for f in &report.problems {
                 let hint = match (&f.problem, f.recoverable) {
+                    (Problem::Newer(_), _) => {
+                        "a newer Lazarus (or the `lazarus` Python package) wrote it: upgrade `lazarus` to read this session (`repair` refuses to cut it)"
+                    }
                     (Problem::TornTail { .. }, _) | (_, true) => {
                         "crash debris: cut automatically at the next open, or by `lazarus sessions repair`"
                     }

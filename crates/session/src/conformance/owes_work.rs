@@ -102,7 +102,7 @@ pub fn owes_work_histories() -> Vec<(&'static str, Vec<Record>)> {
         })
     };
     let host_item = |text: &str| {
-        Record::HostItem(crate::record::HostItem {
+        Record::from(crate::record::HostItem {
             item: serde_json::json!({"role": "user", "content": text}),
         })
     };
@@ -111,15 +111,15 @@ pub fn owes_work_histories() -> Vec<(&'static str, Vec<Record>)> {
             "a host framework's history (the Python package): items, a call cut off, a pop, a clear",
             vec![
                 host_item("hello"),
-                Record::HostCallIntent(crate::record::HostCallIntent {
+                Record::from(crate::record::HostCallIntent {
                     call_id: "h1".into(),
                     tool: "send_email".into(),
                     arguments: None,
                 }),
                 host_item("again"),
-                Record::HostPop(crate::record::HostPop { seq: 3 }),
-                Record::HostClear(crate::record::HostClear { through_seq: 4 }),
-                Record::HostCallOutcome(crate::record::HostCallOutcome {
+                Record::from(crate::record::HostPop { seq: 3 }),
+                Record::from(crate::record::HostClear { through_seq: 4 }),
+                Record::from(crate::record::HostCallOutcome {
                     call_id: "h1".into(),
                     result: "sent".into(),
                 }),
@@ -133,7 +133,7 @@ pub fn owes_work_histories() -> Vec<(&'static str, Vec<Record>)> {
                     b64: "gA==".into(),
                 };
                 vec![
-                    Record::HostCheckpoint(crate::record::HostCheckpoint {
+                    Record::from(crate::record::HostCheckpoint {
                         ns: String::new(),
                         checkpoint_id: "cp-1".into(),
                         parent_id: None,
@@ -141,7 +141,7 @@ pub fn owes_work_histories() -> Vec<(&'static str, Vec<Record>)> {
                         metadata: blob(),
                         channels: vec![],
                     }),
-                    Record::HostWrites(crate::record::HostWrites {
+                    Record::from(crate::record::HostWrites {
                         ns: String::new(),
                         checkpoint_id: "cp-1".into(),
                         task_id: "t".into(),
@@ -152,7 +152,7 @@ pub fn owes_work_histories() -> Vec<(&'static str, Vec<Record>)> {
                             value: blob(),
                         }],
                     }),
-                    Record::HostClear(crate::record::HostClear { through_seq: 2 }),
+                    Record::from(crate::record::HostClear { through_seq: 2 }),
                 ]
             },
         ),

@@ -2,7 +2,88 @@
 //! an OpenAI Agents SDK history and its announced tool calls, LangGraph's checkpoints and
 //! writes. Lazarus's own runner never writes or acts on them.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::Record;
+
+/// What every host kind begins with.
+pub(super) const PREFIX: &str = "host_";
+
+/// A host framework's record: one enum, so what treats them alike (replay's dispatch, the web
+/// view, ATIF) names them once.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Host {
+    Item(HostItem),
+    Pop(HostPop),
+    Clear(HostClear),
+    CallIntent(HostCallIntent),
+    CallOutcome(HostCallOutcome),
+    Checkpoint(HostCheckpoint),
+    Writes(HostWrites),
+}
+
+impl Host {
+    /// The `kind` member written for this record.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Host::Item(_) => "host_item",
+            Host::Pop(_) => "host_pop",
+            Host::Clear(_) => "host_clear",
+            Host::CallIntent(_) => "host_call_intent",
+            Host::CallOutcome(_) => "host_call_outcome",
+            Host::Checkpoint(_) => "host_checkpoint",
+            Host::Writes(_) => "host_writes",
+        }
+    }
+
+    pub(super) fn data_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        match self {
+            Host::Item(d) => serde_json::to_vec(d),
+            Host::Pop(d) => serde_json::to_vec(d),
+            Host::Clear(d) => serde_json::to_vec(d),
+            Host::CallIntent(d) => serde_json::to_vec(d),
+            Host::CallOutcome(d) => serde_json::to_vec(d),
+            Host::Checkpoint(d) => serde_json::to_vec(d),
+            Host::Writes(d) => serde_json::to_vec(d),
+        }
+    }
+
+    pub(super) fn deserialize_kind<'de, D: Deserializer<'de>>(
+        kind: &str,
+        d: D,
+    ) -> Result<Self, D::Error> {
+        Ok(match kind {
+            "host_item" => Host::Item(Deserialize::deserialize(d)?),
+            "host_pop" => Host::Pop(Deserialize::deserialize(d)?),
+            "host_clear" => Host::Clear(Deserialize::deserialize(d)?),
+            "host_call_intent" => Host::CallIntent(Deserialize::deserialize(d)?),
+            "host_call_outcome" => Host::CallOutcome(Deserialize::deserialize(d)?),
+            "host_checkpoint" => Host::Checkpoint(Deserialize::deserialize(d)?),
+            "host_writes" => Host::Writes(Deserialize::deserialize(d)?),
+            other => return Err(super::unknown_kind(other)),
+        })
+    }
+}
+
+macro_rules! host_record_from {
+    ($($variant:ident($ty:ty)),* $(,)?) => {$(
+        impl From<$ty> for Record {
+            fn from(d: $ty) -> Record {
+                Record::Host(Host::$variant(d))
+            }
+        }
+    )*};
+}
+
+host_record_from!(
+    Item(HostItem),
+    Pop(HostPop),
+    Clear(HostClear),
+    CallIntent(HostCallIntent),
+    CallOutcome(HostCallOutcome),
+    Checkpoint(HostCheckpoint),
+    Writes(HostWrites),
+);
 
 /// One item of a host framework's conversation history (an OpenAI Agents SDK
 /// `TResponseInputItem`), kept verbatim: a session a Python program writes through the

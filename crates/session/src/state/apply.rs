@@ -162,13 +162,7 @@ impl SessionState {
                     self.session_grants.entry(tool).or_insert(seq);
                 }
             }
-            rec @ (Record::HostItem(_)
-            | Record::HostPop(_)
-            | Record::HostClear(_)
-            | Record::HostCallIntent(_)
-            | Record::HostCallOutcome(_)
-            | Record::HostCheckpoint(_)
-            | Record::HostWrites(_)) => self.apply_host(seq, rec),
+            Record::Host(h) => self.apply_host(seq, h),
             Record::Header => {}
         }
     }

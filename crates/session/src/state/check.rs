@@ -325,13 +325,7 @@ impl SessionState {
                     });
                 }
             }
-            Record::HostItem(_)
-            | Record::HostPop(_)
-            | Record::HostClear(_)
-            | Record::HostCallIntent(_)
-            | Record::HostCallOutcome(_)
-            | Record::HostCheckpoint(_)
-            | Record::HostWrites(_) => self.check_host(rec)?,
+            Record::Host(h) => self.check_host(h)?,
             Record::Header => return Err(ReplayError::MisplacedHeader),
         }
         Ok(())

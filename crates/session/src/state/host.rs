@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::record::{HostBlob, HostCheckpoint, Record};
+use crate::record::{Host, HostBlob, HostCheckpoint};
 
 use super::{ReplayError, SessionState};
 
@@ -66,29 +66,29 @@ impl HostState {
 
 impl SessionState {
     /// The host rules of [`SessionState::check`].
-    pub(super) fn check_host(&self, rec: &Record) -> Result<(), ReplayError> {
+    pub(super) fn check_host(&self, rec: &Host) -> Result<(), ReplayError> {
         let h = &self.host;
         match rec {
-            Record::HostItem(i) if !i.item.is_object() => Err(ReplayError::HostItemNotObject),
-            Record::HostPop(p) => match h.items.last() {
+            Host::Item(i) if !i.item.is_object() => Err(ReplayError::HostItemNotObject),
+            Host::Pop(p) => match h.items.last() {
                 Some(&(seq, _)) if seq == p.seq => Ok(()),
                 newest => Err(ReplayError::HostPopNotNewest {
                     seq: p.seq,
                     newest: newest.map(|&(s, _)| s),
                 }),
             },
-            Record::HostClear(c) if c.through_seq > self.last_seq => {
+            Host::Clear(c) if c.through_seq > self.last_seq => {
                 Err(ReplayError::HostClearBeyondLog {
                     through_seq: c.through_seq,
                     last_seq: self.last_seq,
                 })
             }
-            Record::HostCallIntent(i) if h.calls.contains_key(&i.call_id) => {
+            Host::CallIntent(i) if h.calls.contains_key(&i.call_id) => {
                 Err(ReplayError::HostCallTwice {
                     call_id: i.call_id.clone(),
                 })
             }
-            Record::HostCallOutcome(o) => match h.calls.get(&o.call_id) {
+            Host::CallOutcome(o) => match h.calls.get(&o.call_id) {
                 None => Err(ReplayError::HostOutcomeWithoutIntent {
                     call_id: o.call_id.clone(),
                 }),
@@ -97,7 +97,7 @@ impl SessionState {
                 }),
                 Some(_) => Ok(()),
             },
-            Record::HostWrites(w)
+            Host::Writes(w)
                 if !h
                     .graph
                     .checkpoints
@@ -113,14 +113,14 @@ impl SessionState {
     }
 
     /// The host part of [`SessionState::apply`].
-    pub(super) fn apply_host(&mut self, seq: u64, rec: Record) {
+    pub(super) fn apply_host(&mut self, seq: u64, rec: Host) {
         let h = &mut self.host;
         match rec {
-            Record::HostItem(i) => h.items.push((seq, i.item)),
-            Record::HostPop(_) => {
+            Host::Item(i) => h.items.push((seq, i.item)),
+            Host::Pop(_) => {
                 h.items.pop();
             }
-            Record::HostClear(c) => {
+            Host::Clear(c) => {
                 let after = |s: u64| s > c.through_seq;
                 h.items.retain(|&(s, _)| after(s));
                 let g = &mut h.graph;
@@ -131,7 +131,7 @@ impl SessionState {
                     !by_task.is_empty()
                 });
             }
-            Record::HostCheckpoint(mut c) => {
+            Host::Checkpoint(mut c) => {
                 let g = &mut h.graph;
                 for v in std::mem::take(&mut c.channels) {
                     g.values
@@ -140,7 +140,7 @@ impl SessionState {
                 g.checkpoints
                     .insert((c.ns.clone(), c.checkpoint_id.clone()), (seq, c));
             }
-            Record::HostWrites(w) => {
+            Host::Writes(w) => {
                 let by_task = h.graph.writes.entry((w.ns, w.checkpoint_id)).or_default();
                 for one in w.writes {
                     by_task.insert(
@@ -154,7 +154,7 @@ impl SessionState {
                     );
                 }
             }
-            Record::HostCallIntent(i) => {
+            Host::CallIntent(i) => {
                 h.calls.insert(
                     i.call_id,
                     HostCall {
@@ -165,12 +165,11 @@ impl SessionState {
                     },
                 );
             }
-            Record::HostCallOutcome(o) => {
+            Host::CallOutcome(o) => {
                 if let Some(c) = h.calls.get_mut(&o.call_id) {
                     c.result = Some(o.result);
                 }
             }
-            _ => {}
         }
     }
 }
