@@ -392,3 +392,57 @@ async fn a_compaction_is_a_marker_with_its_summary_and_provider_reasoning_is_sho
     assert!(!html.contains("entry unreadable"), "{html}");
     assert!(!html.contains("breaks the session"), "{html}");
 }
+
+/// A session a Python program wrote (the `lazarus` package): the list shows it with its
+/// title, and its page shows each host record as it is, escaped, never as unreadable.
+#[tokio::test]
+async fn a_python_programs_session_shows_its_records_as_they_are() {
+    let (_d, store) = store();
+    let id: SessionId = "chat-1".parse().unwrap();
+    let mut s = store
+        .create(CreateOptions {
+            id: Some(id.clone()),
+            meta: Some(json!({"host": "openai-agents"})),
+        })
+        .unwrap();
+    for (kind, data) in [
+        (
+            "host_item",
+            json!({"item":{"role":"user","content":format!("weather? {XSS}")}}),
+        ),
+        (
+            "host_call_intent",
+            json!({"call_id":"call_w","tool":"get_weather","arguments":"{\"city\":\"Paris\"}"}),
+        ),
+        (
+            "host_checkpoint",
+            json!({"ns":"","checkpoint_id":"cp-1","checkpoint":{"type":"msgpack","b64":"gA=="},"metadata":{"type":"msgpack","b64":"gA=="}}),
+        ),
+    ] {
+        s.append(rec(kind, data)).unwrap();
+    }
+    drop(s);
+    store.rename(&id, Some("weather in Paris")).unwrap();
+    let app = app(&store, Auth::None);
+    let (st, _, list) = get(&app, "/", &[]).await;
+    assert_eq!(st, StatusCode::OK, "{list}");
+    assert!(
+        list.contains("chat-1") && list.contains("weather in Paris"),
+        "{list}"
+    );
+    let (st, _, html) = get(&app, "/sessions/chat-1", &[]).await;
+    assert_eq!(st, StatusCode::OK, "{html}");
+    assert_eq!(html.matches("class=\"entry host\"").count(), 3, "{html}");
+    for needle in [
+        "host_item",
+        "host_call_intent",
+        "get_weather",
+        "host_checkpoint",
+        "cp-1",
+    ] {
+        assert!(html.contains(needle), "{needle}: {html}");
+    }
+    assert!(!html.contains(XSS), "unescaped: {html}");
+    assert!(!html.contains("entry unreadable"), "{html}");
+    assert_no_inline_code(&html);
+}
