@@ -9,80 +9,58 @@ use super::Record;
 /// What every host kind begins with.
 pub(super) const PREFIX: &str = "host_";
 
-/// A host framework's record: one enum, so what treats them alike (replay's dispatch, the web
-/// view, ATIF) names them once.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Host {
-    Item(HostItem),
-    Pop(HostPop),
-    Clear(HostClear),
-    CallIntent(HostCallIntent),
-    CallOutcome(HostCallOutcome),
-    Checkpoint(HostCheckpoint),
-    Writes(HostWrites),
-}
-
-impl Host {
-    /// The `kind` member written for this record.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Host::Item(_) => "host_item",
-            Host::Pop(_) => "host_pop",
-            Host::Clear(_) => "host_clear",
-            Host::CallIntent(_) => "host_call_intent",
-            Host::CallOutcome(_) => "host_call_outcome",
-            Host::Checkpoint(_) => "host_checkpoint",
-            Host::Writes(_) => "host_writes",
+/// The host kinds, each once: the enum, its `kind` names, its encoding and decoding, and
+/// `Record::from` for each record type.
+macro_rules! host_kinds {
+    ($($variant:ident($ty:ty) = $kind:literal),* $(,)?) => {
+        /// A host framework's record: one enum, so what treats them alike (replay's dispatch,
+        /// the web view, ATIF) names them once.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Host {
+            $($variant($ty),)*
         }
-    }
 
-    pub(super) fn data_json(&self) -> Result<Vec<u8>, serde_json::Error> {
-        match self {
-            Host::Item(d) => serde_json::to_vec(d),
-            Host::Pop(d) => serde_json::to_vec(d),
-            Host::Clear(d) => serde_json::to_vec(d),
-            Host::CallIntent(d) => serde_json::to_vec(d),
-            Host::CallOutcome(d) => serde_json::to_vec(d),
-            Host::Checkpoint(d) => serde_json::to_vec(d),
-            Host::Writes(d) => serde_json::to_vec(d),
+        impl Host {
+            /// The `kind` member written for this record.
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(Host::$variant(_) => $kind,)*
+                }
+            }
+
+            pub(super) fn data_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+                match self {
+                    $(Host::$variant(d) => serde_json::to_vec(d),)*
+                }
+            }
+
+            pub(super) fn deserialize_kind<'de, D: Deserializer<'de>>(
+                kind: &str,
+                d: D,
+            ) -> Result<Self, D::Error> {
+                Ok(match kind {
+                    $($kind => Host::$variant(Deserialize::deserialize(d)?),)*
+                    other => return Err(super::unknown_kind(other)),
+                })
+            }
         }
-    }
 
-    pub(super) fn deserialize_kind<'de, D: Deserializer<'de>>(
-        kind: &str,
-        d: D,
-    ) -> Result<Self, D::Error> {
-        Ok(match kind {
-            "host_item" => Host::Item(Deserialize::deserialize(d)?),
-            "host_pop" => Host::Pop(Deserialize::deserialize(d)?),
-            "host_clear" => Host::Clear(Deserialize::deserialize(d)?),
-            "host_call_intent" => Host::CallIntent(Deserialize::deserialize(d)?),
-            "host_call_outcome" => Host::CallOutcome(Deserialize::deserialize(d)?),
-            "host_checkpoint" => Host::Checkpoint(Deserialize::deserialize(d)?),
-            "host_writes" => Host::Writes(Deserialize::deserialize(d)?),
-            other => return Err(super::unknown_kind(other)),
-        })
-    }
-}
-
-macro_rules! host_record_from {
-    ($($variant:ident($ty:ty)),* $(,)?) => {$(
-        impl From<$ty> for Record {
+        $(impl From<$ty> for Record {
             fn from(d: $ty) -> Record {
                 Record::Host(Host::$variant(d))
             }
-        }
-    )*};
+        })*
+    };
 }
 
-host_record_from!(
-    Item(HostItem),
-    Pop(HostPop),
-    Clear(HostClear),
-    CallIntent(HostCallIntent),
-    CallOutcome(HostCallOutcome),
-    Checkpoint(HostCheckpoint),
-    Writes(HostWrites),
+host_kinds!(
+    Item(HostItem) = "host_item",
+    Pop(HostPop) = "host_pop",
+    Clear(HostClear) = "host_clear",
+    CallIntent(HostCallIntent) = "host_call_intent",
+    CallOutcome(HostCallOutcome) = "host_call_outcome",
+    Checkpoint(HostCheckpoint) = "host_checkpoint",
+    Writes(HostWrites) = "host_writes",
 );
 
 /// One item of a host framework's conversation history (an OpenAI Agents SDK
