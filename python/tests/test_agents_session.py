@@ -217,3 +217,21 @@ def test_a_runner_killed_mid_tool_reports_the_call_in_doubt_and_never_runs_it_tw
     finally:
         server.terminate()
         server.wait()
+
+
+def test_a_session_another_program_wrote_is_refused_and_left_as_it_was(tmp_path):
+    from lazarus import LazarusError
+    from lazarus.langgraph import LazarusSaver
+
+    where = {"directory": str(tmp_path / "sessions")}
+    with LazarusSaver(**where) as saver:  # a LangGraph thread
+        saver.put({"configurable": {"thread_id": "shared", "checkpoint_ns": ""}},
+                  {"id": "cp-1", "channel_versions": {}}, {}, {})
+    out = subprocess.run([bin_path("lazarus"), "sessions", "create", "--id", "mine",
+                          "--session-dir", where["directory"]], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    for sid, writer in [("shared", '"langgraph"'), ("mine", "lazarus itself")]:
+        before = (tmp_path / "sessions" / f"{sid}.jsonl").read_bytes()
+        with pytest.raises(LazarusError, match=f"written by {writer}"):
+            LazarusSession(sid, **where)
+        assert (tmp_path / "sessions" / f"{sid}.jsonl").read_bytes() == before
