@@ -10,6 +10,8 @@ Every session written here is a normal Lazarus session: ``lazarus sessions show`
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import warnings
 
 from lazarus._native import (
@@ -32,6 +34,21 @@ __all__ = [
 ]
 
 log = logging.getLogger("lazarus")
+
+
+_stores: dict[tuple[str | None, str | None], NativeStore] = {}
+_stores_lock = threading.Lock()
+
+
+def store_for(directory: str | None = None, store: str | None = None) -> NativeStore:
+    """The program's one `NativeStore` for a place (a directory, a PostgreSQL URL, or the
+    defaults): sessions opened there share it (and a PostgreSQL store's connection pool)."""
+    key = (None if directory is None else os.path.abspath(directory), store)
+    with _stores_lock:
+        found = _stores.get(key)
+        if found is None:
+            found = _stores[key] = NativeStore(directory, store)
+        return found
 
 
 class CrashDebrisWarning(UserWarning):

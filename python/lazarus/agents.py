@@ -12,8 +12,7 @@ import asyncio
 import json
 from typing import Any
 
-from lazarus import report_open
-from lazarus._native import NativeSession
+from lazarus import report_open, store_for
 
 HOST = "openai-agents"
 
@@ -36,8 +35,7 @@ class LazarusSession:
         store: str | None = None,
     ) -> None:
         self.session_id = session_id
-        self._native = report_open(NativeSession(session_id, HOST, directory, store))
-        self._titled = bool(self._native.items(1))
+        self._native = report_open(store_for(directory, store).open(session_id, HOST))
 
     async def get_items(self, limit: int | None = None, wrapper: Any = None) -> list[Any]:
         texts = await asyncio.to_thread(self._native.items, limit)
@@ -46,10 +44,9 @@ class LazarusSession:
     async def add_items(self, items: list[Any], wrapper: Any = None) -> None:
         texts = [json.dumps(item) for item in items]
         await asyncio.to_thread(self._native.add_items, texts)
-        if not self._titled:
+        if not self._native.titled:
             first = next((t for t in map(_user_text, items) if t), None)
             if first is not None:
-                self._titled = True
                 # what `lazarus sessions list` shows, as for its own sessions: the first input
                 await asyncio.to_thread(self._native.title_if_untitled, first)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import random
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
@@ -30,9 +29,10 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
     writes_sort_key,
 )
+from langgraph.checkpoint.memory import InMemorySaver
 
-from lazarus import report_open
-from lazarus._native import NativeSession, NativeStore
+from lazarus import report_open, store_for
+from lazarus._native import NativeSession
 
 HOST = "langgraph"
 
@@ -56,7 +56,7 @@ class LazarusSaver(BaseCheckpointSaver[str]):
         serde: Any = None,
     ) -> None:
         super().__init__(serde=serde)
-        self._store = NativeStore(directory, store)
+        self._store = store_for(directory, store)
         self._held: dict[str, NativeSession] = {}
         self._lock = threading.Lock()
 
@@ -67,9 +67,8 @@ class LazarusSaver(BaseCheckpointSaver[str]):
         with self._lock:
             s = self._held.get(thread_id)
             if s is None:
-                s = report_open(self._store.open(str(thread_id), HOST))
+                s = self._held[thread_id] = report_open(self._store.open(str(thread_id), HOST))
                 s.title_if_untitled(f"LangGraph thread {thread_id}")
-                self._held[thread_id] = s
             return s
 
     def _reader(self, thread_id: str) -> NativeSession | None:
@@ -109,8 +108,7 @@ class LazarusSaver(BaseCheckpointSaver[str]):
     def _blob(self, blob: dict[str, str]) -> Any:
         return self._load(blob["type"], blob["b64"])
 
-    def _tuple(self, s: NativeSession, thread_id: str, ns: str, text: str) -> CheckpointTuple:
-        rec = json.loads(text)
+    def _tuple(self, s: NativeSession, thread_id: str, ns: str, rec: dict) -> CheckpointTuple:
         checkpoint: Checkpoint = self._blob(rec["checkpoint"])
         versions = checkpoint.get("channel_versions", {})
         values = {
@@ -145,7 +143,7 @@ class LazarusSaver(BaseCheckpointSaver[str]):
         if s is None:
             return None
         text = s.checkpoint(ns, get_checkpoint_id(config))
-        return None if text is None else self._tuple(s, thread_id, ns, text)
+        return None if text is None else self._tuple(s, thread_id, ns, json.loads(text))
 
     def list(
         self,
@@ -184,7 +182,7 @@ class LazarusSaver(BaseCheckpointSaver[str]):
                     return
                 if limit is not None:
                     limit -= 1
-                yield self._tuple(s, thread_id, rec["ns"], text)
+                yield self._tuple(s, thread_id, rec["ns"], rec)
 
     def put(
         self,
@@ -241,16 +239,9 @@ class LazarusSaver(BaseCheckpointSaver[str]):
         if self._reader(thread_id) is not None:
             self._writer(thread_id).clear()
 
-    def get_next_version(self, current: str | int | None, channel: None) -> str:
-        # Increasing, with a random part as LangGraph's own savers have it: two branches of
-        # a forked thread that reach the same number must not name each other's value.
-        if current is None:
-            n = 0
-        elif isinstance(current, int):
-            n = current
-        else:
-            n = int(str(current).split(".")[0])
-        return f"{n + 1:032}.{random.random():016}"
+    # Increasing, with a random part: two branches of a forked thread that reach the same
+    # number must not name each other's value. LangGraph's own rule, not a copy of it.
+    get_next_version = InMemorySaver.get_next_version
 
     # -- async: the same calls, off the event loop -----------------------------------------
 

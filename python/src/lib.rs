@@ -7,6 +7,7 @@
 //! the Python side speaks the frameworks' protocols over it.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use lazarus_session::record::{
@@ -39,13 +40,23 @@ create_exception!(
 );
 create_exception!(_native, NotFoundError, LazarusError, "No such session.");
 
-/// The Python exception for a session error, with the error's own words.
+/// The Python exception for a session error, with the error's own words. Only damage is a
+/// `CorruptionError`: a failed read or write (a full disk, a permission) or a record a newer
+/// program wrote is not.
 fn py_err(e: SessionError) -> PyErr {
+    use lazarus_ledger::{LedgerError, Problem};
     let text = e.to_string();
     match e {
         SessionError::Locked { .. } => LockedError::new_err(text),
         SessionError::NotFound { .. } => NotFoundError::new_err(text),
-        SessionError::Ledger(_) | SessionError::Replay { .. } => CorruptionError::new_err(text),
+        SessionError::Ledger(LedgerError::Corrupt(c))
+            if !matches!(c.problem, Problem::Newer(_)) =>
+        {
+            CorruptionError::new_err(text)
+        }
+        SessionError::Ledger(LedgerError::NoHeader { .. }) | SessionError::Replay { .. } => {
+            CorruptionError::new_err(text)
+        }
         _ => LazarusError::new_err(text),
     }
 }
@@ -66,9 +77,16 @@ fn open_store(directory: Option<PathBuf>, store: Option<String>) -> PyResult<Arc
         }
         (_, Some(url)) => Arc::new(lazarus_store_postgres::PgStore::connect(&url).map_err(py_err)?),
         (Some(dir), None) => Arc::new(LocalStore::open(&dir).map_err(py_err)?),
+        // where `lazarus` looks when told nothing, so `lazarus sessions list` shows it
         (None, None) => match env_nonempty("LAZARUS_STORE") {
             Some(url) => open_store(None, Some(url.to_string_lossy().into_owned()))?,
-            None => open_store(Some(default_session_dir()), None)?,
+            None => open_store(
+                Some(
+                    env_nonempty("LAZARUS_SESSION_DIR")
+                        .map_or_else(lazarus_session::local::default_session_dir, PathBuf::from),
+                ),
+                None,
+            )?,
         },
     })
 }
@@ -77,30 +95,42 @@ fn env_nonempty(name: &str) -> Option<std::ffi::OsString> {
     std::env::var_os(name).filter(|v| !v.is_empty())
 }
 
-/// Where `lazarus` keeps sessions when told nothing, so that `lazarus sessions list` shows
-/// what a Python program wrote: `$LAZARUS_SESSION_DIR`, else `$XDG_STATE_HOME/lazarus/sessions`,
-/// else `~/.local/state/lazarus/sessions`.
-fn default_session_dir() -> PathBuf {
-    if let Some(d) = env_nonempty("LAZARUS_SESSION_DIR") {
-        return PathBuf::from(d);
-    }
-    let state = match env_nonempty("XDG_STATE_HOME") {
-        Some(d) => PathBuf::from(d),
-        None => env_nonempty("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("."))
-            .join(".local/state"),
-    };
-    state.join("lazarus/sessions")
-}
-
 fn parse_id(session_id: &str) -> PyResult<SessionId> {
     SessionId::parse(session_id).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-/// Opens `id` for writing (created, with `meta.host` = `host`, when missing). A session that
-/// another kind of program wrote is refused: its history is not this host's.
+/// Refuses a session another kind of program wrote (`meta.host`): its history is not
+/// this host's.
+fn check_host(
+    store: &Arc<dyn Store>,
+    id: &SessionId,
+    meta: Option<&serde_json::Value>,
+    host: &str,
+) -> PyResult<()> {
+    let written_by = meta.and_then(|m| m.get("host")).and_then(|h| h.as_str());
+    if written_by == Some(host) {
+        return Ok(());
+    }
+    let by = written_by.map_or_else(|| "lazarus itself".to_string(), |h| format!("{h:?}"));
+    Err(LazarusError::new_err(format!(
+        "session {id} in {} was written by {by}, not by {host:?}: use another session id",
+        store.location()
+    )))
+}
+
+/// Opens `id` for writing (created, with `meta.host` = `host`, when missing).
 fn open_held(store: &Arc<dyn Store>, id: &SessionId, host: &str) -> PyResult<NativeSession> {
+    // Whose it is, before taking it: an open for writing records what waits in the inbox and
+    // cuts crash debris, which is not ours to do to another program's session.
+    let mut titled = false;
+    match store.summary(id) {
+        Ok(s) => {
+            check_host(store, id, s.meta.as_ref(), host)?;
+            titled = s.title.is_some();
+        }
+        Err(SessionError::NotFound { .. }) => {}
+        Err(e) => return Err(py_err(e)),
+    }
     let session = match store.open(id) {
         Ok(s) => s,
         Err(SessionError::NotFound { .. }) => store
@@ -116,23 +146,16 @@ fn open_held(store: &Arc<dyn Store>, id: &SessionId, host: &str) -> PyResult<Nat
             .map_err(py_err)?,
         Err(e) => return Err(py_err(e)),
     };
-    let meta = store.summary(id).map_err(py_err)?.meta;
-    let written_by = meta
-        .as_ref()
-        .and_then(|m| m.get("host"))
-        .and_then(|h| h.as_str());
-    if written_by != Some(host) {
-        let by = written_by.map_or_else(|| "lazarus itself".to_string(), |h| format!("{h:?}"));
+    // created meanwhile by another program: its header says whose it is
+    if let Err(e) = check_host(store, id, session.state().header.meta.as_ref(), host) {
         lazarus_session::handoff::close(&**store, session).map_err(py_err)?;
-        return Err(LazarusError::new_err(format!(
-            "session {id} in {} was written by {by}, not by {host:?}: use another session id",
-            store.location()
-        )));
+        return Err(e);
     }
     Ok(NativeSession {
         id: id.to_string(),
         store: store.clone(),
         inner: Mutex::new(Inner::Held(Box::new(session))),
+        titled: AtomicBool::new(titled),
     })
 }
 
@@ -169,6 +192,7 @@ impl NativeStore {
                 id: id.to_string(),
                 store: self.store.clone(),
                 inner: Mutex::new(Inner::Snapshot(Box::new(state))),
+                titled: AtomicBool::new(true),
             })),
             Err(SessionError::NotFound { .. }) => Ok(None),
             Err(e) => Err(py_err(e)),
@@ -208,6 +232,8 @@ struct NativeSession {
     id: String,
     store: Arc<dyn Store>,
     inner: Mutex<Inner>,
+    /// It has a title in listings (known from the open; set once by `title_if_untitled`).
+    titled: AtomicBool,
 }
 
 type Blob = (String, String);
@@ -255,21 +281,6 @@ fn parse_record<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> PyRes
 
 #[pymethods]
 impl NativeSession {
-    /// Opens session `session_id` (created when missing, with `meta.host` = `host`) in
-    /// `directory`, or on the PostgreSQL store at `store` (a `postgres://` URL).
-    #[new]
-    #[pyo3(signature = (session_id, host, directory=None, store=None))]
-    fn new(
-        py: Python<'_>,
-        session_id: &str,
-        host: &str,
-        directory: Option<PathBuf>,
-        store: Option<String>,
-    ) -> PyResult<Self> {
-        let id = parse_id(session_id)?;
-        py.detach(|| open_held(&open_store(directory, store)?, &id, host))
-    }
-
     #[getter]
     fn session_id(&self) -> String {
         self.id.clone()
@@ -293,21 +304,29 @@ impl NativeSession {
         })
     }
 
+    /// Whether listings show a title for it (then `title_if_untitled` does nothing).
+    #[getter]
+    fn titled(&self) -> bool {
+        self.titled.load(Ordering::Relaxed)
+    }
+
     /// Gives the session the title listings show, unless it has one (a person's `sessions
-    /// rename` stands). Returns whether it was set.
+    /// rename`, even one made since the open, stands). Returns whether it was set.
     fn title_if_untitled(&self, py: Python<'_>, title: &str) -> PyResult<bool> {
+        let title = lazarus_session::title_of(title);
+        if self.titled() || title.is_empty() {
+            return Ok(false);
+        }
         let id = parse_id(&self.id)?;
-        py.detach(|| {
+        let set = py.detach(|| {
             if self.store.summary(&id).map_err(py_err)?.title.is_some() {
                 return Ok(false);
             }
-            let title = lazarus_session::title_of(title);
-            if title.is_empty() {
-                return Ok(false);
-            }
             self.store.rename(&id, Some(&title)).map_err(py_err)?;
-            Ok(true)
-        })
+            Ok::<_, PyErr>(true)
+        })?;
+        self.titled.store(true, Ordering::Relaxed);
+        Ok(set)
     }
 
     /// The items of the history now, oldest first, as JSON texts (the newest `limit`).

@@ -231,7 +231,39 @@ def test_a_session_another_program_wrote_is_refused_and_left_as_it_was(tmp_path)
                           "--session-dir", where["directory"]], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     for sid, writer in [("shared", '"langgraph"'), ("mine", "lazarus itself")]:
-        before = (tmp_path / "sessions" / f"{sid}.jsonl").read_bytes()
+        # with crash debris at its end, which an open for writing would cut: not ours to cut
+        ledger = tmp_path / "sessions" / f"{sid}.jsonl"
+        ledger.write_bytes(ledger.read_bytes() + b'{"seq":9,"ts"')
+        before = ledger.read_bytes()
         with pytest.raises(LazarusError, match=f"written by {writer}"):
             LazarusSession(sid, **where)
         assert (tmp_path / "sessions" / f"{sid}.jsonl").read_bytes() == before
+
+
+def _crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def test_a_record_a_newer_version_wrote_is_not_called_corruption(tmp_path):
+    from lazarus import CorruptionError, LazarusError
+
+    where = {"directory": str(tmp_path / "sessions")}
+    s = LazarusSession("newer", **where)
+    run(s.add_items([{"role": "user", "content": "hi"}]))
+    s.close()
+    ledger = tmp_path / "sessions" / "newer.jsonl"
+    # a checksum-valid line of a kind this build does not know, framed as the ledger frames
+    body = b'{"seq":2,"ts":"2026-12-07T10:00:00.000Z","kind":"host_teleport","data":{}'
+    line = body + b',"crc":"%08x"}\n' % _crc32c(body + b"}")
+    ledger.write_bytes(ledger.read_bytes() + line)
+    before = ledger.read_bytes()
+    with pytest.raises(LazarusError) as e:
+        LazarusSession("newer", **where)
+    assert not isinstance(e.value, CorruptionError), e.value
+    assert "upgrade `lazarus`" in str(e.value), e.value
+    assert ledger.read_bytes() == before

@@ -155,7 +155,7 @@ impl<'de> lazarus_ledger::Payload<'de> for Record {
             "import" => Record::Import(Deserialize::deserialize(d)?),
             "approval_request" => Record::ApprovalRequest(Deserialize::deserialize(d)?),
             "approval" => Record::Approval(Deserialize::deserialize(d)?),
-            k if k.starts_with(host::PREFIX) => Record::Host(Host::deserialize_kind(k, d)?),
+            k if k.starts_with(HOST_KIND_PREFIX) => Record::Host(Host::deserialize_kind(k, d)?),
             "header" => {
                 IgnoredAny::deserialize(d)?;
                 Record::Header

@@ -2,8 +2,11 @@
 //! `listing`, the cache of replayed statuses they keep in `status_cache`.
 
 mod check;
+mod default_dir;
 mod listing;
 mod status_cache;
+
+pub use default_dir::{default_session_dir, state_dir};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

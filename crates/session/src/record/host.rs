@@ -6,8 +6,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::Record;
 
-/// What every host kind begins with.
-pub(super) const PREFIX: &str = "host_";
+/// What every host kind begins with (the tail rules tell a host's records by it).
+pub const HOST_KIND_PREFIX: &str = "host_";
 
 /// The host kinds, each once: the enum, its `kind` names, its encoding and decoding, and
 /// `Record::from` for each record type.

@@ -144,7 +144,7 @@ pub fn owes_work_from_tail(kind: &str, data: &serde_json::Value) -> bool {
     match kind {
         "header" | "approval_request" => false,
         // a host framework's records: its own runs, never Lazarus's runner
-        k if k.starts_with("host_") => false,
+        k if k.starts_with(crate::record::HOST_KIND_PREFIX) => false,
         "approval" => true,
         "response" => status_from_tail(kind, data) == Status::Interrupted,
         "input" | "control" | "turn_start" | "tool_intent" | "tool_start" | "tool_outcome"
@@ -185,7 +185,7 @@ pub fn owes_work_from_records(records: &[(&str, &serde_json::Value)]) -> Option<
         match kind {
             "header" => return Some(early.unwrap_or(false)),
             // a host framework's session (the Python package): Lazarus's runner owes it nothing
-            k if k.starts_with("host_") => {
+            k if k.starts_with(crate::record::HOST_KIND_PREFIX) => {
                 return Some(early.unwrap_or(false));
             }
             "turn_start" => return Some(early.unwrap_or(!response_after)),
