@@ -121,6 +121,67 @@ impl Server {
     }
 }
 
+impl Server {
+    /// What identifies the program behind this server, whatever it is called: `sha256:` and
+    /// 64 hex digits over the transport and, for stdio, the command, its arguments and its
+    /// directory, for HTTP the URL. Names of environment variables and headers count; their
+    /// values never do (they may be secrets, and are never recorded). A session's world
+    /// records it, and an `always` grant for one of the server's tools holds it: the same
+    /// name on another program is another server.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        let mut part = |p: &[u8]| {
+            h.update((p.len() as u64).to_be_bytes());
+            h.update(p);
+        };
+        match &self.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                part(b"stdio");
+                part(command.as_bytes());
+                part(&(args.len() as u64).to_be_bytes());
+                for a in args {
+                    part(a.as_bytes());
+                }
+                part(&(env.len() as u64).to_be_bytes());
+                for k in env.keys() {
+                    part(k.as_bytes());
+                }
+                part(
+                    cwd.as_deref()
+                        .map(|c| c.as_os_str().as_encoded_bytes())
+                        .unwrap_or(b""),
+                );
+            }
+            Transport::Http {
+                url,
+                bearer_token_env_var,
+                headers,
+            } => {
+                part(b"http");
+                part(url.as_bytes());
+                part(bearer_token_env_var.as_deref().unwrap_or("").as_bytes());
+                part(&(headers.len() as u64).to_be_bytes());
+                for k in headers.keys() {
+                    part(k.as_bytes());
+                }
+            }
+        }
+        let digest = h.finalize();
+        let mut out = String::with_capacity(7 + 64);
+        out.push_str("sha256:");
+        for b in digest {
+            out.push_str(&format!("{b:02x}"));
+        }
+        out
+    }
+}
+
 /// Checks a server name: 1 to [`SERVER_NAME_BYTES_MAX`] bytes of `[A-Za-z0-9_-]` (it becomes
 /// part of the tool names the model sees, `mcp__<server>__<tool>`).
 pub fn check_server_name(name: &str) -> Result<(), String> {
@@ -365,5 +426,47 @@ impl Servers {
 
     pub fn is_empty(&self) -> bool {
         self.servers.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(toml_text: &str) -> Server {
+        let cfg: ServerConfig = toml::from_str(toml_text).expect("config");
+        cfg.resolve("s", "test").expect("resolves")
+    }
+
+    #[test]
+    fn a_fingerprint_follows_the_program_not_its_name_or_secret_values() {
+        let base = server("command = \"npx\"\nargs = [\"-y\", \"srv\"]\nenv = { TOKEN = \"a\" }");
+        let fp = base.fingerprint();
+        assert!(fp.starts_with("sha256:") && fp.len() == 71, "{fp}");
+        let mut renamed = base.clone();
+        renamed.name = "other".into();
+        renamed.trusted = true;
+        assert_eq!(
+            renamed.fingerprint(),
+            fp,
+            "name and trust are not the program"
+        );
+        let other_value =
+            server("command = \"npx\"\nargs = [\"-y\", \"srv\"]\nenv = { TOKEN = \"b\" }");
+        assert_eq!(
+            other_value.fingerprint(),
+            fp,
+            "a secret's value never counts"
+        );
+        for different in [
+            "command = \"npx\"\nargs = [\"-y\", \"evil\"]\nenv = { TOKEN = \"a\" }",
+            "command = \"node\"\nargs = [\"-y\", \"srv\"]\nenv = { TOKEN = \"a\" }",
+            "command = \"npx\"\nargs = [\"-y srv\"]\nenv = { TOKEN = \"a\" }",
+            "command = \"npx\"\nargs = [\"-y\", \"srv\"]\nenv = { TOKEN = \"a\", NODE_OPTIONS = \"x\" }",
+            "command = \"npx\"\nargs = [\"-y\", \"srv\"]\nenv = { TOKEN = \"a\" }\ncwd = \"/elsewhere\"",
+            "url = \"http://127.0.0.1:1/mcp\"",
+        ] {
+            assert_ne!(server(different).fingerprint(), fp, "{different}");
+        }
     }
 }
