@@ -26,7 +26,19 @@ pub fn configured(files: &[PathBuf], none: bool) -> Result<Servers> {
         .unwrap_or_else(crate::config::path)
         .display()
         .to_string();
-    Servers::gather(crate::config::file_mcp_servers(), &source, files)
+    // by their absolute paths: a session's world records where each server came from
+    let files: Vec<PathBuf> = files
+        .iter()
+        .map(|f| {
+            f.canonicalize().map_err(|e| {
+                Usage(format!(
+                    "--mcp-config {}: {e}",
+                    escape(&f.display().to_string())
+                ))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Servers::gather(crate::config::file_mcp_servers(), &source, &files)
         .map_err(|e| Usage(e.to_string()).into())
 }
 

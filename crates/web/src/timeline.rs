@@ -58,6 +58,10 @@ pub enum Body {
         kind: String,
         data: Value,
     },
+    /// What the session runs with from here on (changed, or recorded for the first time).
+    World(Box<lazarus_session::record::World>),
+    /// A resumer could not honour the session's world and left it alone.
+    NeedsOwner(lazarus_session::record::NeedsOwner),
     /// A record this build cannot read (a newer kind or field), or one that fits nowhere.
     Unreadable {
         kind: String,
@@ -442,6 +446,12 @@ impl Builder {
                         data: r.data.clone(),
                     },
                 );
+            }
+            Record::World(w) => {
+                self.push_entry(format!("r{seq}"), seq, ts, Body::World(w));
+            }
+            Record::NeedsOwner(n) => {
+                self.push_entry(format!("r{seq}"), seq, ts, Body::NeedsOwner(n));
             }
             Record::Header => self.unreadable(&r, "a header record after line 1".into()),
         }

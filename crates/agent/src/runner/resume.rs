@@ -44,6 +44,7 @@ impl Runner {
             inputs_pending: st.pending_inputs.len() as u64,
             open_turn: st.open_turn,
             sandbox: Some(sandbox_record(&self.cfg.sandbox)),
+            world_seq: st.world.as_ref().map(|w| w.seq),
             ..ResumeReceipt::default()
         };
         // Results of finished calls of the last turn with calls are reused as recorded.

@@ -25,6 +25,8 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
         Body::Compaction(_) => "entry compaction",
         Body::Unreadable { .. } => "entry unreadable",
         Body::Host { .. } => "entry host",
+        Body::World(_) => "entry world",
+        Body::NeedsOwner(_) => "entry needs-owner",
     };
     html! {
         li class=(class) id=(e.key) data-seq=(e.seq) data-touched=(e.touched) {
@@ -133,6 +135,26 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
                     }
                     p.muted { "From here on the model gets this summary instead of the records above; they stay in the ledger." }
                     div.text { (long_text(&c.summary)) }
+                }
+                Body::World(w) => {
+                    div.banner-head {
+                        strong { @match w.reason {
+                            lazarus_session::record::WorldReason::Changed => "World changed",
+                            lazarus_session::record::WorldReason::Adopted => "World recorded",
+                            lazarus_session::record::WorldReason::Created => "World",
+                        } }
+                        " by " (w.by)
+                        @if !w.changed.is_empty() { " · " (w.changed.join(", ")) }
+                        " · " (seq_time(ctx, e.seq, &e.ts))
+                    }
+                    (super::world::facts(w))
+                }
+                Body::NeedsOwner(n) => {
+                    div.banner-head {
+                        strong { "Left alone" } " by " (n.by) " · " (seq_time(ctx, e.seq, &e.ts))
+                    }
+                    p { (n.reason) }
+                    p.muted { "Resume it in its world with " code { (n.resume_with) } }
                 }
                 Body::Host { kind, data } => {
                     div.meta { strong { (kind) } " " (seq_time(ctx, e.seq, &e.ts)) }
