@@ -265,7 +265,7 @@ impl McpServer {
                     }
                 };
                 let served = tokio::time::timeout(startup, handler.serve(transport)).await;
-                let client = match served {
+                match served {
                     Ok(Ok(c)) => c,
                     Ok(Err(e)) => {
                         stderr_read().await;
@@ -284,8 +284,7 @@ impl McpServer {
                             &stderr_tail,
                         )));
                     }
-                };
-                client
+                }
             }
             Transport::Http {
                 url,
@@ -315,7 +314,7 @@ impl McpServer {
                 }
                 cfg = cfg.custom_headers(custom);
                 let transport = StreamableHttpClientTransport::from_config(cfg);
-                let client = match tokio::time::timeout(startup, handler.serve(transport)).await {
+                match tokio::time::timeout(startup, handler.serve(transport)).await {
                     Ok(Ok(c)) => c,
                     Ok(Err(e)) => return Err(fail(format!("initialize at {url} failed: {e}"))),
                     Err(_) => {
@@ -324,8 +323,7 @@ impl McpServer {
                             startup.as_secs()
                         )));
                     }
-                };
-                client
+                }
             }
         };
         let info = client
