@@ -339,11 +339,17 @@ fn report(server: &Arc<McpServer>, json_out: bool) -> Result<()> {
     let mut rows = Vec::new();
     for (tool, l) in tools.iter().zip(listed.iter()) {
         let rerun = tool.rerun();
+        // why not, in words: an untrusted server's hints are never acted on
+        let why = rerun
+            .basis
+            .as_ref()
+            .and_then(lazarus_mcp::tool::rerun_refused_why);
         rows.push(json!({
             "name": l.name,
             "model_name": tool.name(),
             "annotations": l.annotations,
             "rerun_after_crash": rerun.idempotent,
+            "rerun_refused_why": why,
         }));
     }
     if json_out {
@@ -382,9 +388,12 @@ fn report(server: &Arc<McpServer>, json_out: bool) -> Result<()> {
                 hints.join(",")
             },
             if r["rerun_after_crash"] == Value::Bool(true) {
-                "runs again"
+                "runs again".to_string()
             } else {
-                "in doubt"
+                match r["rerun_refused_why"].as_str() {
+                    Some(why) => format!("in doubt ({})", escape(why)),
+                    None => "in doubt".to_string(),
+                }
             }
         );
     }

@@ -340,6 +340,16 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) {
             );
             assert_eq!(receipt["calls_in_doubt"], 1, "{label}: {receipt}");
             assert_eq!(receipt["mcp"]["calls_in_doubt"], 1, "{label}: {receipt}");
+            // the receipt names the fact that kept it from running again
+            let why = receipt["in_doubt"][0]["why"].as_str().unwrap_or_default();
+            let expected = if !sc.trusted {
+                "is not trusted"
+            } else if sc.trusted_at_resume {
+                "neither read-only nor idempotent"
+            } else {
+                "now; it was allowed when the call started"
+            };
+            assert!(why.contains(expected), "{label}: {receipt}");
             assert!(told, "{label}: the model was not told the call is in doubt");
         }
         Expect::Rerun => {

@@ -462,6 +462,19 @@ pub struct ResumeReceipt {
     /// header recorded). Absent in older receipts and for a session that records none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub world_seq: Option<u64>,
+    /// Each call closed in doubt, and why it was not run again (absent when none was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_doubt: Vec<InDoubtCall>,
+}
+
+/// A call a resume closed in doubt, and the fact that kept it from running again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InDoubtCall {
+    pub call_id: String,
+    pub tool: String,
+    /// E.g. `shell is not idempotent: …`, `MCP server files is not trusted: …`.
+    pub why: String,
 }
 
 /// One call that waited for approval, as a resume receipt tells it.

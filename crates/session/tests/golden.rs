@@ -113,6 +113,7 @@ fn records() -> Vec<Record> {
             mcp: None,
             approvals: vec![],
             world_seq: None,
+            in_doubt: vec![],
         }),
         Record::TurnStart(TurnStart {
             turn: 2,
@@ -606,6 +607,11 @@ fn world_records() -> Vec<Record> {
             inputs_pending: 1,
             every_call_has_one_result: true,
             world_seq: Some(8),
+            in_doubt: vec![InDoubtCall {
+                call_id: "call_1".into(),
+                tool: "shell".into(),
+                why: "shell is not idempotent: running it again could repeat its effect".into(),
+            }],
             ..ResumeReceipt::default()
         }),
         Record::ToolOutcome(ToolOutcome {

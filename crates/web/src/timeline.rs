@@ -103,6 +103,8 @@ pub struct CallCard {
     pub approval_request: Option<Stamped<ApprovalRequest>>,
     /// The decision on it, if any.
     pub approval: Option<Stamped<Approval>>,
+    /// Why a resume did not run it again (the receipt's words), when it closed it in doubt.
+    pub in_doubt_why: Option<String>,
 }
 
 /// Where a call stands.
@@ -398,6 +400,7 @@ impl Builder {
                         outcome: None,
                         approval_request: None,
                         approval: None,
+                        in_doubt_why: None,
                     })
                     .collect();
                 let turn = self.turn_mut(i);
@@ -425,6 +428,11 @@ impl Builder {
             }
             Record::Resume(receipt) => {
                 self.tl.receipts += 1;
+                for d in &receipt.in_doubt {
+                    if let Some(&(entry, card)) = self.calls.get(&d.call_id) {
+                        self.turn_mut(entry).calls[card].in_doubt_why = Some(d.why.clone());
+                    }
+                }
                 self.push_entry(format!("r{seq}"), seq, ts, Body::Resume(Box::new(receipt)));
             }
             Record::Interrupted(stop) => {

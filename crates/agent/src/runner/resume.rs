@@ -70,16 +70,23 @@ impl Runner {
                         idempotent: i.idempotent,
                         basis: i.rerun_basis.as_deref().cloned(),
                     });
-                    let may_rerun = recorded.is_some_and(|r| {
-                        r.idempotent
-                            && self
-                                .toolbox
-                                .get(&call.name)
-                                .is_some_and(|t| t.may_rerun(&r))
+                    let tool = self.toolbox.get(&call.name);
+                    let may_rerun = recorded.as_ref().is_some_and(|r| {
+                        r.idempotent && tool.as_ref().is_some_and(|t| t.may_rerun(r))
                     });
                     if may_rerun {
                         Plan::Rerun
                     } else {
+                        // why, for the receipt and every view of the call
+                        let why = match &tool {
+                            Some(t) => t.rerun_refused_why(recorded.as_ref()),
+                            None => format!("{} is not offered to this session", call.name),
+                        };
+                        receipt.in_doubt.push(lazarus_session::record::InDoubtCall {
+                            call_id: call.call_id.clone(),
+                            tool: call.name.clone(),
+                            why,
+                        });
                         Plan::InDoubt
                     }
                 }

@@ -62,6 +62,12 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
                         div { dt { "calls reused" } dd { (r.calls_reused) } }
                         div { dt { "calls re-run" } dd { (r.calls_rerun) } }
                         div class=@if r.calls_in_doubt > 0 { "hl" } { dt { "calls in doubt" } dd { (r.calls_in_doubt) } }
+                        @for d in &r.in_doubt {
+                            div.wide.hl { dt { "not run again: " code { (d.call_id) } } dd { (d.tool) ": " (d.why) } }
+                        }
+                        @if let Some(w) = r.world_seq {
+                            div.wide { dt { "world" } dd { @if w == 0 { "the one recorded with the session" } @else { "the one recorded at #" (w) } } }
+                        }
                         div { dt { "calls not started" } dd { (r.calls_not_started) } }
                         @if let Some(m) = &r.mcp {
                             div class=@if m.calls_in_doubt > 0 { "hl" } { dt { "MCP calls" } dd { (m.calls_reused) " reused, " (m.calls_rerun) " re-run, " (m.calls_in_doubt) " in doubt" } }
