@@ -600,3 +600,111 @@ impl Env {
         }
     }
 }
+
+/// `boot-resume --inject lazarus` for a session `run` made in a workspace the gateway may not
+/// use: the gateway records the resume event and leaves it; boot-resume reports it
+/// `left_to_owner` with the reason and the command, and never `resumed`; that command resumes
+/// it once, in its workspace, and the cut-off shell call is in doubt, not run twice.
+#[test]
+fn boot_resume_through_a_gateway_that_cannot_honour_the_session_says_who_resumes_it() {
+    use std::io::BufRead;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let model = rt
+        .block_on(ScriptedServer::start(Script::new([
+            Step::reply(ScriptedResponse::tool_call(
+                "c1",
+                "shell",
+                json!({"command": "echo ran >> effect; sleep 30"}),
+            ))
+            .when(When::LastUserContains {
+                text: "append".into(),
+            })
+            .repeat(),
+            Step::after_tool_result("c1", ScriptedResponse::text("Finished.")).repeat(),
+        ])))
+        .unwrap();
+    let url = model.base_url();
+    let env = Env::new();
+    let w = env.project("app");
+    let mut run = env
+        .lazarus()
+        .args([
+            "run",
+            "--json",
+            "--session",
+            "br",
+            "-p",
+            "append a line",
+            "--model",
+            "m",
+        ])
+        .args(["--base-url", &url, "--session-dir"])
+        .arg(env.sessions())
+        .arg("--workspace")
+        .arg(&w)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    for line in std::io::BufReader::new(run.stdout.take().unwrap()).lines() {
+        if line.unwrap().contains("\"kind\":\"tool_start\"") {
+            break;
+        }
+    }
+    let t0 = Instant::now();
+    while lines(&w.join("effect")) == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the call never ran");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let g = env.gateway(&url, &[]);
+    let o = env
+        .lazarus()
+        .args(["boot-resume", "--window", "0", "--json", "--source"])
+        .arg(format!("lazarus:{}", env.sessions().display()))
+        .arg("--inject")
+        .arg(format!("lazarus={}", g.url))
+        .env("LAZARUS_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let row = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["id"] == "br")
+        .unwrap_or_else(|| panic!("no row for br: {}", text(&o)));
+    assert_eq!(row["action"], "left_to_owner", "{row}");
+    let detail = row["action_detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("outside this gateway's roots"), "{detail}");
+    assert!(
+        detail.contains("lazarus run --session br --session-dir"),
+        "{detail}"
+    );
+    env.wait_needs_owner("br");
+    assert_eq!(env.count("br", "resume"), 0, "nothing resumed it here");
+    // the command it names: one receipt, the call in doubt, nothing ran twice
+    let o = env
+        .lazarus()
+        .args(["run", "--session", "br", "--session-dir"])
+        .arg(env.sessions())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(env.count("br", "resume"), 1);
+    let receipt = env
+        .ledger("br")
+        .into_iter()
+        .find(|(k, _)| k == "resume")
+        .map(|(_, d)| d)
+        .unwrap();
+    assert_eq!(receipt["calls_in_doubt"], 1, "{receipt}");
+    assert_eq!(
+        lines(&w.join("effect")),
+        1,
+        "the shell call never ran twice"
+    );
+    verify_clean(&env, "br");
+    drop(g);
+    rt.block_on(model.shutdown());
+}
