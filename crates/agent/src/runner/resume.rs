@@ -27,7 +27,9 @@ impl Runner {
             let s = lock(session);
             (s.state().clone(), s.open_report().clone())
         };
-        let status = st.status();
+        // where the work stands (a session some resumer left to its owner is cut off all the
+        // same: this is the owner)
+        let status = st.work_status();
         // A resume event counts as a resume even when only inputs are owed.
         let cut_off = matches!(
             status,

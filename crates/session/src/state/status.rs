@@ -28,14 +28,24 @@ impl SessionState {
             || self.last_entry_is_tool_result
     }
 
-    /// What the model will see next: the status of the work, in one word.
+    /// The session's status in one word: [`SessionState::work_status`], unless a resumer
+    /// left it alone because it could not honour its world (then `needs_owner`: the work
+    /// waits for whoever can).
     pub fn status(&self) -> Status {
+        if self.needs_owner.is_some()
+            && self.owes_work()
+            && self.awaiting_approval().next().is_none()
+        {
+            return Status::NeedsOwner;
+        }
+        self.work_status()
+    }
+
+    /// Where the work stands, whoever will do it: what a resume settles (a turn cut off, a
+    /// call in doubt, a stop), in one word.
+    pub fn work_status(&self) -> Status {
         if self.awaiting_approval().next().is_some() {
             return Status::AwaitingApproval;
-        }
-        // a resumer left it alone: the work waits for whoever can honour its world
-        if self.needs_owner.is_some() && self.owes_work() {
-            return Status::NeedsOwner;
         }
         // a host program's call announced without an outcome: it may have run (the same
         // rule as a native call's start without an outcome)
