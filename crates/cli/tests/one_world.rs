@@ -708,3 +708,36 @@ fn boot_resume_through_a_gateway_that_cannot_honour_the_session_says_who_resumes
     drop(g);
     rt.block_on(model.shutdown());
 }
+
+/// A session a Python program writes (`meta.host`) is its program's: `lazarus run` refuses it,
+/// naming the program, and writes nothing.
+#[test]
+fn run_leaves_a_python_programs_session_to_its_program() {
+    use lazarus_session::{CreateOptions, LocalStore, SessionId, Store};
+    let env = Env::new();
+    let store = LocalStore::open(&env.sessions()).unwrap();
+    let mut s = store
+        .create(CreateOptions {
+            id: Some(SessionId::parse("py").unwrap()),
+            meta: Some(json!({"host": "openai-agents"})),
+        })
+        .unwrap();
+    s.append(lazarus_session::Record::Host(
+        lazarus_session::record::Host::Item(lazarus_session::record::HostItem {
+            item: json!({"role": "user", "content": "hi"}),
+        }),
+    ))
+    .unwrap();
+    drop(s);
+    let ledger = env.sessions().join("py.jsonl");
+    let before = std::fs::read(&ledger).unwrap();
+    let w = env.project("py");
+    let o = env.run("py", &w, "http://127.0.0.1:9/v1", &["-p", "take over"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("written through the Python package (host: openai-agents)"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&ledger).unwrap(), before, "nothing written");
+}

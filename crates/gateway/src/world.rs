@@ -53,9 +53,9 @@ impl Hub {
             return WorldVerdict::Leave(NeedsOwner {
                 by: self.leaver(),
                 reason: format!(
-                    "written by a {host} program through the Python package; that program resumes it, not a gateway"
+                    "written through the Python package (host: {host}); the program that wrote it resumes it, not a gateway"
                 ),
-                resume_with: format!("the {host} program that wrote it"),
+                resume_with: format!("the program that wrote it (host: {host})"),
             });
         }
         if let Some(why) = &state.world_unreadable {

@@ -121,7 +121,7 @@ impl Runner {
         };
         if let Some(host) = state.host_program() {
             return Err(refuse(format!(
-                "written by a {host} program through the Python package; that program resumes it, not Lazarus's runner"
+                "written through the Python package (host: {host}); the program that wrote it resumes it, not Lazarus's runner"
             )));
         }
         if let Some(why) = &state.world_unreadable {

@@ -128,7 +128,7 @@ fn check_arguments(args: &RunArgs) -> Result<Checked> {
         && let Some(host) = st.host_program()
     {
         bail!(
-            "session {} is written by a {host} program through the Python package; that program resumes it, not `lazarus run` (read it with `lazarus sessions show {}`)",
+            "session {} is written through the Python package (host: {host}); the program that wrote it resumes it, not `lazarus run` (read it with `lazarus sessions show {}`)",
             st.id(),
             st.id()
         );
