@@ -300,3 +300,73 @@ fn the_classifier_agrees_with_the_session_rule_on_every_prefix_of_the_shared_his
     }
     assert!(checked > 20);
 }
+
+/// A session a Python program writes (`meta.host`): its program resumes it, so boot-resume
+/// skips it (`sdk_owned`); a call it announced with no outcome is in doubt, as a native call's
+/// start without an outcome is (the same status rule), and the report names it.
+#[test]
+fn a_python_programs_session_with_a_call_in_doubt_is_named_and_left_to_its_program() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("py.jsonl");
+    let mut header = lazarus_ledger::Header::new(FORMAT, "py");
+    header.created_at = ts(0);
+    header.meta = Some(json!({"host": "openai-agents"}));
+    let records = [
+        Record::from(HostItem {
+            item: json!({"role": "user", "content": "mail bob"}),
+        }),
+        Record::from(HostCallIntent {
+            call_id: "call_m".into(),
+            tool: "send_email".into(),
+            arguments: Some("{\"to\":\"bob\"}".into()),
+        }),
+    ];
+    let mut state = SessionState::new(header.clone());
+    let mut out = Vec::new();
+    let mut line = Vec::new();
+    encode_line(
+        &mut line,
+        0,
+        &ts(0),
+        "header",
+        &serde_json::to_vec(&header).unwrap(),
+    );
+    out.extend_from_slice(&line);
+    for (i, rec) in records.iter().enumerate() {
+        state.check(rec).unwrap();
+        state.apply(i as u64 + 1, rec.clone());
+        encode_line(
+            &mut line,
+            i as u64 + 1,
+            &ts(i + 1),
+            rec.kind(),
+            &rec.data_json().unwrap(),
+        );
+        out.extend_from_slice(&line);
+    }
+    assert_eq!(state.status(), lazarus_session::Status::InDoubt);
+    std::fs::write(&path, out).unwrap();
+    let mut buf = Vec::new();
+    let c = classify_file(
+        &path,
+        Some(Format::Lazarus),
+        None,
+        TailOptions::default(),
+        &mut buf,
+    )
+    .unwrap()
+    .classification;
+    assert_eq!(
+        c.verdict,
+        Verdict::Skipped(lazarus_boot_resume::SkipWhy::SdkOwned),
+        "{}",
+        c.reason
+    );
+    assert!(
+        c.reason.contains("in doubt") && c.reason.contains("send_email"),
+        "{}",
+        c.reason
+    );
+    assert!(c.reason.contains("host: openai-agents"), "{}", c.reason);
+    assert_eq!(c.interrupted_call.as_deref(), Some("send_email (call_m)"));
+}

@@ -59,6 +59,10 @@ struct Data {
 struct Meta {
     #[serde(default)]
     workspace: Option<String>,
+    /// A program that writes the session through the Python package (`openai-agents`,
+    /// `langgraph`): it resumes the session, not Lazarus.
+    #[serde(default)]
+    host: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -114,6 +118,9 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     }
     out.last_record_id = last_valid(&p).and_then(|j| p.get(j)?.seq.map(|s| s.to_string()));
     let seq = out.last_record_id.clone().unwrap_or_else(|| "?".into());
+    if let Some(host) = header.as_ref().and_then(|h| data(h).meta?.host) {
+        return host_session(&p, out, &host);
+    }
     let may_grow = !meta.at_start && !meta.at_cap;
     let owed = match owes_work(&p, header.as_ref()) {
         Some(owed) => owed,
@@ -127,6 +134,53 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     match walk_back(&p, may_grow, header.is_some(), owed) {
         Walk::Decided(v, why) => decided(out, v, why),
         Walk::NeedMore => need_more(p.torn),
+    }
+}
+
+/// A session a program writes through the Python package: its program resumes it, so it is
+/// skipped (`sdk_owned`); a call it announced with no outcome in the tail is in doubt, as a
+/// native call's start without an outcome is (the session crate's status rule), and named.
+fn host_session<'a>(p: &Parsed<'a, Rec<'a>>, out: Classification, host: &str) -> Classification {
+    let mut open: Vec<(u64, String, String)> = Vec::new();
+    for i in 0..p.len() {
+        let Some(r) = p.get(i).filter(|_| valid(p, i)) else {
+            continue;
+        };
+        let d = data(r);
+        match (r.kind.as_str(), d.call_id) {
+            ("host_call_intent", Some(id)) => open.push((
+                r.seq.unwrap_or(0),
+                id,
+                r.data
+                    .and_then(|v| serde_json::from_str::<serde_json::Value>(v.get()).ok())
+                    .and_then(|v| v["tool"].as_str().map(str::to_string))
+                    .unwrap_or_default(),
+            )),
+            ("host_call_outcome", Some(id)) => open.retain(|(_, c, _)| *c != id),
+            ("host_clear", _) => open.clear(),
+            _ => {}
+        }
+    }
+    let mut out = out;
+    let why = format!(
+        "written through the Python package (host: {}): its program resumes it",
+        clip(host, 40)
+    );
+    match open.last() {
+        Some((seq, call, tool)) => {
+            out.interrupted_call = Some(format!("{} ({})", clip(tool, 60), clip(call, 60)));
+            decided(
+                out,
+                Verdict::Skipped(SkipWhy::SdkOwned),
+                format!(
+                    "seq {seq}: {} call(s) in doubt (announced, no outcome; the last: {} {}); {why}",
+                    open.len(),
+                    clip(tool, 60),
+                    clip(call, 60)
+                ),
+            )
+        }
+        None => decided(out, Verdict::Skipped(SkipWhy::SdkOwned), why),
     }
 }
 
