@@ -1,6 +1,6 @@
 //! Where sessions live: default locations per format, `--source FORMAT:PATH`, OpenClaw's
 //! sessions.json index and its SQLite store.
-use crate::classify::Format;
+use crate::format::Format;
 use crate::fsutil::open_ro;
 use crate::verdict::IndexFacts;
 use serde_json::Value;

@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 
 use super::stream::Lines;
 use super::{Conversation, Event, Part, ReadError, ReadOptions, Usage, text_content};
-use crate::classify::Format;
+use crate::format::Format;
 
 /// One line: `{"timestamp", "type", "payload"}`.
 #[derive(Deserialize)]

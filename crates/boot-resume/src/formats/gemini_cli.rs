@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::stream::Lines;
 use super::{Answer, Conversation, Event, Part, ReadError, ReadOptions, Usage};
-use crate::classify::Format;
+use crate::format::Format;
 
 /// One line, whichever of the four kinds it is: metadata, `$set`, `$rewindTo`, or a message
 /// (then `message.ty` is not empty).

@@ -19,7 +19,7 @@ pub mod stream;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::classify::Format;
+use crate::format::Format;
 
 /// The bounds every reader holds to. Each is named in the error that refuses input past it.
 #[derive(Debug, Clone, Copy)]
@@ -325,7 +325,7 @@ pub fn detect(source: &Path, limits: &Limits) -> Result<Format, ReadError> {
     let mut lines = stream::Lines::open(source, limits)?;
     let mut seen = 0;
     while let Some(l) = lines.next_line()? {
-        if let Some(f) = crate::classify::detect(Some(l.bytes), b"", &source.to_string_lossy()) {
+        if let Some(f) = crate::format::detect(Some(l.bytes), b"", &source.to_string_lossy()) {
             return Ok(f);
         }
         seen += 1;

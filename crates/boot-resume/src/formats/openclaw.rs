@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use super::pi::Tree;
 use super::stream::{depth_exceeds, hex};
 use super::{Conversation, ReadError, ReadOptions};
-use crate::classify::Format;
+use crate::format::Format;
 use crate::fsutil::open_ro;
 
 /// Agent database schema versions this reader knows.

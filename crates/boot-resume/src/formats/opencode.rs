@@ -24,7 +24,7 @@ use serde_json::value::RawValue;
 
 use super::stream::hex;
 use super::{Answer, Conversation, Event, Part, ReadError, ReadOptions, Usage};
-use crate::classify::Format;
+use crate::format::Format;
 use crate::fsutil::open_ro;
 
 /// The OpenCode major versions whose rows this build reads.

@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 
 use super::stream::Lines;
 use super::{Answer, Conversation, Event, Part, ReadError, ReadOptions, Usage, text_content};
-use crate::classify::Format;
+use crate::format::Format;
 
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
     Option::<String>::deserialize(d).map(Some)

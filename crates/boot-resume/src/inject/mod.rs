@@ -2,7 +2,7 @@
 //! without a shell. Also readiness waiting, the idempotency key, and what counts as "accepted":
 //! a resume is reported only once the injection is known to have been accepted — HTTP 2xx,
 //! exit status 0, or the session's own transcript recording the resume message.
-use crate::classify::Format;
+use crate::format::Format;
 use crate::verdict::Verdict;
 use std::time::Duration;
 

@@ -16,7 +16,7 @@ use record::{BOOKKEEPING, Block, Content, Line, content};
 
 use super::stream::Lines;
 use super::{Answer, Conversation, Event, Part, ReadError, ReadOptions, Usage, text_content};
-use crate::classify::Format;
+use crate::format::Format;
 
 /// Claude Code major versions whose transcripts this reader knows.
 const KNOWN: &str = "1.x, 2.x";
