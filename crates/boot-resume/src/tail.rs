@@ -274,6 +274,57 @@ fn read_owner_line(file: &File, size: u64) -> io::Result<Option<Vec<u8>>> {
     }
 }
 
+/// The permission mode of the newest Claude Code line that carries one, before a window
+/// that starts at `end` with the partial line `partial` (its bytes up to the first newline):
+/// read backwards 64 KiB at a time, holes collapsed as in the window, only the lines that
+/// name `permissionMode` parsed. Memory is bounded by the longest line; the search ends at
+/// the first line that carries a mode, or at the file's start.
+fn permission_mode_before(file: &File, end: u64, partial: &[u8]) -> io::Result<Option<String>> {
+    use crate::formats::claude_code::record::Line;
+    const STEP: u64 = 64 * 1024;
+    // `acc` holds the bytes from `pos` up to the end of the partial line: an incomplete
+    // line first, then complete ones not yet looked at.
+    let mut acc = partial.to_vec();
+    let mut pos = end;
+    let mut chunk = Vec::new();
+    while pos > 0 {
+        let from = pos.saturating_sub(STEP);
+        chunk.clear();
+        append_collapsing_holes(file, from, pos - from, &mut chunk)?;
+        chunk.extend_from_slice(&acc);
+        std::mem::swap(&mut acc, &mut chunk);
+        pos = from;
+        let complete = if pos == 0 {
+            0
+        } else {
+            match memchr::memchr(b'\n', &acc) {
+                Some(i) => i + 1,
+                None => continue,
+            }
+        };
+        // the complete lines, newest first
+        let body = &acc[complete..];
+        let mut hi = body.len();
+        loop {
+            let lo = memchr::memrchr(b'\n', &body[..hi]).map_or(0, |i| i + 1);
+            let line = &body[lo..hi];
+            if crate::lines::contains(line, b"\"permissionMode\"")
+                && let Ok(l) = serde_json::from_slice::<Line>(line)
+                && !l.is_sidechain
+                && let Some(m) = l.permission_mode
+            {
+                return Ok(Some(m));
+            }
+            if lo == 0 {
+                break;
+            }
+            hi = lo - 1;
+        }
+        acc.truncate(complete);
+    }
+    Ok(None)
+}
+
 /// Whether sub-agent transcripts lie beside this Claude Code session file
 /// (`<dir>/<id>.jsonl` and `<dir>/<id>/subagents/`).
 fn fmt_may_have_subagents(path: &Path) -> bool {
@@ -436,10 +487,19 @@ pub fn classify_open(
                 window,
             });
         }
-        let c = f.classify(buf, &meta);
+        let mut c = f.classify(buf, &meta);
         if c.need_more && !at_start && window < cap {
             window = (window * 2).min(size).min(cap);
             continue;
+        }
+        if f == Format::ClaudeCode
+            && !at_start
+            && c.permission_mode.is_none()
+            && c.verdict.is_resumable(true)
+        {
+            // The mode a resume must run in lies before the window: look back for it.
+            let head = memchr::memchr(b'\n', buf).map_or(buf.len(), |i| i + 1);
+            c.permission_mode = permission_mode_before(file, off, &buf[..head]).map_err(rd)?;
         }
         return Ok(FileResult {
             format: f,

@@ -175,6 +175,16 @@ fn every_real_capture_gets_the_verdict_of_its_true_ending() {
                             entry["ending"].as_str().unwrap_or("?")
                         ));
                     }
+                    // the mode the session ran in, for a session that would be resumed
+                    if let Some(mode) = entry["permission_mode"].as_str()
+                        && r.verdict.is_resumable(true)
+                        && r.permission_mode.as_deref() != Some(mode)
+                    {
+                        failures.push(format!(
+                            "{name}/{scenario} (window {first}): permission mode {:?}, ran in {mode}",
+                            r.permission_mode
+                        ));
+                    }
                 }
             }
         }
@@ -187,4 +197,108 @@ fn every_real_capture_gets_the_verdict_of_its_true_ending() {
         failures.join("\n")
     );
     eprintln!("checked {checked} reports of programs {programs:?}");
+}
+
+/// The main transcripts (not sub-agents') of the Claude Code captures.
+fn claude_transcripts() -> Vec<PathBuf> {
+    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() && p.file_name().is_some_and(|n| n != "subagents") {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&root().join("claude"), &mut out);
+    out.sort();
+    out
+}
+
+/// Claude Code: a resume runs in the permission mode of the newest line that carries one,
+/// however far back. Every prefix of every real capture (what the file held at each moment
+/// the program could have been killed) that boot-resume would resume must report the mode of
+/// the newest line naming `permissionMode` in it, with the default first window and a tiny
+/// one. The captures all ran in one mode, so each line's mode is renamed to one of its own
+/// (`bypassPermissions` → `mode-at-line-K`): an older line's mode is then a wrong answer.
+/// Since ToolSearch, tool_result lines carry no mode: the newest one can lie before the
+/// window, and the check fails loudly unless such prefixes were among those checked.
+#[test]
+fn claude_code_permission_mode_comes_from_the_newest_line_however_far_back() {
+    use lazarus_boot_resume::tail::classify_file;
+    let mut checked = 0;
+    let mut beyond_window = 0;
+    let mut failures = Vec::new();
+    let files = claude_transcripts();
+    assert!(files.len() >= 10, "{files:?}");
+    for f in &files {
+        let bytes = std::fs::read(f).expect("read");
+        let lines: Vec<&[u8]> = bytes
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .collect();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(f.file_name().expect("name"));
+        let mut newest: Option<(usize, String)> = None;
+        let mut prefix = Vec::new();
+        for (k, line) in lines.iter().enumerate() {
+            let line = String::from_utf8(line.to_vec())
+                .expect("UTF-8")
+                .replace(
+                    "\"permissionMode\":\"bypassPermissions\"",
+                    &format!("\"permissionMode\":\"mode-at-line-{k}\""),
+                )
+                .into_bytes();
+            let line = line.as_slice();
+            prefix.extend_from_slice(line);
+            prefix.push(b'\n');
+            let v: Value = serde_json::from_slice(line).expect("a capture line parses");
+            if let Some(m) = v["permissionMode"].as_str()
+                && v["isSidechain"] != Value::Bool(true)
+            {
+                newest = Some((prefix.len() - line.len() - 1, m.to_string()));
+            }
+            std::fs::write(&path, &prefix).expect("write");
+            for first in [4096u64, 64] {
+                let opts = TailOptions {
+                    first_window: first,
+                    max_window: 8 << 20,
+                };
+                let mut buf = Vec::new();
+                let res = classify_file(&path, Some(Format::ClaudeCode), None, opts, &mut buf)
+                    .expect("classify");
+                if !res.classification.verdict.is_resumable(true) {
+                    continue;
+                }
+                checked += 1;
+                let want = newest.as_ref().map(|(_, m)| m.clone());
+                if let Some((at, _)) = &newest
+                    && (prefix.len() - at) as u64 > res.window
+                {
+                    beyond_window += 1;
+                }
+                if res.classification.permission_mode != want {
+                    failures.push(format!(
+                        "{} first {k} lines (window {first}): got {:?}, want {want:?}",
+                        f.display(),
+                        res.classification.permission_mode
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} wrong modes:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(checked > 50, "only {checked} resumable prefixes checked");
+    assert!(
+        beyond_window > 0,
+        "no prefix had its newest mode before the window: the rule was never tested"
+    );
+    eprintln!("{checked} resumable prefixes, {beyond_window} with the mode before the window");
 }

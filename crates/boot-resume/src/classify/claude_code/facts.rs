@@ -43,8 +43,29 @@ pub(super) fn gather_facts<'a>(
         sidechain_only: true,
     };
     let mut any = false;
+    // The facts but the mode are known (and a few conversation lines were seen, enough to
+    // tell a sidechain-only file): from there only lines that can carry the mode are parsed.
+    let mut known = false;
     for i in (0..p.len()).rev() {
+        if known {
+            if f.permission_mode.is_some() {
+                break;
+            }
+            if !crate::lines::contains(p.lines[i], b"\"permissionMode\"") {
+                continue;
+            }
+        }
         let Some(l) = p.get(i) else { continue };
+        // The newest line that carries the mode, whatever its type and however far back:
+        // since ToolSearch, tool_result lines carry none, and a turn may hold many of them
+        // (beyond the window the caller looks, `tail::permission_mode_before`, for a session
+        // that is to be resumed).
+        if f.permission_mode.is_none() && !l.is_sidechain {
+            f.permission_mode = l.permission_mode.clone();
+        }
+        if known {
+            continue;
+        }
         if out.last_record_id.is_none() {
             out.last_record_id = l.uuid.clone();
         }
@@ -57,25 +78,15 @@ pub(super) fn gather_facts<'a>(
         if f.version.is_none() {
             f.version = l.version.clone();
         }
-        if f.permission_mode.is_none() && (l.ty == "user" || l.ty == "permission-mode") {
-            f.permission_mode = l.permission_mode.clone();
-        }
         if l.ty == "user" || l.ty == "assistant" {
             any = true;
             f.sidechain_only &= l.is_sidechain || l.agent_id.is_some();
         }
-        // Stop once the facts are known and a few conversation lines were seen (enough to
-        // tell a sidechain-only file); the decision walk parses lazily on its own.
-        // (The permission mode is on every user line and in the `permission-mode` records
-        // Claude Code writes at each turn's end, so the newest lines hold it.)
-        if any
+        known = any
             && out.session_id.is_some()
             && out.cwd.is_some()
             && f.version.is_some()
-            && i + 4 < p.len()
-        {
-            break;
-        }
+            && i + 4 < p.len();
     }
     f.sidechain_only &= any;
     if out.session_id.is_none() {
