@@ -26,4 +26,4 @@ pub mod verdict;
 pub mod watch;
 
 pub use format::Format;
-pub use verdict::{Classification, IndexFacts, SessionMeta, SkipWhy, Verdict};
+pub use verdict::{Classification, IndexFacts, InterruptedCall, SessionMeta, SkipWhy, Verdict};

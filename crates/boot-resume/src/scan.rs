@@ -2,7 +2,7 @@
 use crate::classify::{Format, pi};
 use crate::discover::{Candidate, Store, sqlite_tail};
 use crate::tail::{self, TailOptions};
-use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
+use crate::verdict::{Classification, InterruptedCall, SessionMeta, SkipWhy, Verdict};
 use regex::Regex;
 use serde::Serialize;
 use std::path::Path;
@@ -84,9 +84,13 @@ pub struct Report {
     /// For `unknown_format`: the version seen.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seen_version: Option<String>,
-    /// The call that was running when the session was cut off, as far as it is known.
+    /// The calls that were running when the session was cut off, as far as they are known,
+    /// on one line (`; ` between calls).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted_call: Option<String>,
+    /// The same calls one by one: tool, MCP server, argument summary, id.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interrupted_calls: Vec<InterruptedCall>,
     /// Idempotency key of the injection.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
@@ -201,6 +205,7 @@ fn base_report(c: &Candidate) -> Report {
         permission_mode: None,
         seen_version: None,
         interrupted_call: None,
+        interrupted_calls: Vec::new(),
         idempotency_key: None,
     }
 }
@@ -223,6 +228,7 @@ fn apply(mut r: Report, c: Classification) -> Report {
     r.permission_mode = c.permission_mode;
     r.seen_version = c.seen_version;
     r.interrupted_call = c.interrupted_call;
+    r.interrupted_calls = c.interrupted_calls;
     r
 }
 

@@ -124,10 +124,10 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-#[test]
-fn every_real_capture_gets_the_verdict_of_its_true_ending() {
-    let mut failures = Vec::new();
-    let mut checked = 0;
+/// Scans every capture (with the default first window and a tiny one) and hands each
+/// scenario's reports to `check`: (program, scenario, its endings entry, first window,
+/// reports). Returns the programs seen.
+fn each_capture(mut check: impl FnMut(&str, &str, &Value, u64, &[Report])) -> Vec<String> {
     let mut programs = Vec::new();
     for prog in std::fs::read_dir(root()).expect("tests/fixtures/real") {
         let prog = prog.expect("entry").path();
@@ -160,35 +160,36 @@ fn every_real_capture_gets_the_verdict_of_its_true_ending() {
             copy_dir(&dir, copy.path());
             for first in [4096, 64] {
                 let reports = scan_dir(fmt, copy.path(), first);
-                if reports.is_empty() {
-                    failures.push(format!("{name}/{scenario}: nothing found"));
-                }
-                for r in &reports {
-                    checked += 1;
-                    let want = expected_for(entry, r);
-                    let got = outcome(r);
-                    if got != want {
-                        failures.push(format!(
-                            "{name}/{scenario} [{}] (window {first}): got {got} ({}); want {want} — true ending: {}",
-                            r.path.rsplit('/').next().unwrap_or(""),
-                            r.reason,
-                            entry["ending"].as_str().unwrap_or("?")
-                        ));
-                    }
-                    // the mode the session ran in, for a session that would be resumed
-                    if let Some(mode) = entry["permission_mode"].as_str()
-                        && r.verdict.is_resumable(true)
-                        && r.permission_mode.as_deref() != Some(mode)
-                    {
-                        failures.push(format!(
-                            "{name}/{scenario} (window {first}): permission mode {:?}, ran in {mode}",
-                            r.permission_mode
-                        ));
-                    }
-                }
+                check(&name, scenario, entry, first, &reports);
             }
         }
     }
+    programs.sort();
+    programs
+}
+
+#[test]
+fn every_real_capture_gets_the_verdict_of_its_true_ending() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    let programs = each_capture(|name, scenario, entry, first, reports| {
+        if reports.is_empty() {
+            failures.push(format!("{name}/{scenario}: nothing found"));
+        }
+        for r in reports {
+            checked += 1;
+            let want = expected_for(entry, r);
+            let got = outcome(r);
+            if got != want {
+                failures.push(format!(
+                    "{name}/{scenario} [{}] (window {first}): got {got} ({}); want {want} — true ending: {}",
+                    r.path.rsplit('/').next().unwrap_or(""),
+                    r.reason,
+                    entry["ending"].as_str().unwrap_or("?")
+                ));
+            }
+        }
+    });
     assert!(checked > 0, "no real capture was checked");
     assert!(
         failures.is_empty(),
@@ -197,6 +198,100 @@ fn every_real_capture_gets_the_verdict_of_its_true_ending() {
         failures.join("\n")
     );
     eprintln!("checked {checked} reports of programs {programs:?}");
+}
+
+/// What the resume of every capture that would be resumed carries into its preset's command
+/// line: the permission mode the session ran in (Claude Code), and for a cut-off call, each
+/// call by its tool (with its MCP server), arguments and id, saying its effect is unknown.
+/// Only Gemini CLI, which records a call once it has finished, may name none (and says so).
+#[test]
+fn every_resumable_capture_resumes_in_its_mode_naming_its_interrupted_calls() {
+    use lazarus_boot_resume::Verdict;
+    use lazarus_boot_resume::inject::{self, Preset, ResumeRequest};
+    let mut failures = Vec::new();
+    let (mut resumed, mut named, mut mcp) = (0, 0, 0);
+    each_capture(|name, scenario, entry, first, reports| {
+        for r in reports.iter().filter(|r| r.verdict.is_resumable(true)) {
+            let Some(fmt) = r.format() else { continue };
+            resumed += 1;
+            let whose = format!("{name}/{scenario} (window {first})");
+            let message = inject::resume_message(
+                inject::DEFAULT_MESSAGE,
+                r.verdict,
+                &r.interrupted_calls,
+                r.interrupted_call.as_deref(),
+            );
+            let req = ResumeRequest {
+                format: fmt,
+                session_id: r.session.clone(),
+                session_key: r.session_key.clone(),
+                path: r.path.clone(),
+                cwd: r.cwd.clone(),
+                permission_mode: r.permission_mode.clone(),
+                verdict: r.verdict,
+                reason: r.reason.clone(),
+                idempotency_key: "k".into(),
+                message: message.clone(),
+            };
+            let preset = Preset::for_format(fmt).expect("a preset");
+            let argv = preset.template().build(&req).expect("the command builds");
+            if let Some(mode) = entry["permission_mode"].as_str() {
+                let at = argv.iter().position(|a| a == "--permission-mode");
+                if at.and_then(|i| argv.get(i + 1)).map(String::as_str) != Some(mode) {
+                    failures.push(format!("{whose}: ran in {mode}, resumed with {argv:?}"));
+                }
+            }
+            // (OpenClaw's preset passes it inside its JSON parameters)
+            let carried = |a: &String| {
+                a.contains(&message)
+                    || serde_json::from_str::<Value>(a).is_ok_and(|v| v["message"] == *message)
+            };
+            if !argv.iter().any(carried) {
+                failures.push(format!("{whose}: the message is not in {argv:?}"));
+            }
+            if r.verdict != Verdict::InterruptedToolCall {
+                continue;
+            }
+            if !message.contains("effect is unknown") {
+                failures.push(format!(
+                    "{whose}: {message:?} does not say the effect is unknown"
+                ));
+            }
+            if r.interrupted_calls.is_empty() && name != "gemini-cli" {
+                failures.push(format!("{whose}: no interrupted call named ({})", r.reason));
+            }
+            for c in &r.interrupted_calls {
+                named += 1;
+                if !message.contains(&c.describe()) {
+                    failures.push(format!("{whose}: {message:?} does not name {c:?}"));
+                }
+                if c.mcp_server.is_some() {
+                    mcp += 1;
+                }
+            }
+            if let Some(want) = entry["interrupted_calls"].as_array() {
+                let got: Vec<&str> = r
+                    .interrupted_calls
+                    .iter()
+                    .map(|c| c.tool.as_str())
+                    .collect();
+                let want: Vec<&str> = want.iter().filter_map(Value::as_str).collect();
+                if got != want {
+                    failures.push(format!("{whose}: calls {got:?}, want {want:?}"));
+                }
+            }
+        }
+    });
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(
+        resumed > 20 && named > 8 && mcp >= 2,
+        "{resumed} resumed, {named} calls named, {mcp} MCP calls"
+    );
 }
 
 /// The main transcripts (not sub-agents') of the Claude Code captures.

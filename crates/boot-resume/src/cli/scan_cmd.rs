@@ -241,6 +241,7 @@ impl<'a> Run<'a> {
                         None => inject::resume_message(
                             &message,
                             r.verdict,
+                            &r.interrupted_calls,
                             r.interrupted_call.as_deref(),
                         ),
                     },

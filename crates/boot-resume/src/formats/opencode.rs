@@ -26,6 +26,7 @@ use super::stream::hex;
 use super::{Answer, Conversation, Event, Part, ReadError, ReadOptions, Usage};
 use crate::format::Format;
 use crate::fsutil::open_ro;
+use crate::verdict::InterruptedCall;
 
 /// The OpenCode major versions whose rows this build reads.
 pub const KNOWN_MAJOR: &str = "1";
@@ -153,19 +154,13 @@ pub fn user_text(parts: &[PartData]) -> String {
         .join("\n")
 }
 
-/// A call as the resume message names it: `bash {"command":…}`.
-pub fn describe_call(p: &PartData) -> String {
-    let input = p
-        .state
-        .as_ref()
-        .map(|s| &s.input)
-        .filter(|v| !v.is_null())
-        .map(|v| format!(" {v}"))
-        .unwrap_or_default();
-    format!(
-        "{}{input} (call {})",
-        p.tool.as_deref().unwrap_or("a tool"),
-        p.call_id.as_deref().unwrap_or("?")
+/// A tool part that never finished, as the session recorded it: the tool, its input and
+/// call id (what a resume message names).
+pub fn interrupted_call(p: &PartData) -> InterruptedCall {
+    InterruptedCall::new(
+        p.tool.as_deref().unwrap_or_default(),
+        p.state.as_ref().map(|s| &s.input),
+        p.call_id.as_deref(),
     )
 }
 

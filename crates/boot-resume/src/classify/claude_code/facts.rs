@@ -3,9 +3,9 @@
 //! permission mode, whether it is a sub-agent transcript), and the background agents
 //! launched in the window that never reported back.
 
-use super::record::{Line, NOTIFICATION, user_info};
+use super::record::{Content, Line, NOTIFICATION, content, user_info};
 use crate::classify::{Parsed, stem};
-use crate::verdict::{Classification, SessionMeta};
+use crate::verdict::{Classification, InterruptedCall, SessionMeta};
 use std::collections::HashSet;
 
 /// The line that tells who created the session: the separately read owner line (the first
@@ -98,8 +98,9 @@ pub(super) fn gather_facts<'a>(
     f
 }
 
-/// Background agents launched in the window (tool-use ids) that never reported back.
-pub(super) fn outstanding_background_agents<'a>(p: &Parsed<'a, Line<'a>>) -> Vec<String> {
+/// Background agents launched in the window that never reported back: their launching
+/// calls, as recorded (the `Agent` tool_use with its input, when it lies in the window).
+pub(super) fn outstanding_background_agents<'a>(p: &Parsed<'a, Line<'a>>) -> Vec<InterruptedCall> {
     let mut launched: Vec<String> = Vec::new();
     let mut reported: HashSet<String> = HashSet::new();
     for i in 0..p.len() {
@@ -134,5 +135,34 @@ pub(super) fn outstanding_background_agents<'a>(p: &Parsed<'a, Line<'a>>) -> Vec
         }
     }
     launched.retain(|id| !reported.contains(id));
-    launched
+    launched.iter().map(|id| launch_call(p, id)).collect()
+}
+
+/// The `tool_use` that launched background agent `id`, as recorded; its id alone when the
+/// assistant line lies before the window.
+fn launch_call<'a>(p: &Parsed<'a, Line<'a>>, id: &str) -> InterruptedCall {
+    let needle = format!("\"{id}\"");
+    for i in (0..p.len()).rev() {
+        if !crate::lines::contains(p.lines[i], needle.as_bytes())
+            || !crate::lines::contains(p.lines[i], b"\"tool_use\"")
+        {
+            continue;
+        }
+        let Some(l) = p.get(i) else { continue };
+        if l.ty != "assistant" {
+            continue;
+        }
+        if let Some(Content::Blocks(bs)) = content(l.message.as_ref().and_then(|m| m.content)) {
+            for b in bs {
+                if b.ty == "tool_use" && b.id.as_deref() == Some(id) {
+                    return InterruptedCall::new(
+                        b.name.as_deref().unwrap_or("Agent"),
+                        b.input.as_ref(),
+                        Some(id),
+                    );
+                }
+            }
+        }
+    }
+    InterruptedCall::new("Agent", None, Some(id))
 }
