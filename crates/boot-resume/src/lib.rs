@@ -12,6 +12,7 @@
 //! - [`cli`]: the `lazarus boot-resume` command.
 pub mod classify;
 pub mod cli;
+pub mod damage;
 pub mod discover;
 pub mod format;
 pub mod formats;

@@ -216,8 +216,9 @@ fn classify_compressed(
         )));
     }
     let path_str = path.to_string_lossy();
-    let header = memchr::memchr(b'\n', buf).map(|n| &buf[..n]);
-    let f = match format.or_else(|| classify::detect(header, buf, &path_str)) {
+    let (whole, damage) = crate::damage::repair(buf, true);
+    let header = memchr::memchr(b'\n', &whole).map(|n| &whole[..n]);
+    let f = match format.or_else(|| classify::detect(header, &whole, &path_str)) {
         Some(f) => f,
         None => {
             return Err(TailError::UnknownFormat {
@@ -236,9 +237,11 @@ fn classify_compressed(
         has_subagents: false,
     };
     let _ = opts;
+    let mut c = f.classify(&whole, &meta);
+    note_damage(&mut c, damage);
     Ok(FileResult {
         format: f,
-        classification: f.classify(buf, &meta),
+        classification: c,
         facts,
         window: buf.len() as u64,
     })
@@ -259,13 +262,12 @@ fn read_owner_line(file: &File, size: u64) -> io::Result<Option<Vec<u8>>> {
             read_to = upto;
         }
         let complete = memchr::memrchr(b'\n', &buf).map_or(0, |i| i + 1);
-        let mut start = 0;
-        for nl in memchr::memchr_iter(b'\n', &buf[..complete]) {
-            let line = &buf[start..nl];
+        // the complete lines as the damage rule reads them
+        let (lines, _) = crate::damage::repair(&buf[..complete], true);
+        for line in lines.split(|b| *b == b'\n') {
             if crate::lines::contains(line, b"\"entrypoint\":") {
                 return Ok(Some(line.to_vec()));
             }
-            start = nl + 1;
         }
         if want >= HEAD_MAX as u64 || upto >= size {
             return Ok(None);
@@ -308,12 +310,17 @@ fn permission_mode_before(file: &File, end: u64, partial: &[u8]) -> io::Result<O
         loop {
             let lo = memchr::memrchr(b'\n', &body[..hi]).map_or(0, |i| i + 1);
             let line = &body[lo..hi];
-            if crate::lines::contains(line, b"\"permissionMode\"")
-                && let Ok(l) = serde_json::from_slice::<Line>(line)
-                && !l.is_sidechain
-                && let Some(m) = l.permission_mode
-            {
-                return Ok(Some(m));
+            if crate::lines::contains(line, b"\"permissionMode\"") {
+                // the damage rule, as in the window: NUL debris ends a line
+                let (fixed, _) = crate::damage::repair(line, false);
+                for part in fixed.rsplit(|b| *b == b'\n') {
+                    if let Ok(l) = serde_json::from_slice::<Line>(part)
+                        && !l.is_sidechain
+                        && let Some(m) = l.permission_mode
+                    {
+                        return Ok(Some(m));
+                    }
+                }
             }
             if lo == 0 {
                 break;
@@ -323,6 +330,27 @@ fn permission_mode_before(file: &File, end: u64, partial: &[u8]) -> io::Result<O
         acc.truncate(complete);
     }
     Ok(None)
+}
+
+/// A header line as the damage rule reads it (the first line of a file: a byte order mark
+/// read through, NUL debris cut, invalid UTF-8 replaced).
+fn header_line(line: Vec<u8>) -> Vec<u8> {
+    match crate::damage::repair(&line, true).0 {
+        std::borrow::Cow::Borrowed(b) if b.len() == line.len() => line,
+        fixed => fixed
+            .split(|b| *b == b'\n')
+            .next()
+            .unwrap_or_default()
+            .to_vec(),
+    }
+}
+
+/// Says in the reason what the damage rule cut or replaced in the window.
+fn note_damage(c: &mut Classification, d: crate::damage::Damage) {
+    if let Some(n) = d.describe() {
+        c.reason.push_str("; read through damage: ");
+        c.reason.push_str(&n);
+    }
 }
 
 /// Whether sub-agent transcripts lie beside this Claude Code session file
@@ -394,7 +422,7 @@ pub fn classify_open(
             pread(file, 0, want, &mut hb).map_err(rd)?;
             if let Some(nl) = memchr::memchr(b'\n', &hb) {
                 hb.truncate(nl);
-                head = Some(hb);
+                head = Some(header_line(hb));
                 break;
             }
             if want >= HEAD_MAX || hb.len() < want {
@@ -426,14 +454,17 @@ pub fn classify_open(
         }
         have = Some(off);
         let at_start = off == 0;
+        // The window as the damage rule reads it (a byte order mark, NUL debris, invalid
+        // UTF-8); borrowed when clean.
+        let (w, damage) = crate::damage::repair(buf, at_start);
         let header: Option<&[u8]> = match &head {
             Some(h) => Some(h.as_slice()),
-            None if at_start => memchr::memchr(b'\n', buf).map(|n| &buf[..n]),
+            None if at_start => memchr::memchr(b'\n', &w).map(|n| &w[..n]),
             None => None,
         };
         let f = match fmt {
             Some(f) => f,
-            None => match classify::detect(header, buf, &path_str) {
+            None => match classify::detect(header, &w, &path_str) {
                 Some(f) => {
                     fmt = Some(f);
                     f
@@ -471,7 +502,7 @@ pub fn classify_open(
             has_subagents: f == Format::ClaudeCode
                 && *subagents.get_or_insert_with(|| fmt_may_have_subagents(path)),
         };
-        if !at_start && window >= cap && crate::lines::split(buf, false).lines.is_empty() {
+        if !at_start && window >= cap && crate::lines::split(&w, false).lines.is_empty() {
             let mut c = Classification::new(
                 crate::verdict::Verdict::Skipped(crate::verdict::SkipWhy::Unreadable),
                 format!(
@@ -487,11 +518,12 @@ pub fn classify_open(
                 window,
             });
         }
-        let mut c = f.classify(buf, &meta);
+        let mut c = f.classify(&w, &meta);
         if c.need_more && !at_start && window < cap {
             window = (window * 2).min(size).min(cap);
             continue;
         }
+        note_damage(&mut c, damage);
         if f == Format::ClaudeCode
             && !at_start
             && c.permission_mode.is_none()

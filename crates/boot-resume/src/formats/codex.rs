@@ -16,7 +16,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::stream::Lines;
-use super::{Conversation, Event, Part, ReadError, ReadOptions, Usage, text_content};
+use super::{
+    Conversation, Event, Part, ReadError, ReadOptions, Usage, dropped_blocks, text_content,
+};
 use crate::format::Format;
 
 /// One line: `{"timestamp", "type", "payload"}`.
@@ -172,7 +174,7 @@ pub fn read(source: &Path, opts: &ReadOptions) -> Result<Conversation, ReadError
         first = false;
         on_line(&mut conv, line)?;
     }
-    (conv.bytes, conv.sha256) = lines.digest();
+    conv.finish_lines(&lines);
     Ok(conv)
 }
 
@@ -235,10 +237,10 @@ fn response_item(conv: &mut Conversation, p: Payload, timestamp: Option<String>)
     match ty.as_str() {
         "message" => {
             let (text, other) = p.content.as_ref().map(text_content).unwrap_or_default();
-            if other > 0 {
+            if !other.is_empty() {
                 conv.drop_one(
-                    "message non-text part",
-                    "content other than text (an image)",
+                    format!("message {} part", dropped_blocks(&other)),
+                    "content other than text",
                 );
             }
             match p.role.as_deref() {

@@ -285,7 +285,7 @@ pub fn read(source: &Path, opts: &ReadOptions) -> Result<Conversation, ReadError
         }
         fold.apply(parsed);
     }
-    (conv.bytes, conv.sha256) = lines.digest();
+    conv.finish_lines(&lines);
     conv.session_id = fold.session_id.clone();
     let mut answered = std::collections::HashSet::new();
     for m in fold.messages {

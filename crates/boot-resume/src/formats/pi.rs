@@ -134,7 +134,7 @@ pub fn read(source: &Path, opts: &ReadOptions) -> Result<Conversation, ReadError
     while let Some(l) = lines.next_line()? {
         tree.line(&mut conv, l.bytes, l.terminated, l.offset)?;
     }
-    (conv.bytes, conv.sha256) = lines.digest();
+    conv.finish_lines(&lines);
     tree.finish(&mut conv, opts.branches);
     Ok(conv)
 }
