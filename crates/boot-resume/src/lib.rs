@@ -20,6 +20,7 @@ pub mod fsutil;
 pub mod inject;
 pub mod lines;
 pub mod scan;
+pub mod sqlite;
 pub mod state;
 pub mod systemd;
 pub mod tail;

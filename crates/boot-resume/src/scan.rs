@@ -292,8 +292,8 @@ pub fn fmt_dur(ms: i64) -> String {
 /// Classifies one candidate.
 pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report {
     let mut r = base_report(c);
-    if let Some(p) = &c.problem {
-        return skipped(r, SkipWhy::Unreadable, p.clone());
+    if let Some((why, p)) = &c.problem {
+        return skipped(r, *why, p.clone());
     }
     if let Some(re) = &opts.skip_pattern
         && re.is_match(&label(c))
@@ -321,7 +321,10 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
         loop {
             let got = match &sq.store {
                 Store::Openclaw { .. } => sqlite_tail(sq, limit),
-                Store::Opencode(s) => crate::formats::opencode::export_tail(&sq.db, s, limit),
+                Store::Opencode(s) => {
+                    crate::formats::opencode::export_tail(&sq.db, s, limit, &sq.budget)
+                        .map_err(|e| e.to_string())
+                }
             };
             let (bytes, complete) = match got {
                 Ok(x) => x,

@@ -53,13 +53,15 @@ pub enum TailError {
         /// The OS error.
         source: io::Error,
     },
-    /// Not a regular file (directory, FIFO, device).
+    /// Not a regular file (directory, FIFO, device), or a symbolic link.
     #[error(
-        "{path} is not a regular file; point --source at session .jsonl files or their directory"
+        "{path} is not a regular file ({what}); point --source at session .jsonl files or their directory"
     )]
     NotAFile {
         /// The path.
         path: PathBuf,
+        /// What it is instead (`a symbolic link`, `a FIFO`).
+        what: String,
     },
     /// The format could not be recognised.
     #[error("{path}: no known session format recognised (use --source FORMAT:PATH to name it)")]
@@ -82,20 +84,21 @@ pub struct FileFacts {
 /// or a symlink to `/dev/zero` named like a session log is refused, never read), and
 /// returns it with its facts.
 pub fn open(path: &Path) -> Result<(File, FileFacts), TailError> {
-    let (file, md) = crate::fsutil::open_regular_md(path).map_err(|source| {
-        if source.kind() == io::ErrorKind::InvalidInput
-            && source.to_string().contains("not a regular file")
+    use lazarus_ledger::fs::NotRegularFile;
+    let (file, md) =
+        lazarus_ledger::fs::open_regular_meta(path, false, false).map_err(|source| match source
+            .get_ref()
+            .and_then(|i| i.downcast_ref::<NotRegularFile>())
         {
-            TailError::NotAFile {
+            Some(NotRegularFile(what)) => TailError::NotAFile {
                 path: path.to_path_buf(),
-            }
-        } else {
-            TailError::Open {
+                what: what.to_string(),
+            },
+            None => TailError::Open {
                 path: path.to_path_buf(),
                 source,
-            }
-        }
-    })?;
+            },
+        })?;
     Ok((
         file,
         FileFacts {

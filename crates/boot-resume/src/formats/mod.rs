@@ -339,7 +339,9 @@ pub fn detect(source: &Path, limits: &Limits) -> Result<Format, ReadError> {
     if meta.is_dir() && !opencode::databases(source).is_empty() {
         return Ok(Format::Opencode);
     }
-    if openclaw::is_sqlite(source) && opencode::sessions(source).is_ok() {
+    if openclaw::is_sqlite(source)
+        && opencode::sessions(source, &crate::sqlite::WaitBudget::per_database()).is_ok()
+    {
         return Ok(Format::Opencode);
     }
     if meta.is_dir() || openclaw::is_sqlite(source) {
