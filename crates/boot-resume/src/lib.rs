@@ -19,6 +19,7 @@ pub mod formats;
 pub mod fsutil;
 pub mod inject;
 pub mod lines;
+pub mod live;
 pub mod scan;
 pub mod sqlite;
 pub mod state;

@@ -2,7 +2,9 @@
 //! sessions.json index and its SQLite store.
 use crate::format::Format;
 use crate::sqlite::WaitBudget;
+use crate::tail::Hints;
 use crate::verdict::{IndexFacts, SkipWhy};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -95,6 +97,8 @@ pub struct Candidate {
     pub index: Option<IndexFacts>,
     /// Events live in SQLite rather than a file.
     pub sqlite: Option<SqliteRef>,
+    /// What the directory listing told about the file.
+    pub hints: Hints,
     /// Why it is not read, found while discovering (the index points at a missing file, a
     /// database cannot be opened or holds no session): reported as `skipped` with that why.
     pub problem: Option<(SkipWhy, String)>,
@@ -107,6 +111,7 @@ impl Candidate {
             path,
             index: None,
             sqlite: None,
+            hints: Hints::default(),
             problem: None,
         }
     }
@@ -124,6 +129,7 @@ impl Candidate {
             path: path.to_path_buf(),
             index: None,
             sqlite: None,
+            hints: Hints::default(),
             problem: Some((why, reason)),
         }
     }
@@ -282,6 +288,7 @@ pub fn opencode_sqlite(db: &Path) -> Vec<Candidate> {
                 store: Store::Opencode(Box::new(s)),
                 budget: budget.clone(),
             }),
+            hints: Hints::default(),
             problem: None,
         })
         .collect()
@@ -300,6 +307,12 @@ fn not_a_transcript(name: &str) -> bool {
 
 /// Recursively lists `.jsonl` files under `dir` without following directory symlinks.
 pub fn walk_jsonl(dir: &Path, out: &mut Vec<PathBuf>) {
+    walk_jsonl_listing(dir, out);
+}
+
+/// [`walk_jsonl`], also returning what the listings showed of the directories beside the
+/// files (Claude Code's `<session>/subagents/`), so no file needs a look of its own.
+fn walk_jsonl_listing(dir: &Path, out: &mut Vec<PathBuf>) -> Subdirs {
     walk(
         dir,
         32,
@@ -308,7 +321,35 @@ pub fn walk_jsonl(dir: &Path, out: &mut Vec<PathBuf>) {
             (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst")) && !not_a_transcript(name)
         },
         out,
-    );
+    )
+}
+
+/// What a walk's listings showed of directories: each directory is read once, and a file's
+/// sidecar directory (`<dir>/<stem>/subagents/`) is known from them.
+#[derive(Debug, Default)]
+struct Subdirs {
+    /// Directories read.
+    read: HashSet<PathBuf>,
+    /// Directories that hold a `subagents` directory.
+    with_subagents: HashSet<PathBuf>,
+    /// Entries that may be directories but were not read (too deep, excluded, a symlink).
+    unread: HashSet<PathBuf>,
+}
+
+impl Subdirs {
+    /// Whether `<dir>/<stem>/subagents/` exists beside the file `<dir>/<stem>.jsonl`, as far
+    /// as the listings tell (`None`: they do not).
+    fn subagents_beside(&self, file: &Path) -> Option<bool> {
+        let sidecar = file.with_extension("");
+        if self.with_subagents.contains(&sidecar) {
+            Some(true)
+        } else if self.read.contains(&sidecar) || !self.unread.contains(&sidecar) {
+            // read without a `subagents` in it, or no such directory in the file's listing
+            Some(false)
+        } else {
+            None
+        }
+    }
 }
 
 /// The files under `dir` that `keep` (given their directory and name) takes, each directory's
@@ -321,7 +362,8 @@ fn walk(
     enter: impl Fn(&str) -> bool,
     keep: impl Fn(&Path, &str) -> bool,
     out: &mut Vec<PathBuf>,
-) {
+) -> Subdirs {
+    let mut seen = Subdirs::default();
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
     while let Some((d, depth)) = stack.pop() {
         let Ok(rd) = std::fs::read_dir(&d) else {
@@ -333,18 +375,27 @@ fn walk(
             let name = ent.file_name();
             let name = name.to_string_lossy();
             if ft.is_dir() {
+                if name == "subagents" {
+                    seen.with_subagents.insert(d.clone());
+                }
                 if depth < max_depth && enter(&name) {
                     stack.push((ent.path(), depth + 1));
+                } else {
+                    seen.unread.insert(ent.path());
                 }
             } else if keep(&d, &name) {
                 files.push(ent.path());
+            } else if ft.is_symlink() {
+                seen.unread.insert(ent.path());
             }
         }
         // by bytes: names in one directory, so this is the path order, without
         // comparing every path's components
         files.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
         out.extend(files);
+        seen.read.insert(d);
     }
+    seen
 }
 
 /// The entries named `name` under `dir` (directory symlinks not followed): whatever they
@@ -430,10 +481,19 @@ pub fn candidates(sources: &[Source], explicit: bool) -> (Vec<Candidate>, Vec<St
         let mut files = Vec::new();
         if fmt == Some(Format::GeminiCli) {
             walk_gemini(&s.path, &mut files);
+            out.extend(files.into_iter().map(|p| Candidate::file(fmt, p)));
         } else {
-            walk_jsonl(&s.path, &mut files);
+            let subdirs = walk_jsonl_listing(&s.path, &mut files);
+            out.extend(files.into_iter().map(|p| {
+                let hints = Hints {
+                    subagents: subdirs.subagents_beside(&p),
+                };
+                Candidate {
+                    hints,
+                    ..Candidate::file(fmt, p)
+                }
+            }));
         }
-        out.extend(files.into_iter().map(|p| Candidate::file(fmt, p)));
     }
     (out, problems)
 }

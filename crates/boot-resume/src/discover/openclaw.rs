@@ -58,6 +58,7 @@ pub fn openclaw_index(path: &Path) -> Vec<Candidate> {
             path: path.to_path_buf(),
             index: None,
             sqlite: None,
+            hints: Default::default(),
             problem: Some((SkipWhy::Unreadable, msg)),
         }]
     };
@@ -94,6 +95,7 @@ pub fn openclaw_index(path: &Path) -> Vec<Candidate> {
                 path: path.to_path_buf(),
                 index: Some(facts),
                 sqlite: None,
+                hints: Default::default(),
                 problem: Some((
                     SkipWhy::Unreadable,
                     format!("index entry {key:?} names no sessionId or sessionFile"),
@@ -115,6 +117,7 @@ pub fn openclaw_index(path: &Path) -> Vec<Candidate> {
             path: file,
             index: Some(facts),
             sqlite: None,
+            hints: Default::default(),
             problem,
         });
     }
@@ -259,6 +262,7 @@ fn openclaw_sessions(
                 store: Store::Openclaw { too_new },
                 budget: budget.clone(),
             }),
+            hints: Default::default(),
             problem: None,
         });
     }
