@@ -90,7 +90,8 @@ pub fn repair(bytes: &[u8], at_start: bool) -> (Cow<'_, [u8]>, Damage) {
         bytes
     };
     let has_nul = memchr::memchr(0, body).is_some();
-    let valid = std::str::from_utf8(body).is_ok();
+    // (SIMD: this check runs on every window the scan reads)
+    let valid = simdutf8::basic::from_utf8(body).is_ok();
     if !has_nul && valid {
         return (Cow::Borrowed(body), d);
     }
@@ -109,7 +110,7 @@ pub fn repair(bytes: &[u8], at_start: bool) -> (Cow<'_, [u8]>, Damage) {
     } else {
         out.extend_from_slice(body);
     }
-    if !valid || std::str::from_utf8(&out).is_err() {
+    if !valid || simdutf8::basic::from_utf8(&out).is_err() {
         let (fixed, n) = replace_invalid_utf8(&out);
         d.invalid_utf8 = n;
         out = fixed;

@@ -1,9 +1,11 @@
 //! Reading only the end of a session file and classifying it.
 //!
-//! The first window is [`TailOptions::first_window`] bytes (16 KiB by default). When the
-//! classifier says the deciding record lies before the window, the window doubles, up to
-//! [`TailOptions::max_window`] (8 MiB). The whole file is read only when it is smaller
-//! than the window. Reads use `pread`, so a file being appended to is never seeked.
+//! A file up to [`TailOptions::whole_file_max`] (64 KiB) is read whole, in one read: most
+//! session files are that small, and a tail window would mostly grow to the whole of it,
+//! in several reads. A larger file's first window is [`TailOptions::first_window`] bytes
+//! (4 KiB by default). When the classifier says the deciding record lies before the window,
+//! the window doubles, up to [`TailOptions::max_window`] (8 MiB). Reads use `pread`, so a
+//! file being appended to is never seeked.
 use crate::classify::{self, Format};
 use crate::verdict::{Classification, IndexFacts, SessionMeta};
 use std::fs::File;
@@ -18,6 +20,8 @@ pub struct TailOptions {
     pub first_window: u64,
     /// Largest window, in bytes.
     pub max_window: u64,
+    /// A file up to this size is read whole, in one read (0: never).
+    pub whole_file_max: u64,
 }
 
 impl Default for TailOptions {
@@ -25,6 +29,7 @@ impl Default for TailOptions {
         TailOptions {
             first_window: 4 * 1024,
             max_window: 8 * 1024 * 1024,
+            whole_file_max: 64 * 1024,
         }
     }
 }
@@ -489,7 +494,11 @@ pub fn classify_open(
     // the first line and the owner line, each read once when first needed
     let mut first_line: Option<Option<Vec<u8>>> = None;
     let mut owner_line: Option<Option<Vec<u8>>> = None;
-    let mut window = first.min(size);
+    let mut window = if size <= opts.whole_file_max {
+        size
+    } else {
+        first.min(size)
+    };
     let mut fmt = format;
     let mut subagents = hints.subagents;
     // File offset where `buf` starts: a grown window reads only what lies before it, holes

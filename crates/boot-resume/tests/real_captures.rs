@@ -13,7 +13,7 @@ use lazarus_boot_resume::tail::TailOptions;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// Scans every capture (with the default first window and a tiny one) and hands each
+/// Scans every capture (with the default options, a 4 KiB first window and a tiny one) and hands each
 /// scenario's reports to `check`: (program, scenario, its endings entry, first window,
 /// reports). Returns the programs seen.
 fn each_capture(mut check: impl FnMut(&str, &str, &Value, u64, &[Report])) -> Vec<String> {
@@ -47,7 +47,7 @@ fn each_capture(mut check: impl FnMut(&str, &str, &Value, u64, &[Report])) -> Ve
             // fixtures stay as the capture left them.
             let copy = tempfile::tempdir().expect("tempdir");
             copy_dir(&dir, copy.path());
-            for first in [4096, 64] {
+            for first in [0, 4096, 64] {
                 let reports = scan_dir(fmt, copy.path(), first);
                 check(&name, scenario, entry, first, &reports);
             }
@@ -249,6 +249,7 @@ fn claude_code_permission_mode_comes_from_the_newest_line_however_far_back() {
                 let opts = TailOptions {
                     first_window: first,
                     max_window: 8 << 20,
+                    whole_file_max: 0,
                 };
                 let mut buf = Vec::new();
                 let res = classify_file(&path, Some(Format::ClaudeCode), None, opts, &mut buf)

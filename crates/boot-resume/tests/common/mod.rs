@@ -87,12 +87,18 @@ pub fn scan_dir(format: Format, dir: &Path, first_window: u64) -> Vec<Report> {
         true,
     );
     assert!(problems.is_empty(), "{}: {problems:?}", dir.display());
-    let opts = ScanOptions {
-        window: None,
-        tail: TailOptions {
+    // 0: the default options (a small file read whole); else windows from `first_window`
+    let tail = match first_window {
+        0 => TailOptions::default(),
+        first_window => TailOptions {
             first_window,
             max_window: 8 << 20,
+            whole_file_max: 0,
         },
+    };
+    let opts = ScanOptions {
+        window: None,
+        tail,
         threads: 1,
         ..Default::default()
     };

@@ -3,7 +3,7 @@
 //! permission mode, whether it is a sub-agent transcript), and the background agents
 //! launched in the window that never reported back.
 
-use super::record::{Content, Line, NOTIFICATION, content, user_info};
+use super::record::{Content, Line, NOTIFICATION, content, is_idle_bookkeeping, user_info};
 use crate::classify::{Parsed, stem};
 use crate::verdict::{Classification, InterruptedCall, SessionMeta};
 use std::collections::HashSet;
@@ -54,6 +54,10 @@ pub(super) fn gather_facts<'a>(
             if !crate::lines::contains(p.lines[i], b"\"permissionMode\"") {
                 continue;
             }
+        }
+        // (the newest line's uuid is the fingerprint's: read it whatever the line is)
+        if out.last_record_id.is_some() && is_idle_bookkeeping(p.lines[i]) {
+            continue;
         }
         let Some(l) = p.get(i) else { continue };
         // The newest line that carries the mode, whatever its type and however far back:

@@ -91,6 +91,10 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     let mut walk = Walk::default();
     let mut found = None;
     for i in (0..p.len()).rev() {
+        // (bookkeeping is skipped by the walk anyway: not parsed at all)
+        if record::is_idle_bookkeeping(p.lines[i]) {
+            continue;
+        }
         let Some(l) = p.get(i) else { continue };
         if let Some(d) = walk.step(l, version) {
             found = Some(d);
