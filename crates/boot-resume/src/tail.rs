@@ -1,6 +1,6 @@
 //! Reading only the end of a session file and classifying it.
 //!
-//! A file up to [`TailOptions::whole_file_max`] (64 KiB) is read whole, in one read: most
+//! A dense file up to [`TailOptions::whole_file_max`] (64 KiB) is read whole, in one read: most
 //! session files are that small, and a tail window would mostly grow to the whole of it,
 //! in several reads. A larger file's first window is [`TailOptions::first_window`] bytes
 //! (4 KiB by default). When the classifier says the deciding record lies before the window,
@@ -494,7 +494,8 @@ pub fn classify_open(
     // the first line and the owner line, each read once when first needed
     let mut first_line: Option<Option<Vec<u8>>> = None;
     let mut owner_line: Option<Option<Vec<u8>>> = None;
-    let mut window = if size <= opts.whole_file_max {
+    // (a sparse file is read from its end: its holes are never read)
+    let mut window = if size <= opts.whole_file_max && !facts.sparse {
         size
     } else {
         first.min(size)

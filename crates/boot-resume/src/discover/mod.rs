@@ -334,12 +334,18 @@ struct Subdirs {
     with_subagents: HashSet<PathBuf>,
     /// Entries that may be directories but were not read (too deep, excluded, a symlink).
     unread: HashSet<PathBuf>,
+    /// Files with an entry of their own name (less `.jsonl`) beside them that may be a
+    /// directory: only these need a look-up.
+    with_sidecar: HashSet<PathBuf>,
 }
 
 impl Subdirs {
     /// Whether `<dir>/<stem>/subagents/` exists beside the file `<dir>/<stem>.jsonl`, as far
     /// as the listings tell (`None`: they do not).
     fn subagents_beside(&self, file: &Path) -> Option<bool> {
+        if self.with_sidecar.is_empty() || !self.with_sidecar.contains(file) {
+            return Some(false);
+        }
         let sidecar = file.with_extension("");
         if self.with_subagents.contains(&sidecar) {
             Some(true)
@@ -364,6 +370,7 @@ fn walk(
     out: &mut Vec<PathBuf>,
 ) -> Subdirs {
     let mut seen = Subdirs::default();
+    let mut subdirs: HashSet<String> = HashSet::new();
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
     while let Some((d, depth)) = stack.pop() {
         let Ok(rd) = std::fs::read_dir(&d) else {
@@ -383,15 +390,26 @@ fn walk(
                 } else {
                     seen.unread.insert(ent.path());
                 }
+                subdirs.insert(name.into_owned());
             } else if keep(&d, &name) {
                 files.push(ent.path());
             } else if ft.is_symlink() {
                 seen.unread.insert(ent.path());
+                subdirs.insert(name.into_owned());
             }
         }
         // by bytes: names in one directory, so this is the path order, without
         // comparing every path's components
         files.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
+        // a file with no directory of its own name beside it has no sidecar: known now,
+        // without a look-up of its whole path later
+        for f in &files {
+            let stem = f.file_stem().map(|s| s.to_string_lossy());
+            if stem.is_some_and(|s| subdirs.contains(s.as_ref())) {
+                seen.with_sidecar.insert(f.clone());
+            }
+        }
+        subdirs.clear();
         out.extend(files);
         seen.read.insert(d);
     }
