@@ -54,6 +54,6 @@ done
 python3 scripts/capture-real/check.py "$out"
 
 echo "== e2e-real-agents: resume killed sessions with lazarus boot-resume"
-python3 scripts/capture-real/e2e.py claude openclaw pi codex gemini opencode claude-thinking
+python3 scripts/capture-real/e2e.py claude claude-mcp openclaw pi codex gemini opencode claude-thinking
 
 echo "== e2e-real-agents: done in $((SECONDS - t0)) s"
