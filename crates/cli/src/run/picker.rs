@@ -32,11 +32,23 @@ pub fn resume(mut args: RunArgs) -> Result<i32> {
                         .and_then(|d| d.canonicalize().ok())
                         .is_none_or(|d| d.to_string_lossy() != recorded.as_str())
                 {
-                    eprintln!(
-                        "note: {} was created in {}; its tools now work in the current directory (give --workspace to choose)",
-                        chosen.id,
-                        escape(recorded)
-                    );
+                    let has_world = chosen
+                        .meta
+                        .as_ref()
+                        .is_some_and(|m| m.get("world").is_some());
+                    if has_world {
+                        eprintln!(
+                            "note: {} runs in its own workspace, {} (its world), not the current directory",
+                            chosen.id,
+                            escape(recorded)
+                        );
+                    } else {
+                        eprintln!(
+                            "note: {} was created in {} and recorded no world; it runs in the current directory, which it records as its world (give --workspace to choose)",
+                            chosen.id,
+                            escape(recorded)
+                        );
+                    }
                 }
                 args.session = Some(chosen.id);
             }
