@@ -5,8 +5,9 @@ Reads every `crates/*/src/**/*.rs`, maps each file to its module path (`a.rs` an
 are `crate::a`), and follows the paths it names through `crate::`, `super::` and `self::`
 (in `use` trees, braces expanded, and inline). A reference from a module to one that is
 neither its ancestor nor its descendant is an edge; a strongly connected set of two or more
-modules is a circle. A child naming its parent's items (and the parent declaring its
-children) is how Rust modules nest, not a circle.
+modules is a circle, and so is one between subtrees (`classify/*` naming `formats/*` and
+`formats/*` naming `classify/*`, whichever files they are). A child naming its parent's items
+(and the parent declaring its children) is how Rust modules nest, not a circle.
 
 Exit 0 when clean; 1 with every file over the limit and every circle named. `--json` prints
 the figures for scripts.
@@ -200,6 +201,21 @@ def main():
                     edges.setdefault(mod, set()).add(target)
         for comp in sccs(modules.keys(), edges):
             circles.append([modules[m] for m in comp])
+        # The same between subtrees: an edge from a::x to b::y is one between the siblings
+        # a and b (their nearest common ancestor's children), so `classify/* <-> formats/*`
+        # is a circle even when no single file of either names the other's file back.
+        subtree_edges = {}
+        for a, targets in edges.items():
+            for b in targets:
+                k = 0
+                while k < min(len(a), len(b)) and a[k] == b[k]:
+                    k += 1
+                subtree_edges.setdefault(a[: k + 1], set()).add(b[: k + 1])
+        nodes = set(subtree_edges) | {t for ts in subtree_edges.values() for t in ts}
+        for comp in sccs(nodes, subtree_edges):
+            names = ["/".join(m) for m in comp]
+            if not any(set(c) == {modules.get(m) for m in comp} for c in circles):
+                circles.append([f"crates/{crate}/src/{n}/*" for n in names])
     if as_json:
         print(json.dumps({"files": files, "limit": LIMIT,
                           "over_limit": [{"file": f, "lines": n} for f, n in long_files],

@@ -23,6 +23,9 @@ echo "== e2e-real-agents: install (cached)"
 eval "$(scripts/capture-real/install.sh)"
 export NODE_BIN OPENCLAW_BIN CLAUDE_BIN CODEX_BIN PI_BIN GEMINI_BIN OPENCODE_BIN
 command -v tmux >/dev/null || { echo "tmux is required (Debian: apt-get install tmux)" >&2; exit 1; }
+# the MCP test server the Claude Code and Codex MCP scenarios call (Python SDK, from PyPI)
+eval "$(scripts/mcp-servers/setup.sh)"
+export LAZARUS_MCP_CACHE
 
 echo "== e2e-real-agents: build"
 cargo build -q -p lazarus-cli -p lazarus-testkit --bins
@@ -32,7 +35,7 @@ export LAZARUS="$target/debug/lazarus" SCRIPTED_MODEL_SERVER="$target/debug/scri
 echo "== e2e-real-agents: captures and their verdicts"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-quick_claude=(finished killed-in-tool killed-waiting-after-tool api-error-context-overflow background-subagent sdk-killed-in-tool resumed-by-print-killed-in-tool)
+quick_claude=(finished killed-in-tool killed-in-mcp-tool killed-waiting-after-tool api-error-context-overflow background-subagent sdk-killed-in-tool resumed-by-print-killed-in-tool)
 quick_openclaw=(embedded-killed-in-tool gateway-killed-in-tool)
 quick_gemini=(finished killed-in-tool killed-waiting-after-tool api-error-context-overflow)
 quick_opencode=(finished killed-in-tool killed-waiting-first-answer killed-waiting-after-tool)
@@ -51,6 +54,6 @@ done
 python3 scripts/capture-real/check.py "$out"
 
 echo "== e2e-real-agents: resume killed sessions with lazarus boot-resume"
-python3 scripts/capture-real/e2e.py claude openclaw pi codex gemini opencode claude-thinking
+python3 scripts/capture-real/e2e.py claude claude-mcp openclaw pi codex gemini opencode claude-thinking
 
 echo "== e2e-real-agents: done in $((SECONDS - t0)) s"

@@ -2,7 +2,9 @@
 """Checks captures against their true endings with the real `lazarus boot-resume` binary:
 for every PROGRAM/SCENARIO in DIR (as capture.py writes them), a dry-run JSON scan of the
 scenario must give each session the verdict endings.json records (sub-agent transcripts:
-skipped/subagent). Prints one line per session and exits 1 on any mismatch."""
+skipped/subagent), and a session that would be resumed the permission mode it ran in and the
+interrupted calls endings.json names. Prints one line per session and exits 1 on any
+mismatch."""
 from __future__ import annotations
 
 import json
@@ -23,6 +25,10 @@ def unpack_databases(src: Path):
         raw = subprocess.run(["zstd", "-d", "-q", "-c", str(z)], capture_output=True, check=True)
         z.with_name(z.name[: -len(".zst")]).write_bytes(raw.stdout)
         z.unlink()
+
+
+RESUMABLE = {"pending_input", "interrupted_tool_call", "interrupted_after_tool_result",
+             "interrupted_stream"}
 
 
 def outcome(r: dict) -> str:
@@ -87,8 +93,18 @@ def main():
                     want = expected(sessions[key])
                 got = outcome(r)
                 ok = got == want
-                bad += not ok
                 detail = "" if ok else f" (want {want}: {r.get('reason')})"
+                # what a resume carries: the mode the session ran in, the calls cut off
+                resumable = r["verdict"] in RESUMABLE and "/subagents/" not in r["path"]
+                if resumable and e.get("permission_mode") \
+                        and r.get("permission_mode") != e["permission_mode"]:
+                    ok = False
+                    detail += f" (permission mode {r.get('permission_mode')}, ran in {e['permission_mode']})"
+                calls = [c["tool"] for c in r.get("interrupted_calls", [])]
+                if resumable and "interrupted_calls" in e and calls != e["interrupted_calls"]:
+                    ok = False
+                    detail += f" (calls {calls}, want {e['interrupted_calls']})"
+                bad += not ok
                 print(f"{'ok  ' if ok else 'FAIL'} {prog.name}/{name}: {got}{detail}")
     print(f"check: {total - bad} passed, {bad} failed")
     sys.exit(1 if bad or not total else 0)

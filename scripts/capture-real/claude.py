@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from harness import Server, Tmux, base_env, kill_tree, log, wait_for, step  # noqa: F401
+from harness import Server, Tmux, base_env, kill_tree, log, mcp_counter, wait_for, step  # noqa: F401
 
 KEY = "sk-ant-api03-scripted-test-key-000000000000"
 
@@ -56,9 +56,16 @@ class Claude:
             "CLAUDE_CODE_MAX_RETRIES": "1", "IS_SANDBOX": "1"})
         self.tmux = None
 
-    def interactive(self, prompt: str):
-        self.tmux = Tmux("claude", [self.bins["CLAUDE_BIN"], "--dangerously-skip-permissions"],
-                         self.env, self.work)
+    def mcp_config(self) -> Path:
+        """An --mcp-config file naming the counter MCP server as `side` (its tools are
+        mcp__side__bump, …; Claude Code defers them behind ToolSearch)."""
+        cfg = self.box / "mcp.json"
+        cfg.write_text(json.dumps({"mcpServers": {"side": mcp_counter(self.box / "count.txt")}}))
+        return cfg
+
+    def interactive(self, prompt: str, args: list[str] = ()):
+        self.tmux = Tmux("claude", [self.bins["CLAUDE_BIN"], "--dangerously-skip-permissions",
+                                    *args], self.env, self.work)
         wait_for("the claude prompt or the bypass dialog",
                  lambda: "Yes, I accept" in self.tmux.screen() or "bypass permissions on" in self.tmux.screen(), 60)
         if "Yes, I accept" in self.tmux.screen():
@@ -185,6 +192,21 @@ def s_background_subagent_done(c: Claude):
     time.sleep(1)
 
 
+def s_killed_in_mcp_tool(c: Claude):
+    c.interactive("please bump the counter", ["--mcp-config", str(c.mcp_config())])
+    # the MCP server's bump counted its effect, then sleeps: the call is running
+    wait_for("the MCP tool's effect", lambda: (c.box / "count.txt").exists(), 90)
+    time.sleep(1.5)
+
+
+def s_waiting_after_tool_search(c: Claude):
+    c.interactive("please bump the counter", ["--mcp-config", str(c.mcp_config())])
+    # (the request log's last message may be a system note on the deferred tools)
+    wait_for("the request with ToolSearch's result", lambda: any(
+        "toolu_search" in json.dumps(r.get("messages", [])) for r in c.server.requests()), 90)
+    time.sleep(1.5)
+
+
 def s_sdk_killed_in_tool(c: Claude):
     c.print_mode(["--dangerously-skip-permissions", "please make the file"])
     wait_for("the Bash tool to start", lambda: c.marker("tool").exists(), 60)
@@ -287,6 +309,32 @@ def scenarios(c_factory):
                      when={"kind": "any_message_contains", "text": "task-notification"}),
             ],
             s_background_subagent_done),
+        "killed-in-mcp-tool": (
+            "killed while an MCP tool ran (mcp__side__bump, found through ToolSearch; the "
+            "server counted its effect, then slept)", "interrupted_tool_call",
+            {"permission_mode": "bypassPermissions", "interrupted_calls": ["mcp__side__bump"]},
+            lambda c: [
+                step(reply_call("toolu_search", "ToolSearch",
+                                {"query": "select:mcp__side__bump", "max_results": 1}),
+                     when={"kind": "all", "of": [user_says("bump the counter"),
+                                                 {"kind": "has_tools", "yes": True}]}),
+                step(reply_call("toolu_bump", "mcp__side__bump", {"sleep_secs": 300}),
+                     when=after("toolu_search")),
+                step(reply_text("Bumped."), when=after("toolu_bump")),
+            ],
+            s_killed_in_mcp_tool),
+        "killed-waiting-after-tool-search": (
+            "killed while the request carrying ToolSearch's result (a tool_reference to "
+            "mcp__side__bump) was open", "interrupted_after_tool_result",
+            {"permission_mode": "bypassPermissions"},
+            lambda c: [
+                step(reply_call("toolu_search", "ToolSearch",
+                                {"query": "select:mcp__side__bump", "max_results": 1}),
+                     when={"kind": "all", "of": [user_says("bump the counter"),
+                                                 {"kind": "has_tools", "yes": True}]}),
+                step(reply_text("late"), when=after("toolu_search"), delay_ms=600000),
+            ],
+            s_waiting_after_tool_search),
         "sdk-killed-in-tool": (
             "a `claude -p` run (SDK entrypoint) killed while the Bash tool ran",
             "skipped", {"why": "sdk_owned"},
@@ -319,5 +367,7 @@ def run(name: str, spec, box: Path, bins: dict) -> dict:
     files = c.transcripts()
     if not files:
         raise RuntimeError(f"claude/{name}: no transcript was written")
-    return {"ending": ending, "verdict": verdict, **extra, "files": files,
-            "root": box, "requests": server.count()}
+    # Every scenario runs with --dangerously-skip-permissions (the resumed one with
+    # --permission-mode bypassPermissions): the mode a resume must carry.
+    return {"ending": ending, "verdict": verdict, "permission_mode": "bypassPermissions",
+            **extra, "files": files, "root": box, "requests": server.count()}

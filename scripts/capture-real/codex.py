@@ -7,7 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import Server, base_env, kill_tree, wait_for, FALLBACK, after, reply_text, says, step  # noqa: F401
+from harness import Server, base_env, kill_tree, mcp_counter, wait_for, FALLBACK, after, reply_text, says, step  # noqa: F401
 
 
 def reply_call(cid, cmd, reasoning="I will run the command."):
@@ -16,8 +16,16 @@ def reply_call(cid, cmd, reasoning="I will run the command."):
             "tool_calls": [{"id": cid, "name": "exec_command", "arguments": {"cmd": cmd}}]}
 
 
+def reply_mcp_call(cid, server, tool, args, reasoning="I will call the MCP tool."):
+    """A call of MCP server `server`'s tool: Codex sends an MCP server's tools as a
+    `namespace` tool named `mcp__<server>`, and the model's call names both."""
+    return {"kind": "response", "reasoning": reasoning,
+            "tool_calls": [{"id": cid, "name": tool, "namespace": f"mcp__{server}",
+                            "arguments": args}]}
+
+
 class Codex:
-    def __init__(self, box: Path, bins: dict, server: Server):
+    def __init__(self, box: Path, bins: dict, server: Server, mcp: bool = False):
         self.box = box
         self.home = box / "home"
         self.codex_home = self.home / ".codex"
@@ -39,10 +47,17 @@ env_key = "SCRIPTED_API_KEY"
 wire_api = "responses"
 request_max_retries = 1
 stream_max_retries = 0
-''')
+''' + (self.mcp_table() if mcp else ""))
         self.env = base_env(self.home, bins["NODE_BIN"])
         self.env.update({"CODEX_HOME": str(self.codex_home), "SCRIPTED_API_KEY": "sk-test"})
         self.proc = None
+
+    def mcp_table(self) -> str:
+        """[mcp_servers.side]: the counter MCP server (its `bump` counts, then sleeps)."""
+        m = mcp_counter(self.box / "count.txt")
+        env = ", ".join(f"{k} = {json.dumps(v)}" for k, v in m["env"].items())
+        return (f"\n[mcp_servers.side]\ncommand = {json.dumps(m['command'])}\n"
+                f"args = {json.dumps(m['args'])}\nenv = {{ {env} }}\n")
 
     def exec(self, prompt: str):
         self.proc = subprocess.Popen(
@@ -85,6 +100,13 @@ def r_in_tool(c: Codex):
     time.sleep(1.5)
 
 
+def r_in_mcp_tool(c: Codex):
+    c.exec("please bump the counter")
+    # the MCP server's bump counted its effect, then sleeps: the call is running
+    wait_for("the MCP tool's effect", lambda: (c.box / "count.txt").exists(), 120)
+    time.sleep(1.5)
+
+
 def r_first_answer(c: Codex):
     c.exec("please make the file")
     wait_for("the first model request", lambda: c.server.count() >= 1, 120)
@@ -116,6 +138,15 @@ def scenarios(_):
                      r_finished),
         "killed-in-tool": ("killed while exec_command ran", "interrupted_tool_call", {},
                            lambda box: tool_script(box, sleeper(box, "tool")), r_in_tool),
+        "killed-in-mcp-tool": (
+            "killed while an MCP tool ran ([mcp_servers] side: its bump counted its effect, "
+            "then slept), after a reasoning item", "interrupted_tool_call",
+            {"interrupted_calls": ["mcp__side__bump"], "mcp": True},
+            lambda box: [
+                step(reply_text("Bumped.", "The counter is bumped."), when=after("call01")),
+                step(reply_mcp_call("call01", "side", "bump", {"sleep_secs": 300}),
+                     when=says("please bump the counter"))],
+            r_in_mcp_tool),
         "killed-waiting-first-answer": (
             "killed while the first model request was open", "pending_input", {},
             lambda box: [step(reply_text("late"), when=says("please make the file"),
@@ -144,7 +175,7 @@ def scenarios(_):
 def run(name: str, spec, box: Path, bins: dict) -> dict:
     ending, verdict, extra, build, runner = spec
     server = Server({"steps": build(box) + [FALLBACK]}, box)
-    c = Codex(box, bins, server)
+    c = Codex(box, bins, server, mcp=bool(extra.get("mcp")))
     try:
         runner(c)
     finally:
@@ -153,6 +184,7 @@ def run(name: str, spec, box: Path, bins: dict) -> dict:
     files = c.rollouts()
     if not files:
         raise RuntimeError(f"codex/{name}: no rollout was written")
+    extra = {k: v for k, v in extra.items() if k != "mcp"}
     return {"ending": ending, "verdict": verdict, **extra, "files": files, "root": box,
             "requests": server.count(),
             "opaque_round_trips": opaque_report(server)}

@@ -9,6 +9,10 @@
    `lazarus boot-resume --preset claude` runs three times and must resume it exactly once
    (`claude -p --resume`, in the session's permission mode: the resumed turn runs a tool
    unattended) to its final answer.
+   claude-mcp: the same, killed inside an MCP tool (the counter server, reached through
+   ToolSearch): the resume runs in bypassPermissions (in `default` the resumed MCP call is
+   refused), its message names the call, its server and arguments, the resumed turn runs an
+   MCP tool unattended, and the interrupted one is not run again.
 3. pi (`pi -p`) and Codex (`codex exec`), each SIGKILLed in its tool and resumed exactly once
    by its preset to its final answer.
 4. Gemini CLI (`gemini -p`, yolo, against gemini_server.py) and OpenCode (`opencode run`),
@@ -27,7 +31,7 @@
    proves the testkit's `thinking_delta` / `signature_delta` events are what a real client
    consumes (Codex's encrypted reasoning items are checked in its capture).
 
-    e2e.py [CASE...]   CASE: claude openclaw pi codex gemini opencode claude-thinking
+    e2e.py [CASE...]   CASE: claude claude-mcp openclaw pi codex gemini opencode claude-thinking
                        (default: all)
 
 Needs NODE_BIN and each chosen case's program (OPENCLAW_BIN CLAUDE_BIN CODEX_BIN PI_BIN
@@ -210,6 +214,85 @@ def claude_e2e(bins: dict, lazarus: str, root: Path):
         ok = [a for a in attempts(box / "xdg") if a.get("ok")]
         check(len(ok) == 1, f"claude: one accepted injection in the decision log ({len(ok)})")
         log(f"claude e2e took {time.monotonic() - t0:.0f} s")
+    finally:
+        c.kill()
+        server.stop()
+
+
+def claude_mcp_e2e(bins: dict, lazarus: str, root: Path):
+    """Claude Code killed inside an MCP tool it reached through ToolSearch (the counter server
+    as `side`, configured for the user, so the resumed `claude -p` has it too). The resume
+    must run in the session's permission mode (bypassPermissions: in `default` the resumed
+    turn's MCP call is refused, "Claude requested permissions to use mcp__side__…, but you
+    haven't granted it yet") and its message must name the cut-off call, its server and
+    arguments, and say its effect is unknown."""
+    from harness import mcp_counter
+    box = root / "claude-mcp"
+    box.mkdir(parents=True)
+    count = box / "count.txt"
+    steps = [
+        cc.step(cc.reply_text("MCP resumed and done."),
+                when={"kind": "any_tool_result", "call_id": "toolu_p1"}, repeat=True),
+        cc.step(cc.reply_call("toolu_p1", "mcp__side__peek", {}),
+                when={"kind": "any_tool_result", "call_id": "toolu_s2"}),
+        # the resumed turn: only when the message names the cut-off call with its arguments
+        cc.step(cc.reply_call("toolu_s2", "ToolSearch",
+                              {"query": "select:mcp__side__peek", "max_results": 1}),
+                when={"kind": "all", "of": [
+                    {"kind": "any_message_contains", "text": RESUME_WORDS},
+                    {"kind": "any_message_contains",
+                     "text": 'mcp__side__bump {"sleep_secs":300} (call toolu_b1, MCP server side)'}]}),
+        cc.step(cc.reply_call("toolu_b1", "mcp__side__bump", {"sleep_secs": 300}),
+                when={"kind": "any_tool_result", "call_id": "toolu_s1"}),
+        cc.step(cc.reply_call("toolu_s1", "ToolSearch",
+                              {"query": "select:mcp__side__bump", "max_results": 1}),
+                when={"kind": "any_message_contains", "text": "MCP TASK"}),
+        cc.FALLBACK,
+    ]
+    server = Server({"steps": steps}, box)
+    c = cc.Claude(box, bins, server)
+    # the server for this user: the interactive session and the resumed `claude -p` alike
+    cfg = json.loads((c.home / ".claude.json").read_text())
+    cfg["mcpServers"] = {"side": mcp_counter(count)}
+    (c.home / ".claude.json").write_text(json.dumps(cfg))
+    try:
+        t0 = time.monotonic()
+        c.interactive("MCP TASK: bump the counter")
+        wait_for("the MCP tool's effect", lambda: count.exists(), 120)
+        time.sleep(1.5)
+        c.kill()
+        log(f"claude mcp: killed in mcp__side__bump after {time.monotonic() - t0:.0f} s")
+        env = dict(c.env)
+        env["PATH"] = f"{Path(bins['CLAUDE_BIN']).parent}:{env['PATH']}"
+        env["XDG_STATE_HOME"] = str(box / "xdg")
+        src = ["--source", f"claude-code:{c.home / '.claude' / 'projects'}", "--preset", "claude"]
+        final = lambda: c.has_line(lambda l: l.get("type") == "assistant"
+                                   and "MCP resumed and done" in json.dumps(l.get("message")))
+        runs = []
+        for i in range(3):
+            runs.append(boot_resume(lazarus, env, src))
+            if i == 0:
+                wait_for("the resumed session's final answer", final, 180)
+                time.sleep(2)
+        first = runs[0][0] if runs[0] else {}
+        check(first.get("permission_mode") == "bypassPermissions",
+              f"claude mcp: resumed in the mode it ran in ({first.get('permission_mode')})")
+        calls = first.get("interrupted_calls") or []
+        check([(x.get("tool"), x.get("mcp_server")) for x in calls] == [("mcp__side__bump", "side")],
+              f"claude mcp: the cut-off call named with its server ({calls})")
+        actions = [r["action"] for rs in runs for r in rs]
+        check(actions.count("resumed") == 1 and "failed" not in actions,
+              f"claude mcp: resumed exactly once in 3 runs ({actions})")
+        check(final(), "claude mcp: the session continued to its final answer")
+        lines = count.read_text().split("\n") if count.exists() else []
+        bumps = sum(1 for l in lines if l.startswith("bump "))
+        peeks = sum(1 for l in lines if l.startswith("peek "))
+        check(peeks == 1, f"claude mcp: the resumed turn ran an MCP tool unattended ({peeks})")
+        check(bumps == 1, f"claude mcp: the interrupted MCP call was not run again ({bumps})")
+        said = [json.dumps(r.get("messages", [])) for r in server.requests()]
+        check(any("MCP server side" in m and "effect is unknown" in m for m in said),
+              "claude mcp: the model was told the call, its server, and that its effect is unknown")
+        log(f"claude mcp e2e took {time.monotonic() - t0:.0f} s")
     finally:
         c.kill()
         server.stop()
@@ -491,7 +574,8 @@ def opencode_e2e(bins: dict, lazarus: str, root: Path):
 
 
 # case name (on the command line) -> the program binary it needs besides NODE_BIN
-CASES = {"claude": "CLAUDE_BIN", "openclaw": "OPENCLAW_BIN", "pi": "PI_BIN",
+CASES = {"claude": "CLAUDE_BIN", "claude-mcp": "CLAUDE_BIN", "openclaw": "OPENCLAW_BIN",
+         "pi": "PI_BIN",
          "codex": "CODEX_BIN", "claude-thinking": "CLAUDE_BIN", "gemini": "GEMINI_BIN",
          "opencode": "OPENCODE_BIN"}
 
@@ -522,6 +606,7 @@ def main():
 
     runs = {
         "claude": lambda: claude_e2e(bins, lazarus, root),
+        "claude-mcp": lambda: claude_mcp_e2e(bins, lazarus, root),
         "claude-thinking": lambda: claude_thinking_e2e(bins, root),
         "openclaw": lambda: openclaw_e2e(bins, lazarus, root),
         "pi": pi_e2e,

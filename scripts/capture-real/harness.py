@@ -219,6 +219,21 @@ def copy_scrubbed(src: Path, dst: Path, replacements):
     dst.write_text(scrub_text(src.read_text(), replacements))
 
 
+def mcp_counter(count_file: Path) -> dict:
+    """The MCP test server `crates/testkit/mcp-servers/counter_server.py` (official Python SDK,
+    from the virtualenv scripts/mcp-servers/setup.sh makes) over stdio: its `bump` tool appends
+    a line to `count_file` and then sleeps `sleep_secs`, so a kill mid-call leaves one counted
+    effect. Returns {"command", "args", "env"} for a client's server table."""
+    cache = os.environ.get("LAZARUS_MCP_CACHE") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lazarus-mcp")
+    python = Path(cache) / "venv/bin/python"
+    if not python.exists():
+        raise SystemExit(f"{python} is missing: run scripts/mcp-servers/setup.sh first")
+    return {"command": str(python),
+            "args": [str(REPO / "crates/testkit/mcp-servers/counter_server.py"), "stdio"],
+            "env": {"COUNTER_FILE": str(count_file)}}
+
+
 # The scripted model server's script, in the testkit's JSON (crates/testkit/src/script.rs).
 def reply_text(text, reasoning=None):
     """A text answer (with a reasoning item first when `reasoning` is given)."""

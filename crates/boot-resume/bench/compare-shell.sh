@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
-# Benchmark: `lazarus boot-resume` vs the seed's shell approach (tail -n 1 | jq per file).
+# Benchmark: `lazarus boot-resume` vs the seed's shell approach (tail -n 1 | jq per file), on
+# two sets of files, in one run:
 #
-#   crates/boot-resume/bench/compare-shell.sh [--quick] [N] [SHELL_SUBSET]
+#   crates/boot-resume/bench/compare-shell.sh [--quick] [N] [SHELL_SUBSET] [REAL_N]
 #
-# --quick: N = 20000, SHELL_SUBSET = 100 (about a minute on 2 cores once built).
-# N synthetic session files (default 100000; all formats, 10 KB - 5 MB) are generated in
-# $BENCH_DIR (default /tmp/lazarus-boot-resume-bench). lazarus scans all of them warm
-# (best of 3, after one warm-up run); the shell loop runs on SHELL_SUBSET files (default
-# 1000) and is extrapolated per file. Prints files/s of each and the ratio, then shows the
-# torn-file case the shell approach gets wrong. Ends with RESULT lines (name, value, target):
-# the ratio to the shell loop, and the time for 100,000 files (measured, or scaled from N).
+# - sparse: N synthetic session files (default 100000; all formats, 10 KB - 5 MB, the middle
+#   of each a sparse hole), made by gen.py from the fixtures;
+# - real: REAL_N real-shaped Claude Code files (default 20000; 5-60 KB, made by gen_real.py
+#   from the real captures in tests/fixtures/real/claude), laid out as in ~/.claude, scanned
+#   as `--source claude-code:DIR/projects`; then the same files 5 times over (100,000) for
+#   the time of 10^5 of them.
+# --quick: N = 20000, SHELL_SUBSET = 100, REAL_N = 20000.
+# lazarus scans each set warm (best of 3 wall times, after one warm-up run); the shell loop
+# runs on SHELL_SUBSET files of each set (default 300) and is extrapolated per file. Prints
+# files/s of each and the ratios, then the torn-file and parallel-call cases the shell loop
+# gets wrong. Ends with RESULT lines (name, value, target) for each set: the ratio to the
+# shell loop, and the time for 100,000 files (measured, or scaled from N).
 set -euo pipefail
 quick=0
 if [ "${1:-}" = --quick ]; then quick=1; shift; fi
-if [ $quick = 1 ]; then N=${1:-20000}; SUB=${2:-100}; else N=${1:-100000}; SUB=${2:-1000}; fi
+if [ $quick = 1 ]; then N=${1:-20000}; SUB=${2:-100}; else N=${1:-100000}; SUB=${2:-300}; fi
+REAL_N=${3:-20000}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 BENCH_DIR=${BENCH_DIR:-/tmp/lazarus-boot-resume-bench}
@@ -68,6 +75,55 @@ printf 'seed shell loop    : %d files in %.3f s = %.1f files/s (extrapolated to 
 ratio=$(echo "$lz_rate / $sh_rate" | bc -l)
 printf 'ratio              : %.0fx faster\n' "$ratio"
 
+# The real-shaped Claude Code files: their own scan and shell loop, in this same run.
+REAL="$BENCH_DIR/real$REAL_N"
+if [ ! -f "$REAL/.done" ]; then
+  rm -rf "$REAL"
+  echo "generating $REAL_N real-shaped Claude Code files in $REAL ..." >&2
+  python3 "$HERE/gen_real.py" "$HERE/../tests/fixtures/real/claude" "$REAL" "$REAL_N"
+  touch "$REAL/.done"
+fi
+rcount=$(find "$REAL/projects" -name '*.jsonl' | wc -l)
+echo
+echo "real-shaped: $rcount Claude Code files (${REAL_N} sessions of 5-60 KB and their sub-agents), $(du -sh "$REAL" | cut -f1)"
+rscan() { "$LAZARUS" boot-resume --source "claude-code:$1" --window 0 --skip-pattern '' --dry-run --json > "$BENCH_DIR/out-real.jsonl"; }
+best_of_3() {
+  local b=999999 t0 t1 t
+  "$@"  # warm-up
+  for _ in 1 2 3; do
+    t0=$(date +%s.%N); "$@"; t1=$(date +%s.%N)
+    t=$(echo "$t1 - $t0" | bc -l)
+    b=$(echo "if ($t < $b) $t else $b" | bc -l)
+  done
+  echo "$b"
+}
+rbest=$(best_of_3 rscan "$REAL/projects")
+rlines=$(wc -l < "$BENCH_DIR/out-real.jsonl")
+r_rate=$(echo "$rcount / $rbest" | bc -l)
+printf 'lazarus boot-resume: %d files in %.3f s (best of 3, warm) = %.0f files/s; %d report lines\n' "$rcount" "$rbest" "$r_rate" "$rlines"
+mapfile -t rsubset < <(find "$REAL/projects" -name '*.jsonl' | head -n "$SUB")
+for f in "${rsubset[@]:0:50}"; do seed_check "$f" > /dev/null; done  # warm
+t0=$(date +%s.%N)
+for f in "${rsubset[@]}"; do seed_check "$f"; done > "$BENCH_DIR/shell-real.out"
+t1=$(date +%s.%N)
+rst=$(echo "$t1 - $t0" | bc -l)
+rsh_rate=$(echo "${#rsubset[@]} / $rst" | bc -l)
+printf 'seed shell loop    : %d files in %.3f s = %.1f files/s\n' "${#rsubset[@]}" "$rst" "$rsh_rate"
+rratio=$(echo "$r_rate / $rsh_rate" | bc -l)
+printf 'ratio              : %.0fx faster\n' "$rratio"
+# 10^5 real-shaped files: the same set five times over, in five project trees
+R100="$BENCH_DIR/real${REAL_N}x5"
+if [ ! -f "$R100/.done" ]; then
+  rm -rf "$R100"; mkdir -p "$R100/projects"
+  # hard links: the same bytes five times over, without the disk space
+  for k in 1 2 3 4 5; do cp -al "$REAL/projects" "$R100/projects/copy$k"; done
+  cp -r "$REAL/sessions" "$R100/sessions"
+  touch "$R100/.done"
+fi
+r100count=$(find "$R100/projects" -name '*.jsonl' | wc -l)
+r100best=$(best_of_3 rscan "$R100/projects")
+printf 'lazarus boot-resume: %d real-shaped files in %.3f s (best of 3, warm)\n' "$r100count" "$r100best"
+
 echo
 echo "torn last line (a tool result cut mid-write), fixture openclaw/torn-last-line.jsonl:"
 TORN="$HERE/../tests/fixtures/openclaw/torn-last-line.jsonl"
@@ -81,6 +137,9 @@ printf '  seed shell loop    : %s\n' "$(seed_check "$PAR" | awk '{print $2}')"
   | jq -r '"  lazarus boot-resume: verdict=\(.verdict) action=\(.action): \(.reason)"'
 
 echo
-printf 'RESULT scan_vs_shell_loop %.0f >=2000\n' "$ratio"
-printf 'RESULT scan_100k_files_s %.3f <=1.0%s\n' "$(echo "100000 / $lz_rate" | bc -l)" \
+printf 'RESULT sparse_scan_vs_shell_loop %.0f >=2000\n' "$ratio"
+printf 'RESULT sparse_scan_100k_files_s %.3f <=1.0%s\n' "$(echo "100000 / $lz_rate" | bc -l)" \
   "$([ "$count" -ge 100000 ] || echo " (scaled from $count files)")"
+printf 'RESULT real_scan_vs_shell_loop %.0f >=2000\n' "$rratio"
+printf 'RESULT real_scan_100k_files_s %.3f <=2.0 (%d files, scaled to 100000)\n' \
+  "$(echo "$r100best * 100000 / $r100count" | bc -l)" "$r100count"

@@ -13,11 +13,6 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
     lazarus_ledger::fs::open_regular(path, false, false).map_err(|e| name(path, e))
 }
 
-/// [`open_regular`], also returning the metadata it checked (one `fstat`).
-pub fn open_regular_md(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
-    lazarus_ledger::fs::open_regular_meta(path, false, false).map_err(|e| name(path, e))
-}
-
 /// Puts the path into the error, so a refused file is named.
 fn name(path: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", path.display()))
@@ -72,28 +67,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         ..Default::default()
     };
     lazarus_ledger::durable_replace::replace_file(path, bytes, &opts).map_err(|e| name(path, e))
-}
-
-/// Opens a SQLite database read-only (SQLite still reads its `-wal` file), refusing a symlink
-/// or anything that is not a regular file before SQLite touches it. Never takes a write lock.
-pub(crate) fn open_ro(db: &Path) -> rusqlite::Result<rusqlite::Connection> {
-    use rusqlite::OpenFlags;
-    // A symlink or a FIFO named like the database is refused before SQLite touches it.
-    match std::fs::symlink_metadata(db) {
-        Ok(m) if m.file_type().is_file() => {}
-        Ok(_) => {
-            return Err(rusqlite::Error::InvalidPath(db.to_path_buf()));
-        }
-        Err(_) => return Err(rusqlite::Error::InvalidPath(db.to_path_buf())),
-    }
-    let c = rusqlite::Connection::open_with_flags(
-        db,
-        OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW,
-    )?;
-    c.busy_timeout(std::time::Duration::from_secs(2))?;
-    Ok(c)
 }
 
 #[cfg(test)]

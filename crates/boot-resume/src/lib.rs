@@ -2,6 +2,7 @@
 //! and inject a resume event so they carry on.
 //!
 //! The library is layered so each part can be used and tested on its own:
+//! - [`format`]: the formats, and telling them apart by their bytes;
 //! - [`classify`]: pure classifiers over tail bytes, one module per format;
 //! - [`tail`]: reading only the end of a file, growing the window only when needed;
 //! - [`discover`]: where each agent keeps its sessions, and `--source FORMAT:PATH`;
@@ -11,17 +12,21 @@
 //! - [`cli`]: the `lazarus boot-resume` command.
 pub mod classify;
 pub mod cli;
+pub mod damage;
 pub mod discover;
+pub mod format;
 pub mod formats;
 pub mod fsutil;
 pub mod inject;
 pub mod lines;
+pub mod live;
 pub mod scan;
+pub mod sqlite;
 pub mod state;
 pub mod systemd;
 pub mod tail;
 pub mod verdict;
 pub mod watch;
 
-pub use classify::Format;
-pub use verdict::{Classification, IndexFacts, SessionMeta, SkipWhy, Verdict};
+pub use format::Format;
+pub use verdict::{Classification, IndexFacts, InterruptedCall, SessionMeta, SkipWhy, Verdict};

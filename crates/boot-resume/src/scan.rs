@@ -1,8 +1,9 @@
 //! Scanning candidates in parallel into per-session [`Report`]s.
 use crate::classify::{Format, pi};
 use crate::discover::{Candidate, Store, sqlite_tail};
+use crate::live::{ClaudeProcesses, live_lock_holder};
 use crate::tail::{self, TailOptions};
-use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
+use crate::verdict::{Classification, InterruptedCall, SessionMeta, SkipWhy, Verdict};
 use regex::Regex;
 use serde::Serialize;
 use std::path::Path;
@@ -89,9 +90,13 @@ pub struct Report {
     /// For `unknown_format`: the version seen.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seen_version: Option<String>,
-    /// The call that was running when the session was cut off, as far as it is known.
+    /// The calls that were running when the session was cut off, as far as they are known,
+    /// on one line (`; ` between calls).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted_call: Option<String>,
+    /// The same calls one by one: tool, MCP server, argument summary, id.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interrupted_calls: Vec<InterruptedCall>,
     /// Idempotency key of the injection.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
@@ -156,6 +161,7 @@ pub fn scan(
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<(usize, Report)>> = Mutex::new(Vec::with_capacity(cands.len()));
     let threads = opts.threads.clamp(1, 64).min(cands.len().max(1));
+    let claude = ClaudeProcesses::default();
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
@@ -164,7 +170,7 @@ pub fn scan(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(c) = cands.get(i) else { break };
-                    local.push((i, scan_one(c, opts, &mut buf)));
+                    local.push((i, scan_one(c, opts, &claude, &mut buf)));
                     if let Some(pb) = progress {
                         pb.inc(1);
                     }
@@ -206,6 +212,7 @@ fn base_report(c: &Candidate) -> Report {
         permission_mode: None,
         seen_version: None,
         interrupted_call: None,
+        interrupted_calls: Vec::new(),
         idempotency_key: None,
     }
 }
@@ -228,6 +235,7 @@ fn apply(mut r: Report, c: Classification) -> Report {
     r.permission_mode = c.permission_mode;
     r.seen_version = c.seen_version;
     r.interrupted_call = c.interrupted_call;
+    r.interrupted_calls = c.interrupted_calls;
     r
 }
 
@@ -288,11 +296,16 @@ pub fn fmt_dur(ms: i64) -> String {
     }
 }
 
-/// Classifies one candidate.
-pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report {
+/// Classifies one candidate (`claude`: the live Claude Code processes, read once per scan).
+pub fn scan_one(
+    c: &Candidate,
+    opts: &ScanOptions,
+    claude: &ClaudeProcesses,
+    buf: &mut Vec<u8>,
+) -> Report {
     let mut r = base_report(c);
-    if let Some(p) = &c.problem {
-        return skipped(r, SkipWhy::Unreadable, p.clone());
+    if let Some((why, p)) = &c.problem {
+        return skipped(r, *why, p.clone());
     }
     if let Some(re) = &opts.skip_pattern
         && re.is_match(&label(c))
@@ -320,7 +333,10 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
         loop {
             let got = match &sq.store {
                 Store::Openclaw { .. } => sqlite_tail(sq, limit),
-                Store::Opencode(s) => crate::formats::opencode::export_tail(&sq.db, s, limit),
+                Store::Opencode(s) => {
+                    crate::formats::opencode::export_tail(&sq.db, s, limit, &sq.budget)
+                        .map_err(|e| e.to_string())
+                }
             };
             let (bytes, complete) = match got {
                 Ok(x) => x,
@@ -378,6 +394,7 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
         c.format,
         c.index.as_ref(),
         opts.tail,
+        c.hints,
         buf,
     ) {
         Ok(x) => x,
@@ -402,7 +419,7 @@ pub fn scan_one(c: &Candidate, opts: &ScanOptions, buf: &mut Vec<u8>) -> Report 
     }
     if res.format == Format::ClaudeCode
         && r.verdict.is_resumable(true)
-        && let Some(holder) = claude_live_process(&c.path, &r.session)
+        && let Some(holder) = claude.holder(&c.path, &r.session)
     {
         let inner = r.verdict;
         r.set_verdict(Verdict::Skipped(SkipWhy::Running));
@@ -422,96 +439,4 @@ pub fn gemini_project_root(recording: &Path) -> Option<String> {
     let root = String::from_utf8(bytes).ok()?;
     let root = root.trim();
     (!root.is_empty()).then(|| root.to_string())
-}
-
-/// The start time of a process (field 22 of `/proc/PID/stat`, clock ticks since boot).
-fn proc_start(pid: u32) -> Option<String> {
-    let stat =
-        crate::fsutil::read_small(Path::new(&format!("/proc/{pid}/stat")), 64 * 1024).ok()?;
-    let stat = String::from_utf8_lossy(&stat);
-    // The command name may hold spaces and parentheses: fields resume after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19).map(str::to_string)
-}
-
-/// Whether a live Claude Code process owns `session`: Claude Code keeps
-/// `<config>/sessions/<pid>.json` (`pid`, `sessionId`, `procStart`) for each running
-/// process and leaves it behind when killed, so the pid must be alive with the same start
-/// time (a reused pid has another).
-pub fn claude_live_process(transcript: &Path, session: &str) -> Option<String> {
-    let config = transcript
-        .ancestors()
-        .find(|a| a.file_name().is_some_and(|n| n == "projects"))?
-        .parent()?;
-    let dir = config.join("sessions");
-    for e in std::fs::read_dir(&dir).ok()?.flatten() {
-        let p = e.path();
-        if p.extension().is_none_or(|x| x != "json") {
-            continue;
-        }
-        let Ok(bytes) = crate::fsutil::read_small(&p, 1 << 20) else {
-            continue;
-        };
-        #[derive(serde::Deserialize)]
-        struct Live {
-            pid: u32,
-            #[serde(rename = "sessionId", default)]
-            session_id: Option<String>,
-            #[serde(rename = "procStart", default)]
-            proc_start: Option<String>,
-            #[serde(default)]
-            status: Option<String>,
-        }
-        let Ok(l) = serde_json::from_slice::<Live>(&bytes) else {
-            continue;
-        };
-        if l.session_id.as_deref() != Some(session) {
-            continue;
-        }
-        let started = proc_start(l.pid);
-        if started.is_some() && started == l.proc_start {
-            return Some(format!(
-                "pid {} ({}), per {}",
-                l.pid,
-                l.status.as_deref().unwrap_or("status unknown"),
-                p.display()
-            ));
-        }
-    }
-    None
-}
-
-/// For a Lazarus ledger `<id>.jsonl`, the holder of `<id>.lock` if that process is alive
-/// on this host.
-pub fn live_lock_holder(ledger: &Path) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Lock {
-        pid: i64,
-        #[serde(default)]
-        host: Option<String>,
-        #[serde(default)]
-        since: Option<serde_json::Value>,
-    }
-    let lock = ledger.with_extension("lock");
-    let bytes = crate::fsutil::read_small(&lock, 64 * 1024).ok()?;
-    let l: Lock = serde_json::from_slice(&bytes).ok()?;
-    let here = rustix::system::uname()
-        .nodename()
-        .to_string_lossy()
-        .into_owned();
-    if l.host.as_deref().is_some_and(|h| h != here) {
-        return None;
-    }
-    let pid = rustix::process::Pid::from_raw(i32::try_from(l.pid).ok()?)?;
-    let alive = match rustix::process::test_kill_process(pid) {
-        Ok(()) => true,
-        Err(e) => e == rustix::io::Errno::PERM,
-    };
-    alive.then(|| {
-        format!(
-            "pid {} on {here} since {}",
-            l.pid,
-            l.since.map(|s| s.to_string()).unwrap_or_else(|| "?".into())
-        )
-    })
 }

@@ -177,6 +177,11 @@ impl DecisionLog {
         DecisionLog { file: None }
     }
 
+    /// Whether events are written anywhere (a dry run without `--log-file` writes none).
+    pub fn enabled(&self) -> bool {
+        self.file.is_some()
+    }
+
     /// Logs one event: `{"ts":..., "event":..., ...fields}`.
     pub fn log(&mut self, event: &str, fields: serde_json::Value) {
         let Some(f) = &mut self.file else { return };

@@ -1,9 +1,11 @@
 //! Reading only the end of a session file and classifying it.
 //!
-//! The first window is [`TailOptions::first_window`] bytes (16 KiB by default). When the
-//! classifier says the deciding record lies before the window, the window doubles, up to
-//! [`TailOptions::max_window`] (8 MiB). The whole file is read only when it is smaller
-//! than the window. Reads use `pread`, so a file being appended to is never seeked.
+//! A dense file up to [`TailOptions::whole_file_max`] (64 KiB) is read whole, in one read: most
+//! session files are that small, and a tail window would mostly grow to the whole of it,
+//! in several reads. A larger file's first window is [`TailOptions::first_window`] bytes
+//! (4 KiB by default). When the classifier says the deciding record lies before the window,
+//! the window doubles, up to [`TailOptions::max_window`] (8 MiB). Reads use `pread`, so a
+//! file being appended to is never seeked.
 use crate::classify::{self, Format};
 use crate::verdict::{Classification, IndexFacts, SessionMeta};
 use std::fs::File;
@@ -18,6 +20,8 @@ pub struct TailOptions {
     pub first_window: u64,
     /// Largest window, in bytes.
     pub max_window: u64,
+    /// A file up to this size is read whole, in one read (0: never).
+    pub whole_file_max: u64,
 }
 
 impl Default for TailOptions {
@@ -25,6 +29,7 @@ impl Default for TailOptions {
         TailOptions {
             first_window: 4 * 1024,
             max_window: 8 * 1024 * 1024,
+            whole_file_max: 64 * 1024,
         }
     }
 }
@@ -53,13 +58,15 @@ pub enum TailError {
         /// The OS error.
         source: io::Error,
     },
-    /// Not a regular file (directory, FIFO, device).
+    /// Not a regular file (directory, FIFO, device), or a symbolic link.
     #[error(
-        "{path} is not a regular file; point --source at session .jsonl files or their directory"
+        "{path} is not a regular file ({what}); point --source at session .jsonl files or their directory"
     )]
     NotAFile {
         /// The path.
         path: PathBuf,
+        /// What it is instead (`a symbolic link`, `a FIFO`).
+        what: String,
     },
     /// The format could not be recognised.
     #[error("{path}: no known session format recognised (use --source FORMAT:PATH to name it)")]
@@ -76,31 +83,44 @@ pub struct FileFacts {
     pub size: u64,
     /// Modification time, nanoseconds since the epoch.
     pub mtime_ns: i128,
+    /// Fewer bytes are allocated than the size says (`st_blocks`): the file may have holes,
+    /// so reads look for them (`SEEK_DATA`/`SEEK_HOLE`); a dense file is read as it is.
+    pub sparse: bool,
+}
+
+/// What the directory listing already told about a file, so it is not asked again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hints {
+    /// Claude Code: whether `<dir>/<stem>/subagents/` exists (`None`: look).
+    pub subagents: Option<bool>,
 }
 
 /// Opens a session file for reading (`O_NOFOLLOW | O_NONBLOCK`, regular files only: a FIFO
 /// or a symlink to `/dev/zero` named like a session log is refused, never read), and
 /// returns it with its facts.
 pub fn open(path: &Path) -> Result<(File, FileFacts), TailError> {
-    let (file, md) = crate::fsutil::open_regular_md(path).map_err(|source| {
-        if source.kind() == io::ErrorKind::InvalidInput
-            && source.to_string().contains("not a regular file")
+    use lazarus_ledger::fs::NotRegularFile;
+    let (file, md) =
+        lazarus_ledger::fs::open_regular_meta(path, false, false).map_err(|source| match source
+            .get_ref()
+            .and_then(|i| i.downcast_ref::<NotRegularFile>())
         {
-            TailError::NotAFile {
+            Some(NotRegularFile(what)) => TailError::NotAFile {
                 path: path.to_path_buf(),
-            }
-        } else {
-            TailError::Open {
+                what: what.to_string(),
+            },
+            None => TailError::Open {
                 path: path.to_path_buf(),
                 source,
-            }
-        }
-    })?;
+            },
+        })?;
+    use std::os::unix::fs::MetadataExt;
     Ok((
         file,
         FileFacts {
             size: md.len(),
             mtime_ns: mtime_ns(md.modified().ok()),
+            sparse: md.blocks().saturating_mul(512) < md.len(),
         },
     ))
 }
@@ -151,9 +171,19 @@ fn append_read(file: &File, off: u64, len: usize, buf: &mut Vec<u8>) -> io::Resu
 /// as zeros) collapsed to one NUL byte. A run of NULs holds no newline, so it lies inside one
 /// line, which NUL makes unparsable JSON whatever its length: every classifier judges the
 /// collapsed bytes as it would the zeros, without the file's holes being read or scanned.
-/// Filesystems without `SEEK_DATA` are read as they are.
-fn append_collapsing_holes(file: &File, off: u64, len: u64, buf: &mut Vec<u8>) -> io::Result<()> {
+/// Filesystems without `SEEK_DATA` are read as they are, and so is a file that is not sparse
+/// (no `lseek` at all: most files have no holes).
+fn append_collapsing_holes(
+    file: &File,
+    off: u64,
+    len: u64,
+    buf: &mut Vec<u8>,
+    sparse: bool,
+) -> io::Result<()> {
     use rustix::fs::{SeekFrom, seek};
+    if !sparse {
+        return append_read(file, off, len as usize, buf);
+    }
     let end = off + len;
     let mut pos = off;
     while pos < end {
@@ -216,8 +246,9 @@ fn classify_compressed(
         )));
     }
     let path_str = path.to_string_lossy();
-    let header = memchr::memchr(b'\n', buf).map(|n| &buf[..n]);
-    let f = match format.or_else(|| classify::detect(header, buf, &path_str)) {
+    let (whole, damage) = crate::damage::repair(buf, true);
+    let header = memchr::memchr(b'\n', &whole).map(|n| &whole[..n]);
+    let f = match format.or_else(|| classify::detect(header, &whole, &path_str)) {
         Some(f) => f,
         None => {
             return Err(TailError::UnknownFormat {
@@ -236,41 +267,153 @@ fn classify_compressed(
         has_subagents: false,
     };
     let _ = opts;
+    let mut c = f.classify(&whole, &meta);
+    note_damage(&mut c, damage);
     Ok(FileResult {
         format: f,
-        classification: f.classify(buf, &meta),
+        classification: c,
         facts,
         window: buf.len() as u64,
     })
 }
 
-/// The first complete line of the file that names an `entrypoint` (Claude Code: who created
-/// the session), reading 4 KiB first and up to [`HEAD_MAX`].
-fn read_owner_line(file: &File, size: u64) -> io::Result<Option<Vec<u8>>> {
-    let mut buf = Vec::new();
-    let mut read_to = 0u64;
-    let mut want = 4096u64;
-    loop {
-        // Each step reads only what lies past the last, holes collapsed (a hole after the
-        // first lines is never read: no line naming an entrypoint is in it).
-        let upto = want.min(size);
-        if upto > read_to {
-            append_collapsing_holes(file, read_to, upto - read_to, &mut buf)?;
-            read_to = upto;
+/// The start of a file, read once and only as far as needed (4 KiB, then ×4 up to
+/// [`HEAD_MAX`]): its first line (a header: ids, cwd, Codex `source`) and, for Claude Code,
+/// the first line naming an `entrypoint` (who created the session), which the same bytes
+/// usually hold. Holes are collapsed as in the window.
+struct Head {
+    bytes: Vec<u8>,
+    read_to: u64,
+}
+
+impl Head {
+    fn new() -> Head {
+        Head {
+            bytes: Vec::new(),
+            read_to: 0,
         }
-        let complete = memchr::memrchr(b'\n', &buf).map_or(0, |i| i + 1);
-        let mut start = 0;
-        for nl in memchr::memchr_iter(b'\n', &buf[..complete]) {
-            let line = &buf[start..nl];
-            if crate::lines::contains(line, b"\"entrypoint\":") {
-                return Ok(Some(line.to_vec()));
+    }
+
+    /// Reads on, 4 KiB first, then four times as far; false when there is no more to read.
+    fn more(&mut self, file: &File, facts: FileFacts) -> io::Result<bool> {
+        let limit = facts.size.min(HEAD_MAX as u64);
+        if self.read_to >= limit {
+            return Ok(false);
+        }
+        let upto = (self.read_to * 4).clamp(4096, HEAD_MAX as u64).min(limit);
+        append_collapsing_holes(
+            file,
+            self.read_to,
+            upto - self.read_to,
+            &mut self.bytes,
+            facts.sparse,
+        )?;
+        self.read_to = upto;
+        Ok(true)
+    }
+
+    /// The complete lines read so far, as the damage rule reads them.
+    fn lines(&self) -> std::borrow::Cow<'_, [u8]> {
+        let complete = memchr::memrchr(b'\n', &self.bytes).map_or(0, |i| i + 1);
+        crate::damage::repair(&self.bytes[..complete], true).0
+    }
+
+    /// The first line.
+    fn first_line(&mut self, file: &File, facts: FileFacts) -> io::Result<Option<Vec<u8>>> {
+        loop {
+            if memchr::memchr(b'\n', &self.bytes).is_some() {
+                let lines = self.lines();
+                return Ok(lines.split(|b| *b == b'\n').next().map(<[u8]>::to_vec));
             }
-            start = nl + 1;
+            if !self.more(file, facts)? {
+                return Ok(None);
+            }
         }
-        if want >= HEAD_MAX as u64 || upto >= size {
-            return Ok(None);
+    }
+
+    /// The first complete line that names an `entrypoint` (Claude Code).
+    fn owner_line(&mut self, file: &File, facts: FileFacts) -> io::Result<Option<Vec<u8>>> {
+        loop {
+            if let Some(l) = self
+                .lines()
+                .split(|b| *b == b'\n')
+                .find(|l| crate::lines::contains(l, b"\"entrypoint\":"))
+            {
+                return Ok(Some(l.to_vec()));
+            }
+            if !self.more(file, facts)? {
+                return Ok(None);
+            }
         }
-        want = (want * 4).min(HEAD_MAX as u64);
+    }
+}
+
+/// The permission mode of the newest Claude Code line that carries one, before a window
+/// that starts at `end` with the partial line `partial` (its bytes up to the first newline):
+/// read backwards 64 KiB at a time, holes collapsed as in the window, only the lines that
+/// name `permissionMode` parsed. Memory is bounded by the longest line; the search ends at
+/// the first line that carries a mode, or at the file's start.
+fn permission_mode_before(
+    file: &File,
+    end: u64,
+    partial: &[u8],
+    sparse: bool,
+) -> io::Result<Option<String>> {
+    use crate::formats::claude_code::record::Line;
+    const STEP: u64 = 64 * 1024;
+    // `acc` holds the bytes from `pos` up to the end of the partial line: an incomplete
+    // line first, then complete ones not yet looked at.
+    let mut acc = partial.to_vec();
+    let mut pos = end;
+    let mut chunk = Vec::new();
+    while pos > 0 {
+        let from = pos.saturating_sub(STEP);
+        chunk.clear();
+        append_collapsing_holes(file, from, pos - from, &mut chunk, sparse)?;
+        chunk.extend_from_slice(&acc);
+        std::mem::swap(&mut acc, &mut chunk);
+        pos = from;
+        let complete = if pos == 0 {
+            0
+        } else {
+            match memchr::memchr(b'\n', &acc) {
+                Some(i) => i + 1,
+                None => continue,
+            }
+        };
+        // the complete lines, newest first
+        let body = &acc[complete..];
+        let mut hi = body.len();
+        loop {
+            let lo = memchr::memrchr(b'\n', &body[..hi]).map_or(0, |i| i + 1);
+            let line = &body[lo..hi];
+            if crate::lines::contains(line, b"\"permissionMode\"") {
+                // the damage rule, as in the window: NUL debris ends a line
+                let (fixed, _) = crate::damage::repair(line, false);
+                for part in fixed.rsplit(|b| *b == b'\n') {
+                    if let Ok(l) = serde_json::from_slice::<Line>(part)
+                        && !l.is_sidechain
+                        && let Some(m) = l.permission_mode
+                    {
+                        return Ok(Some(m));
+                    }
+                }
+            }
+            if lo == 0 {
+                break;
+            }
+            hi = lo - 1;
+        }
+        acc.truncate(complete);
+    }
+    Ok(None)
+}
+
+/// Says in the reason what the damage rule cut or replaced in the window.
+fn note_damage(c: &mut Classification, d: crate::damage::Damage) {
+    if let Some(n) = d.describe() {
+        c.reason.push_str("; read through damage: ");
+        c.reason.push_str(&n);
     }
 }
 
@@ -306,10 +449,23 @@ pub fn classify_file(
     buf: &mut Vec<u8>,
 ) -> Result<FileResult, TailError> {
     let (file, facts) = open(path)?;
-    classify_open(&file, facts, path, format, index, opts, buf)
+    classify_open(
+        &file,
+        facts,
+        path,
+        format,
+        index,
+        opts,
+        Hints::default(),
+        buf,
+    )
 }
 
-/// Like [`classify_file`] for a file already opened with [`open`].
+/// Like [`classify_file`] for a file already opened with [`open`], with what the directory
+/// listing told about it. Reads the file's end, growing the window only while the deciding
+/// record lies before it, and its start only as far as a header (or Claude Code's owner
+/// line) needs; a dense file is read without looking for holes.
+#[allow(clippy::too_many_arguments)]
 pub fn classify_open(
     file: &File,
     facts: FileFacts,
@@ -317,6 +473,7 @@ pub fn classify_open(
     format: Option<Format>,
     index: Option<&IndexFacts>,
     opts: TailOptions,
+    hints: Hints,
     buf: &mut Vec<u8>,
 ) -> Result<FileResult, TailError> {
     let rd = |e| TailError::Read {
@@ -333,30 +490,18 @@ pub fn classify_open(
     let first = opts.first_window.max(64);
     let cap = opts.max_window.max(first);
 
-    // The header (first line), when the file is larger than the first window.
-    let mut head: Option<Vec<u8>> = None;
-    if size > first {
-        let mut hb = Vec::new();
-        // Headers are usually small: 4 KiB first, then x4 (Codex headers carry instructions).
-        let mut want = (first as usize).min(4096);
-        loop {
-            pread(file, 0, want, &mut hb).map_err(rd)?;
-            if let Some(nl) = memchr::memchr(b'\n', &hb) {
-                hb.truncate(nl);
-                head = Some(hb);
-                break;
-            }
-            if want >= HEAD_MAX || hb.len() < want {
-                break;
-            }
-            want = (want * 4).min(HEAD_MAX);
-        }
-    }
-
-    let mut window = first.min(size);
+    let mut head = Head::new();
+    // the first line and the owner line, each read once when first needed
+    let mut first_line: Option<Option<Vec<u8>>> = None;
+    let mut owner_line: Option<Option<Vec<u8>>> = None;
+    // (a sparse file is read from its end: its holes are never read)
+    let mut window = if size <= opts.whole_file_max && !facts.sparse {
+        size
+    } else {
+        first.min(size)
+    };
     let mut fmt = format;
-    let mut owner_read = false;
-    let mut subagents: Option<bool> = None;
+    let mut subagents = hints.subagents;
     // File offset where `buf` starts: a grown window reads only what lies before it, holes
     // collapsed, and keeps what was read.
     let mut have: Option<u64> = None;
@@ -367,7 +512,8 @@ pub fn classify_open(
             None => pread(file, off, window as usize, buf).map_err(rd)?,
             Some(h) if off < h => {
                 grown.clear();
-                append_collapsing_holes(file, off, h - off, &mut grown).map_err(rd)?;
+                append_collapsing_holes(file, off, h - off, &mut grown, facts.sparse)
+                    .map_err(rd)?;
                 grown.extend_from_slice(buf);
                 std::mem::swap(buf, &mut grown);
             }
@@ -375,40 +521,53 @@ pub fn classify_open(
         }
         have = Some(off);
         let at_start = off == 0;
-        let header: Option<&[u8]> = match &head {
-            Some(h) => Some(h.as_slice()),
-            None if at_start => memchr::memchr(b'\n', buf).map(|n| &buf[..n]),
-            None => None,
-        };
+        // The window as the damage rule reads it (a byte order mark, NUL debris, invalid
+        // UTF-8); borrowed when clean.
+        let (w, damage) = crate::damage::repair(buf, at_start);
+        let in_window = || memchr::memchr(b'\n', &w).map(|n| &w[..n]);
         let f = match fmt {
             Some(f) => f,
-            None => match classify::detect(header, buf, &path_str) {
-                Some(f) => {
-                    fmt = Some(f);
-                    f
+            None => {
+                if !at_start && first_line.is_none() {
+                    first_line = Some(head.first_line(file, facts).map_err(rd)?);
                 }
-                None if !at_start && window < cap => {
-                    window = (window * 2).min(size).min(cap);
-                    continue;
+                let header = match &first_line {
+                    Some(h) if !at_start => h.as_deref(),
+                    _ if at_start => in_window(),
+                    _ => None,
+                };
+                match classify::detect(header, &w, &path_str) {
+                    Some(f) => {
+                        fmt = Some(f);
+                        f
+                    }
+                    None if !at_start && window < cap => {
+                        window = (window * 2).min(size).min(cap);
+                        continue;
+                    }
+                    None if size == 0 => Format::Pi,
+                    None => {
+                        return Err(TailError::UnknownFormat {
+                            path: path.to_path_buf(),
+                        });
+                    }
                 }
-                None if size == 0 => Format::Pi,
-                None => {
-                    return Err(TailError::UnknownFormat {
-                        path: path.to_path_buf(),
-                    });
-                }
-            },
+            }
         };
-        if f == Format::ClaudeCode && !owner_read && !at_start {
-            // Claude Code: the header that matters is the first line naming an entrypoint.
-            owner_read = true;
-            head = read_owner_line(file, size).map_err(rd)?;
-            continue;
-        }
-        let header: Option<&[u8]> = if f == Format::ClaudeCode && !at_start {
-            head.as_deref()
+        // The header a classifier is given: the window's first line when it starts the
+        // file; else the first line (Claude Code: the first line naming an entrypoint).
+        let header: Option<&[u8]> = if at_start {
+            in_window()
+        } else if f == Format::ClaudeCode {
+            if owner_line.is_none() {
+                owner_line = Some(head.owner_line(file, facts).map_err(rd)?);
+            }
+            owner_line.as_ref().and_then(|o| o.as_deref())
         } else {
-            header
+            if first_line.is_none() {
+                first_line = Some(head.first_line(file, facts).map_err(rd)?);
+            }
+            first_line.as_ref().and_then(|o| o.as_deref())
         };
         let meta = SessionMeta {
             header,
@@ -420,7 +579,7 @@ pub fn classify_open(
             has_subagents: f == Format::ClaudeCode
                 && *subagents.get_or_insert_with(|| fmt_may_have_subagents(path)),
         };
-        if !at_start && window >= cap && crate::lines::split(buf, false).lines.is_empty() {
+        if !at_start && window >= cap && crate::lines::split(&w, false).lines.is_empty() {
             let mut c = Classification::new(
                 crate::verdict::Verdict::Skipped(crate::verdict::SkipWhy::Unreadable),
                 format!(
@@ -436,10 +595,21 @@ pub fn classify_open(
                 window,
             });
         }
-        let c = f.classify(buf, &meta);
+        let mut c = f.classify(&w, &meta);
         if c.need_more && !at_start && window < cap {
             window = (window * 2).min(size).min(cap);
             continue;
+        }
+        note_damage(&mut c, damage);
+        if f == Format::ClaudeCode
+            && !at_start
+            && c.permission_mode.is_none()
+            && c.verdict.is_resumable(true)
+        {
+            // The mode a resume must run in lies before the window: look back for it.
+            let partial = memchr::memchr(b'\n', buf).map_or(buf.len(), |i| i + 1);
+            c.permission_mode =
+                permission_mode_before(file, off, &buf[..partial], facts.sparse).map_err(rd)?;
         }
         return Ok(FileResult {
             format: f,

@@ -177,10 +177,14 @@ pub struct Classification {
     /// For `unknown_format`: the version the file (or database) names.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seen_version: Option<String>,
-    /// The tool call that was running when the session was cut off, as the session recorded
-    /// it (`bash {"command":…}`), or what is known of it; the resume message names it.
+    /// The tool calls that were running when the session was cut off, as the session
+    /// recorded them (`bash {"command":…} (call call01)`), joined by `; `, or what is known
+    /// when none was recorded; the resume message names them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted_call: Option<String>,
+    /// The same calls, one by one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interrupted_calls: Vec<InterruptedCall>,
     /// The deciding record lies before the window: read a larger tail and classify again.
     #[serde(skip)]
     pub need_more: bool,
@@ -212,9 +216,110 @@ impl Classification {
             permission_mode: None,
             seen_version: None,
             interrupted_call: None,
+            interrupted_calls: Vec::new(),
             need_more: false,
         }
     }
+
+    /// Records the calls that were running (their descriptions in `interrupted_call`).
+    pub fn set_interrupted(&mut self, calls: Vec<InterruptedCall>) {
+        self.interrupted_call = (!calls.is_empty()).then(|| {
+            calls
+                .iter()
+                .map(InterruptedCall::describe)
+                .collect::<Vec<_>>()
+                .join("; ")
+        });
+        self.interrupted_calls = calls;
+    }
+}
+
+/// Longest argument summary kept for an interrupted call, in characters.
+pub const ARGUMENTS_SUMMARY_CHARS: usize = 200;
+
+/// A tool call that was running when a session was cut off, as the session recorded it: what
+/// a resume must name, because its effect is unknown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InterruptedCall {
+    /// The tool as the model called it (`Bash`, `mcp__side__bump`).
+    pub tool: String,
+    /// The MCP server that provides the tool, when its name says so (`mcp__<server>__<tool>`,
+    /// the form Claude Code names MCP tools in and Codex's `namespace` + `name` make).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp_server: Option<String>,
+    /// Its arguments, as compact JSON (or the recorded text), cut to
+    /// [`ARGUMENTS_SUMMARY_CHARS`] characters.
+    pub arguments: String,
+    /// The call's id in the session, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+impl InterruptedCall {
+    /// A call of `tool` with `arguments` (a JSON value; a string holding JSON, as Codex
+    /// records arguments, is read as the JSON it holds).
+    pub fn new(tool: &str, arguments: Option<&serde_json::Value>, id: Option<&str>) -> Self {
+        let text = match arguments {
+            None | Some(serde_json::Value::Null) => String::new(),
+            Some(serde_json::Value::String(s)) => {
+                match serde_json::from_str::<serde_json::Value>(s) {
+                    Ok(v) if v.is_object() || v.is_array() => v.to_string(),
+                    _ => s.clone(),
+                }
+            }
+            Some(v) => v.to_string(),
+        };
+        let tool = if tool.is_empty() { "a tool" } else { tool };
+        InterruptedCall {
+            tool: tool.to_string(),
+            mcp_server: mcp_server_of(tool),
+            arguments: summary(&text),
+            id: id.filter(|i| !i.is_empty()).map(str::to_string),
+        }
+    }
+
+    /// One line naming the call: `mcp__side__bump {"sleep_secs":300} (call toolu_01, MCP
+    /// server side)`.
+    pub fn describe(&self) -> String {
+        let mut out = self.tool.clone();
+        if !self.arguments.is_empty() {
+            out.push(' ');
+            out.push_str(&self.arguments);
+        }
+        let mut notes = Vec::new();
+        if let Some(id) = &self.id {
+            notes.push(format!("call {id}"));
+        }
+        if let Some(s) = &self.mcp_server {
+            notes.push(format!("MCP server {s}"));
+        }
+        if !notes.is_empty() {
+            out.push_str(&format!(" ({})", notes.join(", ")));
+        }
+        out
+    }
+}
+
+/// `side` for `mcp__side__bump`.
+fn mcp_server_of(tool: &str) -> Option<String> {
+    let rest = tool.strip_prefix("mcp__")?;
+    let (server, name) = rest.split_once("__")?;
+    (!server.is_empty() && !name.is_empty()).then(|| server.to_string())
+}
+
+/// Text on one line, at most [`ARGUMENTS_SUMMARY_CHARS`] characters (`…` marks a cut).
+fn summary(text: &str) -> String {
+    let one_line: String = text
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if one_line.chars().count() <= ARGUMENTS_SUMMARY_CHARS {
+        return one_line;
+    }
+    let mut out: String = one_line.chars().take(ARGUMENTS_SUMMARY_CHARS).collect();
+    out.push('…');
+    out
 }
 
 /// Facts about a session that do not come from the tail bytes.
@@ -276,5 +381,38 @@ impl IndexFacts {
     /// An embedded (`agent --local`) run leaves no status, and nobody but us resumes it.
     pub fn gateway_recovers(&self) -> bool {
         self.sqlite && self.status.as_deref() == Some("running")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_interrupted_call_names_its_tool_server_arguments_and_id() {
+        let c = InterruptedCall::new(
+            "mcp__side__bump",
+            Some(&json!({"sleep_secs": 300})),
+            Some("t1"),
+        );
+        assert_eq!(c.mcp_server.as_deref(), Some("side"));
+        assert_eq!(
+            c.describe(),
+            r#"mcp__side__bump {"sleep_secs":300} (call t1, MCP server side)"#
+        );
+        // Codex records arguments as a string of JSON: read as the JSON it holds
+        let c = InterruptedCall::new("bash", Some(&json!("{\"command\": \"ls\"}")), None);
+        assert_eq!(c.describe(), r#"bash {"command":"ls"}"#);
+        assert_eq!(c.mcp_server, None);
+        // not an MCP name: no server
+        for t in ["mcp__", "mcp__x", "mcp____y", "Bash"] {
+            assert_eq!(InterruptedCall::new(t, None, None).mcp_server, None, "{t}");
+        }
+        // long arguments are cut, on one line
+        let long = "x\ny".repeat(500);
+        let c = InterruptedCall::new("t", Some(&json!(long)), None);
+        assert_eq!(c.arguments.chars().count(), ARGUMENTS_SUMMARY_CHARS + 1);
+        assert!(c.arguments.ends_with('…') && !c.arguments.contains('\n'));
     }
 }

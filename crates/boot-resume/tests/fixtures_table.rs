@@ -212,6 +212,7 @@ fn every_fixture_has_its_verdict() {
                 TailOptions {
                     first_window: 64,
                     max_window: 8 << 20,
+                    whole_file_max: 0,
                 },
                 Some(fmt),
             ),

@@ -52,9 +52,11 @@ fn load_fixtures() -> Vec<(Format, Vec<u8>)> {
             std::fs::write(tmp.path().join(f), zstd::decode_all(z).expect("zstd")).expect("write");
         }
         let db = tmp.path().join("opencode.db");
-        for s in lazarus_boot_resume::formats::opencode::sessions(&db).expect("sessions") {
+        let budget = lazarus_boot_resume::sqlite::WaitBudget::per_database();
+        for s in lazarus_boot_resume::formats::opencode::sessions(&db, &budget).expect("sessions") {
             let (bytes, _) =
-                lazarus_boot_resume::formats::opencode::export_tail(&db, &s, 1000).expect("export");
+                lazarus_boot_resume::formats::opencode::export_tail(&db, &s, 1000, &budget)
+                    .expect("export");
             v.push((Format::Opencode, bytes));
         }
     }

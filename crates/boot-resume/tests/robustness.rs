@@ -228,6 +228,7 @@ fn a_record_beyond_the_cap_is_reported_not_guessed() {
         TailOptions {
             first_window: 1024,
             max_window: 64 * 1024,
+            whole_file_max: 0,
         },
         &mut buf,
     )
@@ -508,6 +509,7 @@ fn a_window_grown_through_a_hole_skips_it_and_judges_as_the_zeros_would() {
             let opts = TailOptions {
                 first_window: 512,
                 max_window: 8 << 20,
+                whole_file_max: 0,
             };
             let f = Some(Format::parse(fmt).expect("format"));
             let mut sb = Vec::new();

@@ -1,6 +1,7 @@
 //! `sessions import` against bad input: a torn source imports up to its last whole record and
-//! says so; an unknown format version is refused, naming it; binary or hostile files (NUL
-//! bytes, invalid UTF-8, a huge line, deep JSON) get a clear error and write nothing; a FIFO
+//! says so; an unknown format version is refused, naming it; NUL debris and invalid UTF-8 are
+//! read through and reported, as the scan reads them; hostile files (a huge line, deep JSON,
+//! noise) get a clear error and write nothing; a FIFO
 //! and a device are refused at once (before any open could block or run forever); memory
 //! stays bounded by the line limit, not by the file.
 
@@ -165,7 +166,7 @@ fn an_unknown_format_version_is_refused_naming_it() {
 }
 
 #[test]
-fn binary_and_hostile_files_are_refused_and_write_nothing() {
+fn hostile_files_are_refused_and_write_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("sessions");
     let write = |name: &str, bytes: &[u8]| {
@@ -175,12 +176,6 @@ fn binary_and_hostile_files_are_refused_and_write_nothing() {
     };
     let header = std::fs::read_to_string(capture("codex", "finished")).unwrap();
     let first = header.lines().next().unwrap().to_string();
-    let nul = write("nul.jsonl", format!("{first}\n\0\0\0binary\n").as_bytes());
-    refused(&dir, "codex", &nul, "line 2 (byte");
-    refused(&dir, "codex", &nul, "NUL bytes");
-    let mut bad = format!("{first}\n").into_bytes();
-    bad.extend_from_slice(b"{\"type\":\"event_msg\",\"payload\":{\"x\":\"\xff\xfe\"}}\n");
-    refused(&dir, "codex", &write("utf8.jsonl", &bad), "invalid UTF-8");
     let deep = format!("{first}\n{}{}\n", "[".repeat(100), "]".repeat(100));
     refused(
         &dir,
@@ -216,6 +211,51 @@ fn binary_and_hostile_files_are_refused_and_write_nothing() {
         &write("noise.jsonl", b"hello\nworld\n"),
         "not a session log",
     );
+}
+
+/// NUL bytes and invalid UTF-8 are damage, not a binary file: the source is read by the rule
+/// the scan reads it by (NUL debris cut, the records around it read; an invalid sequence
+/// replaced, its record kept), imported, and the damage named in the report.
+#[test]
+fn nul_debris_and_invalid_bytes_are_read_through_and_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sessions");
+    let bytes = std::fs::read(capture("codex", "finished")).unwrap();
+    // zeros after the first record (the next ones appended after them), a tail of zeros, and
+    // one invalid byte inside a record's text
+    let first_end = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let mut damaged = bytes[..first_end].to_vec();
+    damaged.extend_from_slice(&[0u8; 4096]);
+    damaged.extend_from_slice(&bytes[first_end..]);
+    damaged.extend_from_slice(&[0u8; 8192]);
+    let at = damaged.len() / 2;
+    let at = at
+        + damaged[at..]
+            .windows(3)
+            .position(|w| w.iter().all(u8::is_ascii_lowercase))
+            .unwrap()
+        + 1;
+    damaged[at] = 0xff;
+    let src = tmp.path().join("damaged.jsonl");
+    std::fs::write(&src, &damaged).unwrap();
+    let (o, _) = import(&dir, "codex", &src);
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("12288 × NUL bytes (crash debris)"), "{out}");
+    assert!(out.contains("1 × invalid UTF-8 sequence"), "{out}");
+    // the same counts as the clean file's import
+    let clean_dir = tmp.path().join("clean");
+    let (c, _) = import(&clean_dir, "codex", &capture("codex", "finished"));
+    let counts = |s: &str| {
+        s.lines()
+            .find(|l| l.contains("user messages,"))
+            .map(str::to_string)
+            .unwrap()
+    };
+    assert_eq!(counts(&out), counts(&String::from_utf8_lossy(&c.stdout)));
 }
 
 #[test]

@@ -36,12 +36,19 @@ struct Tally {
     results: Vec<(String, String)>,
 }
 
+/// Text blocks joined by `\n`; a `tool_reference` block (ToolSearch's result) names its tool.
 fn text_of(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Array(a) => a
             .iter()
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .filter_map(|b| match b.get("text").and_then(Value::as_str) {
+                Some(t) => Some(t.to_string()),
+                None if b["type"] == "tool_reference" => {
+                    Some(format!("[tool reference: {}]", b["tool_name"].as_str()?))
+                }
+                None => None,
+            })
             .collect::<Vec<_>>()
             .join("\n"),
         _ => String::new(),
@@ -411,5 +418,58 @@ fn every_real_capture_imports_with_matching_counts_and_byte_equal_results() {
             "too few {f} captures found under {}: {per_format:?}",
             fixtures().display()
         );
+    }
+}
+
+/// The MCP captures: Codex's `namespace` is part of the imported call's name
+/// (`mcp__side__bump`, not a bare `bump` a built-in tool could have), Claude Code's
+/// ToolSearch result (a `tool_reference` block) becomes text naming the tool it loaded, and
+/// the MCP call the kill cut off is closed in doubt under its full name.
+#[test]
+fn mcp_calls_keep_their_server_and_tool_search_results_name_their_tools() {
+    let claude = fixtures().join(
+        "claude/killed-in-mcp-tool/home/.claude/projects/-home-dev-capture-work/6205513d-8889-4e0d-85c9-406b28bf241e.jsonl",
+    );
+    let codex = fixtures().join(
+        "codex/killed-in-mcp-tool/home/.codex/sessions/2026/12/07/rollout-2026-12-07T09-36-26-01a24fdc-9832-7342-a586-47f4ff22adf4.jsonl",
+    );
+    for (format, src) in [(Format::ClaudeCode, claude), (Format::Codex, codex)] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let conv = formats::read(format, &src, &ReadOptions::default()).unwrap();
+        let got = lazarus_interchange::import(&store, &conv, None).unwrap();
+        assert!(
+            !got.dropped.iter().any(|d| d.what.contains("tool result")),
+            "{:?}",
+            got.dropped
+        );
+        let id = SessionId::parse(&got.id).unwrap();
+        let mut names = std::collections::HashMap::new();
+        let mut results = Vec::new();
+        let mut in_doubt = Vec::new();
+        for r in store.records(&id, 0, 100_000).unwrap() {
+            match Record::deserialize_kind(&r.kind, r.data.clone()).unwrap() {
+                Record::Response(resp) => {
+                    for (cid, name, _) in resp.tool_calls() {
+                        names.insert(cid.to_string(), name.to_string());
+                    }
+                }
+                Record::ToolOutcome(o) if o.status == OutcomeStatus::InDoubt => {
+                    in_doubt.push(names[&o.call_id].clone())
+                }
+                Record::ToolOutcome(o) => results.push((names[&o.call_id].clone(), o.result)),
+                _ => {}
+            }
+        }
+        assert_eq!(in_doubt, ["mcp__side__bump"], "{}", format.as_str());
+        if format == Format::ClaudeCode {
+            assert_eq!(
+                results,
+                [(
+                    "ToolSearch".to_string(),
+                    "[tool reference: mcp__side__bump]".to_string()
+                )]
+            );
+        }
     }
 }

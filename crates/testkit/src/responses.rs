@@ -122,11 +122,13 @@ fn items(r: &ScriptedResponse, number: usize) -> Vec<Value> {
         );
     }
     for (i, c) in r.tool_calls.iter().enumerate() {
-        out.push(
-            json!({"id": format!("fc_scripted{number:06}_{i}"), "type": "function_call",
+        let mut item = json!({"id": format!("fc_scripted{number:06}_{i}"), "type": "function_call",
             "status": "completed", "arguments": c.arguments_text(), "call_id": c.id,
-            "name": c.name}),
-        );
+            "name": c.name});
+        if let Some(ns) = &c.namespace {
+            item["namespace"] = json!(ns);
+        }
+        out.push(item);
     }
     out
 }

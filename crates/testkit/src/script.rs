@@ -319,6 +319,10 @@ pub struct ScriptedCall {
     pub name: String,
     /// A JSON string is sent as is; any other value is serialised.
     pub arguments: Value,
+    /// The Responses API's tool namespace the call names (`mcp__side` for Codex's MCP server
+    /// `side`, whose tools it sends in a `namespace` tool); the other protocols have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 impl ScriptedCall {
@@ -390,6 +394,7 @@ impl ScriptedResponse {
             id: id.into(),
             name: name.into(),
             arguments: arguments.into(),
+            namespace: None,
         });
         self
     }

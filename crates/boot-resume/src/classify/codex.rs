@@ -2,7 +2,7 @@
 use super::{Parsed, clip, need_more, stem};
 use crate::formats::codex::{CALLS, Line, OUTPUTS, Payload};
 use crate::lines::is_transient_error;
-use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
+use crate::verdict::{Classification, InterruptedCall, SessionMeta, SkipWhy, Verdict};
 use std::collections::HashSet;
 
 /// The last interesting response item of the open turn.
@@ -73,14 +73,20 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     if p.len() == 0 && !p.torn && meta.at_start {
         return decide(out, (Verdict::Skipped(SkipWhy::Empty), "empty file".into()));
     }
-    let turn = match walk_back(&p, &mut out) {
+    let mut turn = match walk_back(&p, &mut out) {
         Ok(turn) => turn,
         Err(decided) => return decide(out, decided),
     };
     if !turn.lifecycle && !meta.at_start && !meta.at_cap {
         return need_more(p.torn);
     }
-    decide(out, open_turn(turn))
+    let decided = open_turn(&turn);
+    if decided.0 == Verdict::InterruptedToolCall {
+        // oldest first, as they were made
+        turn.open_calls.reverse();
+        out.set_interrupted(turn.open_calls);
+    }
+    decide(out, decided)
 }
 
 /// What the reason adds when the last line was torn.
@@ -150,8 +156,8 @@ fn read_header<'a>(
 struct OpenTurn {
     /// A `task_started`/`turn_started` was found: the window holds the whole turn.
     lifecycle: bool,
-    /// Calls that need an output and have none, newest first: (call id, name).
-    open_calls: Vec<(String, String)>,
+    /// Calls that need an output and have none, newest first.
+    open_calls: Vec<InterruptedCall>,
     last: Option<Last>,
 }
 
@@ -272,14 +278,19 @@ fn response_item(t: &str, pl: &Payload, outputs: &mut HashSet<String>, turn: &mu
         turn.last.get_or_insert(Last::Output);
     } else if CALLS.contains(&t) {
         let cid = pl.call_id.clone().unwrap_or_default();
-        let name = pl.name.clone().unwrap_or_else(|| t.to_string());
+        let name = match &pl.name {
+            Some(_) => pl.call_name(t),
+            None => t.to_string(),
+        };
         // web search / image generation calls carry no separate output.
         let needs_output = matches!(
             t,
             "function_call" | "custom_tool_call" | "local_shell_call" | "tool_search_call"
         );
         if needs_output && !outputs.contains(&cid) {
-            turn.open_calls.push((cid, name.clone()));
+            let args = serde_json::Value::String(pl.call_arguments(t));
+            turn.open_calls
+                .push(InterruptedCall::new(&name, Some(&args), Some(&cid)));
         }
         turn.last.get_or_insert(Last::Call(name));
     } else if t == "message" {
@@ -300,11 +311,18 @@ fn response_item(t: &str, pl: &Payload, outputs: &mut HashSet<String>, turn: &mu
 }
 
 /// The verdict of a turn that never ended: an unanswered call first, else its last item.
-fn open_turn(turn: OpenTurn) -> (Verdict, String) {
-    if let Some((_, name)) = turn.open_calls.first() {
+fn open_turn(turn: &OpenTurn) -> (Verdict, String) {
+    if !turn.open_calls.is_empty() {
+        let names: Vec<&str> = turn
+            .open_calls
+            .iter()
+            .rev()
+            .map(|c| c.tool.as_str())
+            .collect();
+        let s = if names.len() == 1 { "" } else { "s" };
         return (
             Verdict::InterruptedToolCall,
-            format!("call {name} has no output"),
+            format!("call{s} {} has no output", names.join(", ")),
         );
     }
     let lifecycle = turn.lifecycle;
@@ -313,7 +331,7 @@ fn open_turn(turn: OpenTurn) -> (Verdict, String) {
     } else {
         "no turn lifecycle events"
     };
-    match turn.last {
+    match &turn.last {
         Some(Last::Call(name)) => (
             Verdict::InterruptedAfterToolResult,
             format!("{what}: call {name} has its output, the model never saw it"),

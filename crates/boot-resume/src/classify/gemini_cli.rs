@@ -15,9 +15,9 @@
 //! There is no version marker: a first line that is not the metadata object is reported
 //! `unknown_format` (the `.json` files of versions before 0.5x are one JSON object).
 use super::{Parsed, clip, need_more};
-use crate::formats::gemini_cli::{Fold, Line, Message, describe_call, is_metadata};
+use crate::formats::gemini_cli::{Fold, Line, Message, interrupted_call, is_metadata};
 use crate::lines::{UserText, user_text_kind};
-use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
+use crate::verdict::{Classification, InterruptedCall, SessionMeta, SkipWhy, Verdict};
 
 /// Classifies a Gemini CLI recording's tail.
 pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
@@ -180,15 +180,19 @@ fn answer(m: &Message, id: &str) -> Classification {
             })
             .collect();
         if let Some(c) = open.first() {
+            let more = match open.len() {
+                1 => String::new(),
+                n => format!(" (and {} more)", n - 1),
+            };
             let mut out = decided(
                 Verdict::InterruptedToolCall,
                 format!(
-                    "gemini {id}: call {} ({}) has no result",
+                    "gemini {id}: call {} ({}) has no result{more}",
                     c.id.as_deref().unwrap_or("?"),
                     c.status.as_deref().unwrap_or("no status")
                 ),
             );
-            out.interrupted_call = Some(describe_call(c));
+            out.set_interrupted(open.iter().map(|c| interrupted_call(c)).collect());
             return out;
         }
         let names: Vec<&str> = m
@@ -204,7 +208,8 @@ fn answer(m: &Message, id: &str) -> Classification {
             ),
         );
     }
-    if let Some(c) = m.function_calls().first() {
+    let calls = m.function_calls();
+    if let Some(c) = calls.first() {
         // A resumed session's list writes calls in the API's shape; their responses follow
         // as `user` records, so a call last in the list has none.
         let name = c.get("name").and_then(|n| n.as_str()).unwrap_or("a tool");
@@ -212,10 +217,18 @@ fn answer(m: &Message, id: &str) -> Classification {
             Verdict::InterruptedToolCall,
             format!("gemini {id}: call {name} has no response"),
         );
-        out.interrupted_call = Some(format!(
-            "{name} {}",
-            c.get("args").map_or_else(String::new, |a| a.to_string())
-        ));
+        out.set_interrupted(
+            calls
+                .iter()
+                .map(|c| {
+                    InterruptedCall::new(
+                        c.get("name").and_then(|n| n.as_str()).unwrap_or_default(),
+                        c.get("args"),
+                        c.get("id").and_then(|i| i.as_str()),
+                    )
+                })
+                .collect(),
+        );
         return out;
     }
     if m.text().trim().is_empty() {

@@ -14,7 +14,7 @@
 //! - a user message: its prompt was never answered.
 use super::{Parsed, clip, need_more};
 use crate::formats::opencode::{
-    Info, MessageLine, PartData, SessionLine, describe_call, user_text,
+    Info, MessageLine, PartData, SessionLine, interrupted_call, user_text,
 };
 use crate::lines::{UserText, is_context_overflow, is_transient_error, user_text_kind};
 use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
@@ -98,22 +98,30 @@ fn decide(msgs: &[(String, Info, Vec<PartData>)], may_grow: bool) -> Classificat
             ),
         };
     }
-    if let Some(c) = parts.iter().find(|p| {
-        p.ty == "tool"
-            && p.state
-                .as_ref()
-                .is_none_or(|s| matches!(s.status.as_str(), "pending" | "running"))
-    }) {
+    let running: Vec<&PartData> = parts
+        .iter()
+        .filter(|p| {
+            p.ty == "tool"
+                && p.state
+                    .as_ref()
+                    .is_none_or(|s| matches!(s.status.as_str(), "pending" | "running"))
+        })
+        .collect();
+    if let Some(c) = running.first() {
+        let more = match running.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
         let mut out = decided(
             Verdict::InterruptedToolCall,
             format!(
-                "assistant {id}: tool {} (call {}) is {} with no result",
+                "assistant {id}: tool {} (call {}) is {} with no result{more}",
                 c.tool.as_deref().unwrap_or("?"),
                 c.call_id.as_deref().unwrap_or("?"),
                 c.state.as_ref().map_or("pending", |s| s.status.as_str())
             ),
         );
-        out.interrupted_call = Some(describe_call(c));
+        out.set_interrupted(running.iter().map(|c| interrupted_call(c)).collect());
         return out;
     }
     if info.finish.as_deref() == Some("error") || info.error.is_some() {

@@ -2,7 +2,7 @@
 use super::{Parsed, clip, need_more, stem};
 use crate::formats::pi::{Content, Entry, Msg, content, text_of};
 use crate::lines::{UserText, is_context_overflow, is_transient_error, user_text_kind};
-use crate::verdict::{Classification, SessionMeta, SkipWhy, Verdict};
+use crate::verdict::{Classification, InterruptedCall, SessionMeta, SkipWhy, Verdict};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::collections::HashSet;
@@ -19,12 +19,21 @@ fn has_content(raw: Option<&RawValue>) -> bool {
     }
 }
 
-fn tool_calls(raw: Option<&RawValue>) -> Vec<(String, String)> {
+/// The `toolCall` blocks of a message: (call id, the call as recorded).
+fn tool_calls(raw: Option<&RawValue>) -> Vec<(String, InterruptedCall)> {
     match content(raw) {
         Some(Content::Blocks(b)) => b
             .into_iter()
             .filter(|b| b.ty == "toolCall")
-            .map(|b| (b.id.unwrap_or_default(), b.name.unwrap_or_default()))
+            .map(|b| {
+                let id = b.id.unwrap_or_default();
+                let call = InterruptedCall::new(
+                    b.name.as_deref().unwrap_or_default(),
+                    b.arguments.as_ref(),
+                    Some(&id),
+                );
+                (id, call)
+            })
             .collect(),
         _ => Vec::new(),
     }
@@ -105,12 +114,15 @@ pub fn classify_openclaw(tail: &[u8], meta: &SessionMeta) -> Classification {
 struct Decision {
     verdict: Verdict,
     reason: String,
+    /// For `interrupted_tool_call`: the calls without a result.
+    calls: Vec<InterruptedCall>,
 }
 
 fn decision(verdict: Verdict, reason: impl Into<String>) -> Option<Decision> {
     Some(Decision {
         verdict,
         reason: reason.into(),
+        calls: Vec::new(),
     })
 }
 
@@ -328,11 +340,10 @@ impl Walk {
             self.artifact = true;
             return None;
         }
-        let calls = tool_calls(m.content);
-        let open: Vec<&str> = calls
-            .iter()
+        let open: Vec<InterruptedCall> = tool_calls(m.content)
+            .into_iter()
             .filter(|(cid, _)| !self.results.contains(cid))
-            .map(|(_, n)| n.as_str())
+            .map(|(_, c)| c)
             .collect();
         if !open.is_empty() {
             let partial = if self.saw_result {
@@ -340,13 +351,15 @@ impl Walk {
             } else {
                 ""
             };
-            return decision(
-                Verdict::InterruptedToolCall,
-                format!(
+            let names: Vec<&str> = open.iter().map(|c| c.tool.as_str()).collect();
+            return Some(Decision {
+                verdict: Verdict::InterruptedToolCall,
+                reason: format!(
                     "entry {id}: tool call {} has no result{partial}",
-                    open.join(", ")
+                    names.join(", ")
                 ),
-            );
+                calls: open,
+            });
         }
         if self.saw_result {
             let a = if self.artifact {
@@ -452,6 +465,7 @@ fn classify_inner(tail: &[u8], meta: &SessionMeta, _openclaw: bool) -> Classific
     let apply = |mut out: Classification, d: Decision| {
         out.verdict = d.verdict;
         out.reason = format!("{}{torn_note}", d.reason);
+        out.set_interrupted(d.calls);
         out
     };
     let mut walk = Walk::default();

@@ -1,6 +1,6 @@
 //! Which injector each session gets, from `--inject`, `--inject-command` and `--preset`.
 use super::args::ScanArgs;
-use crate::classify::Format;
+use crate::format::Format;
 use crate::inject::{self, Preset, Template};
 
 /// How one session is resumed.

@@ -241,6 +241,7 @@ impl<'a> Run<'a> {
                         None => inject::resume_message(
                             &message,
                             r.verdict,
+                            &r.interrupted_calls,
                             r.interrupted_call.as_deref(),
                         ),
                     },
@@ -423,7 +424,9 @@ impl<'a> Run<'a> {
 
     /// Step 5: log every decision and print the result. Exit 1 if an injection failed.
     fn finish(mut self, reports: &[Report], scanned: Duration) -> anyhow::Result<i32> {
-        for r in reports {
+        // (each report built into a JSON value only when it is written)
+        let logging = self.log.enabled();
+        for r in reports.iter().filter(|_| logging) {
             self.log.log(
                 "decision",
                 serde_json::json!({"trigger": self.a.trigger, "report": r}),

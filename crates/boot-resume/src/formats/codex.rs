@@ -16,8 +16,10 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::stream::Lines;
-use super::{Conversation, Event, Part, ReadError, ReadOptions, Usage, text_content};
-use crate::classify::Format;
+use super::{
+    Conversation, Event, Part, ReadError, ReadOptions, Usage, dropped_blocks, text_content,
+};
+use crate::format::Format;
 
 /// One line: `{"timestamp", "type", "payload"}`.
 #[derive(Deserialize)]
@@ -41,6 +43,10 @@ pub struct Payload<'a> {
     pub call_id: Option<String>,
     #[serde(default)]
     pub name: Option<String>,
+    /// The tool namespace a call names (0.171+: an MCP server's tools are sent as the
+    /// namespace `mcp__<server>`, and a call records `"name":"bump","namespace":"mcp__side"`).
+    #[serde(default)]
+    pub namespace: Option<String>,
     #[serde(default)]
     pub reason: Option<String>,
     #[serde(default)]
@@ -95,6 +101,44 @@ pub const OUTPUTS: &[&str] = &[
     "tool_search_call_output",
 ];
 
+impl Payload<'_> {
+    /// The name of the call this item (of type `ty`) makes, as the model called it: an MCP
+    /// tool is its namespace and name joined by `__` (`mcp__side__bump`, the name Codex
+    /// gave the model before 0.171 and Claude Code gives it), so it is never mistaken for a
+    /// built-in tool of the same name.
+    pub fn call_name(&self, ty: &str) -> String {
+        let name = self.name.clone().unwrap_or_else(|| ty.replace("_call", ""));
+        match self.namespace.as_deref().filter(|n| !n.is_empty()) {
+            Some(ns) => format!("{ns}__{name}"),
+            None => name,
+        }
+    }
+
+    /// The arguments of the call this item (of type `ty`) makes, as JSON object text:
+    /// `function_call` records them as a string, `custom_tool_call` an `input`,
+    /// `local_shell_call` an `action`.
+    pub fn call_arguments(&self, ty: &str) -> String {
+        match ty {
+            "function_call" => match &self.arguments {
+                Some(Value::String(s)) => s.clone(),
+                Some(v) => v.to_string(),
+                None => "{}".into(),
+            },
+            "custom_tool_call" => {
+                serde_json::json!({"input": self.input.clone().unwrap_or(Value::Null)}).to_string()
+            }
+            "local_shell_call" => {
+                serde_json::json!({"action": self.action.clone().unwrap_or(Value::Null)})
+                    .to_string()
+            }
+            _ => self
+                .arguments
+                .as_ref()
+                .map_or_else(|| "{}".into(), |v| v.to_string()),
+        }
+    }
+}
+
 /// Codex CLI versions whose rollouts this reader knows.
 const KNOWN: &str = "0.x";
 
@@ -130,7 +174,7 @@ pub fn read(source: &Path, opts: &ReadOptions) -> Result<Conversation, ReadError
         first = false;
         on_line(&mut conv, line)?;
     }
-    (conv.bytes, conv.sha256) = lines.digest();
+    conv.finish_lines(&lines);
     Ok(conv)
 }
 
@@ -193,10 +237,10 @@ fn response_item(conv: &mut Conversation, p: Payload, timestamp: Option<String>)
     match ty.as_str() {
         "message" => {
             let (text, other) = p.content.as_ref().map(text_content).unwrap_or_default();
-            if other > 0 {
+            if !other.is_empty() {
                 conv.drop_one(
-                    "message non-text part",
-                    "content other than text (an image)",
+                    format!("message {} part", dropped_blocks(&other)),
+                    "content other than text",
                 );
             }
             match p.role.as_deref() {
@@ -229,18 +273,8 @@ fn response_item(conv: &mut Conversation, p: Payload, timestamp: Option<String>)
             conv.answer_part(Part::Reasoning(text));
         }
         "function_call" | "custom_tool_call" | "local_shell_call" => {
-            let arguments = match ty.as_str() {
-                "function_call" => match p.arguments {
-                    Some(Value::String(s)) => s,
-                    Some(v) => v.to_string(),
-                    None => "{}".into(),
-                },
-                "custom_tool_call" => {
-                    serde_json::json!({"input": p.input.unwrap_or(Value::Null)}).to_string()
-                }
-                _ => serde_json::json!({"action": p.action.unwrap_or(Value::Null)}).to_string(),
-            };
-            let name = p.name.clone().unwrap_or_else(|| ty.replace("_call", ""));
+            let arguments = p.call_arguments(&ty);
+            let name = p.call_name(&ty);
             conv.answer_part(Part::Call {
                 id: p.call_id.clone().unwrap_or_default(),
                 name,

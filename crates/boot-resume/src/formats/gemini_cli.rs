@@ -22,7 +22,8 @@ use serde_json::Value;
 
 use super::stream::Lines;
 use super::{Answer, Conversation, Event, Part, ReadError, ReadOptions, Usage};
-use crate::classify::Format;
+use crate::format::Format;
+use crate::verdict::InterruptedCall;
 
 /// One line, whichever of the four kinds it is: metadata, `$set`, `$rewindTo`, or a message
 /// (then `message.ty` is not empty).
@@ -225,13 +226,14 @@ pub fn is_metadata(l: &Line) -> bool {
     l.session_id.is_some() && l.project_hash.is_some() && l.message.ty.is_empty()
 }
 
-/// A call as the resume message names it: `name {args}`.
-pub fn describe_call(c: &ToolCall) -> String {
-    let args = match &c.args {
-        Value::Null => String::new(),
-        v => format!(" {v}"),
-    };
-    format!("{}{args}", c.name.as_deref().unwrap_or("a tool"))
+/// A recorded call without its result, as the session recorded it: name, arguments and id
+/// (what a resume message names).
+pub fn interrupted_call(c: &ToolCall) -> InterruptedCall {
+    InterruptedCall::new(
+        c.name.as_deref().unwrap_or_default(),
+        Some(&c.args),
+        c.id.as_deref(),
+    )
 }
 
 /// The text of a call's result parts (`functionResponse.response.output`, else the JSON).
@@ -283,7 +285,7 @@ pub fn read(source: &Path, opts: &ReadOptions) -> Result<Conversation, ReadError
         }
         fold.apply(parsed);
     }
-    (conv.bytes, conv.sha256) = lines.digest();
+    conv.finish_lines(&lines);
     conv.session_id = fold.session_id.clone();
     let mut answered = std::collections::HashSet::new();
     for m in fold.messages {

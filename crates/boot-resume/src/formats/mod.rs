@@ -19,7 +19,7 @@ pub mod stream;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::classify::Format;
+use crate::format::Format;
 
 /// The bounds every reader holds to. Each is named in the error that refuses input past it.
 #[derive(Debug, Clone, Copy)]
@@ -74,15 +74,6 @@ pub enum ReadError {
         line: u64,
         offset: u64,
         limit: usize,
-    },
-    #[error(
-        "{path}: line {line} (byte {offset}) is not UTF-8 text ({what}); this looks like a binary file, not a session log"
-    )]
-    Binary {
-        path: PathBuf,
-        line: u64,
-        offset: u64,
-        what: &'static str,
     },
     #[error(
         "{path}: {what} version {version:?} is not one this build reads ({known}); import it with a Lazarus that knows it"
@@ -218,6 +209,38 @@ impl Conversation {
         e.0 += 1;
     }
 
+    /// Takes what a reader's [`stream::Lines`] read: the bytes and their SHA-256, and what
+    /// the damage rule cut or replaced, reported as dropped.
+    pub(crate) fn finish_lines(&mut self, lines: &stream::Lines) {
+        (self.bytes, self.sha256) = lines.digest();
+        let d = lines.damage();
+        if d.nul_runs > 0 {
+            let e = self
+                .dropped
+                .entry("NUL bytes (crash debris)".into())
+                .or_insert_with(|| {
+                    (
+                        0,
+                        "zeros where a write never landed, cut; the records around them were read"
+                            .into(),
+                    )
+                });
+            e.0 += d.nul_bytes;
+        }
+        if d.invalid_utf8 > 0 {
+            let e = self
+                .dropped
+                .entry("invalid UTF-8 sequence".into())
+                .or_insert_with(|| {
+                    (
+                        0,
+                        "replaced by U+FFFD; the record around it was kept".into(),
+                    )
+                });
+            e.0 += d.invalid_utf8;
+        }
+    }
+
     /// Notes a line that did not parse: a whole line in the middle is skipped (a write glued
     /// onto a torn one, as the agents' own loaders skip it); a last line cut short is torn.
     pub(crate) fn unparsable(&mut self, terminated: bool, offset: u64) {
@@ -316,7 +339,9 @@ pub fn detect(source: &Path, limits: &Limits) -> Result<Format, ReadError> {
     if meta.is_dir() && !opencode::databases(source).is_empty() {
         return Ok(Format::Opencode);
     }
-    if openclaw::is_sqlite(source) && opencode::sessions(source).is_ok() {
+    if openclaw::is_sqlite(source)
+        && opencode::sessions(source, &crate::sqlite::WaitBudget::per_database()).is_ok()
+    {
         return Ok(Format::Opencode);
     }
     if meta.is_dir() || openclaw::is_sqlite(source) {
@@ -325,7 +350,7 @@ pub fn detect(source: &Path, limits: &Limits) -> Result<Format, ReadError> {
     let mut lines = stream::Lines::open(source, limits)?;
     let mut seen = 0;
     while let Some(l) = lines.next_line()? {
-        if let Some(f) = crate::classify::detect(Some(l.bytes), b"", &source.to_string_lossy()) {
+        if let Some(f) = crate::format::detect(Some(l.bytes), b"", &source.to_string_lossy()) {
             return Ok(f);
         }
         seen += 1;
@@ -339,23 +364,52 @@ pub fn detect(source: &Path, limits: &Limits) -> Result<Format, ReadError> {
     })
 }
 
-/// The text of content that is a string or an array of `{"type":"text","text":…}` blocks
-/// (blocks joined by `\n`); the second value counts blocks that are not text.
-pub(crate) fn text_content(v: &serde_json::Value) -> (String, usize) {
+/// The text of content that is a string or an array of blocks: `{"type":"text","text":…}`
+/// blocks, and `tool_reference` blocks (Claude Code's ToolSearch result: the tools it made
+/// callable) as a line naming the tool, joined by `\n`. The second value names the type of
+/// each block that is neither (an image, a document), for the reader to report as dropped.
+pub(crate) fn text_content(v: &serde_json::Value) -> (String, Vec<String>) {
     match v {
-        serde_json::Value::String(s) => (s.clone(), 0),
+        serde_json::Value::String(s) => (s.clone(), Vec::new()),
         serde_json::Value::Array(items) => {
             let mut out = Vec::new();
-            let mut other = 0;
+            let mut other = Vec::new();
             for i in items {
-                match i.get("text").and_then(|t| t.as_str()) {
-                    Some(t) => out.push(t),
-                    None => other += 1,
+                if let Some(t) = i.get("text").and_then(|t| t.as_str()) {
+                    out.push(t.to_string());
+                } else if let Some(tool) = tool_reference(i) {
+                    out.push(format!("[tool reference: {tool}]"));
+                } else {
+                    other.push(
+                        i.get("type")
+                            .and_then(|t| t.as_str())
+                            .unwrap_or("untyped")
+                            .to_string(),
+                    );
                 }
             }
             (out.join("\n"), other)
         }
-        serde_json::Value::Null => (String::new(), 0),
-        other => (other.to_string(), 0),
+        serde_json::Value::Null => (String::new(), Vec::new()),
+        other => (other.to_string(), Vec::new()),
     }
+}
+
+/// The tool a `{"type":"tool_reference","tool_name":…}` block names.
+fn tool_reference(block: &serde_json::Value) -> Option<&str> {
+    if block.get("type").and_then(|t| t.as_str()) != Some("tool_reference") {
+        return None;
+    }
+    block
+        .get("tool_name")
+        .or_else(|| block.get("name"))
+        .and_then(|t| t.as_str())
+}
+
+/// How a reader reports content blocks it did not keep: `image`, `document` …
+pub(crate) fn dropped_blocks(types: &[String]) -> String {
+    let mut t: Vec<&str> = types.iter().map(String::as_str).collect();
+    t.sort_unstable();
+    t.dedup();
+    t.join(", ")
 }

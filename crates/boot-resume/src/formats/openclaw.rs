@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use super::pi::Tree;
 use super::stream::{depth_exceeds, hex};
 use super::{Conversation, ReadError, ReadOptions};
-use crate::classify::Format;
-use crate::fsutil::open_ro;
+use crate::format::Format;
+use crate::sqlite::{self, WaitBudget};
 
 /// Agent database schema versions this reader knows.
 pub const KNOWN: &str = "up to 23";
@@ -58,7 +58,8 @@ pub fn databases(source: &Path) -> Vec<PathBuf> {
         .flatten()
         .filter_map(|e| e.ok())
         .map(|e| e.path().join("agent").join("openclaw-agent.sqlite"))
-        .filter(|p| p.is_file())
+        // whatever it is: a symbolic link is followed, anything else refused by name
+        .filter(|p| p.symlink_metadata().is_ok())
         .collect();
     out.sort();
     out
@@ -76,7 +77,8 @@ pub fn read(source: &Path, opts: &ReadOptions) -> Result<Conversation, ReadError
     }
     let mut known = Vec::new();
     for db in &dbs {
-        let sessions = sessions(db)?;
+        let budget = WaitBudget::per_database();
+        let sessions = sessions(db, &budget)?;
         let pick = match &opts.session_key {
             Some(k) => sessions
                 .iter()
@@ -86,7 +88,7 @@ pub fn read(source: &Path, opts: &ReadOptions) -> Result<Conversation, ReadError
             None => None,
         };
         if let Some((key, id)) = pick {
-            return read_session(db, key, &id, opts);
+            return read_session(db, key, &id, opts, &budget);
         }
         known.extend(sessions.into_iter().map(|(k, id)| k.unwrap_or(id)));
     }
@@ -106,16 +108,25 @@ pub fn read(source: &Path, opts: &ReadOptions) -> Result<Conversation, ReadError
     })
 }
 
+/// SQLite's error first, then the database.
 fn sql(db: &Path) -> impl Fn(rusqlite::Error) -> ReadError + '_ {
-    move |e| ReadError::Sqlite {
+    move |e| ReadError::Database {
         path: db.to_path_buf(),
-        why: e.to_string(),
+        why: sqlite::DbError::sqlite("OpenClaw", db, e, std::time::Duration::ZERO).to_string(),
     }
 }
 
+/// Opens an agent database for reading (one bounded wait for its lock).
+fn open(db: &Path, budget: &WaitBudget) -> Result<rusqlite::Connection, ReadError> {
+    sqlite::open(db, "OpenClaw", budget).map_err(|e| ReadError::Database {
+        path: db.to_path_buf(),
+        why: e.to_string(),
+    })
+}
+
 /// (session key, session id) of every session with events.
-fn sessions(db: &Path) -> Result<Vec<(Option<String>, String)>, ReadError> {
-    let c = open_ro(db).map_err(sql(db))?;
+fn sessions(db: &Path, budget: &WaitBudget) -> Result<Vec<(Option<String>, String)>, ReadError> {
+    let c = open(db, budget)?;
     let mut st = c
         .prepare(
             "SELECT DISTINCT e.session_id, \
@@ -136,8 +147,9 @@ fn read_session(
     key: Option<String>,
     id: &str,
     opts: &ReadOptions,
+    budget: &WaitBudget,
 ) -> Result<Conversation, ReadError> {
-    let c = open_ro(db).map_err(sql(db))?;
+    let c = open(db, budget)?;
     let mut conv = Conversation::new(Format::Openclaw, db);
     let meta: Option<(i64, Option<String>)> = c
         .query_row(

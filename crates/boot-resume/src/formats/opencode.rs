@@ -24,8 +24,12 @@ use serde_json::value::RawValue;
 
 use super::stream::hex;
 use super::{Answer, Conversation, Event, Part, ReadError, ReadOptions, Usage};
-use crate::classify::Format;
-use crate::fsutil::open_ro;
+use crate::format::Format;
+use crate::sqlite::{self, DbError, WaitBudget};
+use crate::verdict::InterruptedCall;
+
+/// How errors name the program whose database it is.
+const PROGRAM: &str = "OpenCode";
 
 /// The OpenCode major versions whose rows this build reads.
 pub const KNOWN_MAJOR: &str = "1";
@@ -153,29 +157,27 @@ pub fn user_text(parts: &[PartData]) -> String {
         .join("\n")
 }
 
-/// A call as the resume message names it: `bash {"command":…}`.
-pub fn describe_call(p: &PartData) -> String {
-    let input = p
-        .state
-        .as_ref()
-        .map(|s| &s.input)
-        .filter(|v| !v.is_null())
-        .map(|v| format!(" {v}"))
-        .unwrap_or_default();
-    format!(
-        "{}{input} (call {})",
-        p.tool.as_deref().unwrap_or("a tool"),
-        p.call_id.as_deref().unwrap_or("?")
+/// A tool part that never finished, as the session recorded it: the tool, its input and
+/// call id (what a resume message names).
+pub fn interrupted_call(p: &PartData) -> InterruptedCall {
+    InterruptedCall::new(
+        p.tool.as_deref().unwrap_or_default(),
+        p.state.as_ref().map(|s| &s.input),
+        p.call_id.as_deref(),
     )
 }
 
 /// The OpenCode databases under a data directory (or the database itself):
 /// `opencode.db` and the channel builds' `opencode-<channel>.db`, found up to 6 directories
-/// down (so a home directory or a backup of one can be given too). Symlinks are not followed.
+/// down (so a home directory or a backup of one can be given too). Directory symlinks are
+/// not followed; an entry with a database's name that is not a regular file (a symbolic
+/// link, a FIFO, a directory) is listed too, for [`sqlite::open`] to follow or refuse by
+/// name.
 pub fn databases(source: &Path) -> Vec<PathBuf> {
     if !source.is_dir() {
         return vec![source.to_path_buf()];
     }
+    let named = |n: &str| n == "opencode.db" || (n.starts_with("opencode-") && n.ends_with(".db"));
     let mut out = Vec::new();
     let mut stack = vec![(source.to_path_buf(), 0usize)];
     while let Some((d, depth)) = stack.pop() {
@@ -183,12 +185,10 @@ pub fn databases(source: &Path) -> Vec<PathBuf> {
             let Ok(ft) = e.file_type() else { continue };
             let name = e.file_name();
             let n = name.to_string_lossy();
-            if ft.is_dir() && depth < 6 {
-                stack.push((e.path(), depth + 1));
-            } else if ft.is_file()
-                && (n == "opencode.db" || (n.starts_with("opencode-") && n.ends_with(".db")))
-            {
+            if named(&n) {
                 out.push(e.path());
+            } else if ft.is_dir() && depth < 6 {
+                stack.push((e.path(), depth + 1));
             }
         }
     }
@@ -196,30 +196,35 @@ pub fn databases(source: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Why a database cannot be read as OpenCode's.
-fn schema_problem(c: &rusqlite::Connection) -> Option<String> {
+/// Whether the database has the tables and columns read here: a missing one is a schema
+/// this build does not read; any other failure is SQLite's own error.
+fn check_schema(c: &rusqlite::Connection, db: &Path) -> Result<(), DbError> {
     for (table, cols) in [
         ("session", "id, version, directory, parent_id, time_updated"),
         ("message", "id, session_id, time_created, data"),
         ("part", "id, message_id, data"),
     ] {
-        if let Err(e) = c.prepare(&format!("SELECT {cols} FROM {table} LIMIT 0")) {
-            return Some(format!("table {table} ({cols}): {e}"));
+        match c.prepare(&format!("SELECT {cols} FROM {table} LIMIT 0")) {
+            Ok(_) => {}
+            Err(e) if DbError::is_schema_error(&e) => {
+                return Err(DbError::Schema {
+                    program: PROGRAM,
+                    path: db.to_path_buf(),
+                    known: "OpenCode 1.x",
+                    detail: format!("table {table} ({cols}): {e}"),
+                });
+            }
+            Err(e) => return Err(DbError::sqlite(PROGRAM, db, e, std::time::Duration::ZERO)),
         }
     }
-    None
+    Ok(())
 }
 
-/// The sessions of a database.
-pub fn sessions(db: &Path) -> Result<Vec<SessionLine>, String> {
-    let ctx = |e: rusqlite::Error| format!("OpenCode database {}: {e}", db.display());
-    let c = open_ro(db).map_err(ctx)?;
-    if let Some(p) = schema_problem(&c) {
-        return Err(format!(
-            "OpenCode database {}: not the schema this build reads (OpenCode {KNOWN_MAJOR}.x): {p}",
-            db.display()
-        ));
-    }
+/// The sessions of a database, waiting for its lock at most what `budget` has left.
+pub fn sessions(db: &Path, budget: &WaitBudget) -> Result<Vec<SessionLine>, DbError> {
+    let c = sqlite::open(db, PROGRAM, budget)?;
+    check_schema(&c, db)?;
+    let ctx = |e| DbError::sqlite(PROGRAM, db, e, std::time::Duration::ZERO);
     let mut st = c
         .prepare(
             "SELECT id, version, directory, parent_id, title, time_updated, time_archived FROM session ORDER BY time_updated",
@@ -248,9 +253,10 @@ pub fn export_tail(
     db: &Path,
     session: &SessionLine,
     limit: usize,
-) -> Result<(Vec<u8>, bool), String> {
-    let ctx = |e: rusqlite::Error| format!("OpenCode database {}: {e}", db.display());
-    let c = open_ro(db).map_err(ctx)?;
+    budget: &WaitBudget,
+) -> Result<(Vec<u8>, bool), DbError> {
+    let ctx = |e| DbError::sqlite(PROGRAM, db, e, std::time::Duration::ZERO);
+    let c = sqlite::open(db, PROGRAM, budget)?;
     let mut st = c
         .prepare(
             "SELECT id, data FROM message WHERE session_id = ?1 ORDER BY time_created DESC, id DESC LIMIT ?2",
@@ -267,7 +273,8 @@ pub fn export_tail(
     let mut parts_st = c
         .prepare("SELECT data FROM part WHERE message_id = ?1 ORDER BY id")
         .map_err(ctx)?;
-    let mut out = serde_json::to_vec(session).map_err(|e| e.to_string())?;
+    let mut out = serde_json::to_vec(session)
+        .map_err(|e| ctx(rusqlite::Error::ToSqlConversionFailure(e.into())))?;
     out.push(b'\n');
     for (id, data) in msgs.iter().rev() {
         let parts: Vec<String> = parts_st
@@ -284,7 +291,8 @@ pub fn export_tail(
             "info": raw(data),
             "parts": parts.iter().map(|p| raw(p)).collect::<Vec<_>>(),
         });
-        serde_json::to_writer(&mut out, &line).map_err(|e| e.to_string())?;
+        serde_json::to_writer(&mut out, &line)
+            .map_err(|e| ctx(rusqlite::Error::ToSqlConversionFailure(e.into())))?;
         out.push(b'\n');
     }
     Ok((out, complete))
@@ -300,14 +308,15 @@ pub fn read(source: &Path, opts: &ReadOptions) -> Result<Conversation, ReadError
     };
     let mut known = Vec::new();
     for db in &dbs {
-        let sessions = sessions(db).map_err(|e| sql(db, e))?;
+        let budget = WaitBudget::per_database();
+        let sessions = sessions(db, &budget).map_err(|e| sql(db, e.to_string()))?;
         let pick = match &opts.session_key {
             Some(k) => sessions.iter().find(|s| &s.id == k).cloned(),
             None if dbs.len() == 1 && sessions.len() == 1 => sessions.first().cloned(),
             None => None,
         };
         if let Some(s) = pick {
-            return read_session(db, &s);
+            return read_session(db, &s, &budget);
         }
         known.extend(sessions.into_iter().map(|s| s.id));
     }
@@ -330,7 +339,11 @@ pub fn read(source: &Path, opts: &ReadOptions) -> Result<Conversation, ReadError
     })
 }
 
-fn read_session(db: &Path, s: &SessionLine) -> Result<Conversation, ReadError> {
+fn read_session(
+    db: &Path,
+    s: &SessionLine,
+    budget: &WaitBudget,
+) -> Result<Conversation, ReadError> {
     use sha2::Digest;
     if let Some(v) = s.version.as_deref().filter(|v| !version_known(v)) {
         return Err(ReadError::UnknownVersion {
@@ -340,10 +353,11 @@ fn read_session(db: &Path, s: &SessionLine) -> Result<Conversation, ReadError> {
             known: "OpenCode 1.x",
         });
     }
-    let (bytes, _) = export_tail(db, s, usize::MAX >> 1).map_err(|why| ReadError::Database {
-        path: db.to_path_buf(),
-        why,
-    })?;
+    let (bytes, _) =
+        export_tail(db, s, usize::MAX >> 1, budget).map_err(|e| ReadError::Database {
+            path: db.to_path_buf(),
+            why: e.to_string(),
+        })?;
     let mut conv = Conversation::new(Format::Opencode, db);
     conv.session_id = Some(s.id.clone());
     conv.cwd = s.directory.clone();

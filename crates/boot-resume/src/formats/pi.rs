@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 
 use super::stream::Lines;
 use super::{Answer, Conversation, Event, Part, ReadError, ReadOptions, Usage, text_content};
-use crate::classify::Format;
+use crate::format::Format;
 
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
     Option::<String>::deserialize(d).map(Some)
@@ -134,7 +134,7 @@ pub fn read(source: &Path, opts: &ReadOptions) -> Result<Conversation, ReadError
     while let Some(l) = lines.next_line()? {
         tree.line(&mut conv, l.bytes, l.terminated, l.offset)?;
     }
-    (conv.bytes, conv.sha256) = lines.digest();
+    conv.finish_lines(&lines);
     tree.finish(&mut conv, opts.branches);
     Ok(conv)
 }

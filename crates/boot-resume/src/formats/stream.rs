@@ -1,7 +1,9 @@
 //! Reading a source line by line within [`Limits`]: memory is bounded by the line limit,
 //! never by the file. Only regular files are opened (a FIFO or a device is refused before it
 //! could block or run forever); every byte read is hashed (SHA-256), so the provenance of an
-//! import covers exactly what was read.
+//! import covers exactly what was read. Damaged bytes are read by the rule the scan reads
+//! them by ([`crate::damage`]): a byte order mark read through, NUL debris cut (it ends the
+//! line before it), invalid UTF-8 replaced; [`Lines::damage`] says what was.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -10,6 +12,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::{Limits, ReadError};
+use crate::damage::Damage;
 
 /// One line of a source (without its `\n`).
 #[derive(Debug, Clone, Copy)]
@@ -28,7 +31,15 @@ pub struct Lines {
     path: PathBuf,
     reader: BufReader<File>,
     limits: Limits,
+    /// The raw line read last.
     buf: Vec<u8>,
+    /// It as the damage rule reads it, and the pieces of it not handed out yet (start, end),
+    /// last first.
+    fixed: Vec<u8>,
+    pieces: Vec<(usize, usize)>,
+    /// The raw line's number, offset and whether it ended with `\n`.
+    current: (u64, u64, bool),
+    damage: Damage,
     hasher: Sha256,
     read: u64,
     number: u64,
@@ -98,6 +109,10 @@ impl Lines {
             reader: BufReader::with_capacity(64 << 10, file),
             limits: *limits,
             buf: Vec::new(),
+            fixed: Vec::new(),
+            pieces: Vec::new(),
+            current: (0, 0, true),
+            damage: Damage::default(),
             hasher: Sha256::new(),
             read: 0,
             number: 0,
@@ -113,6 +128,18 @@ impl Lines {
     /// The next non-blank line, or `None` at the end.
     pub fn next_line(&mut self) -> Result<Option<Line<'_>>, ReadError> {
         loop {
+            if let Some((a, b)) = self.pieces.pop() {
+                let (number, offset, terminated) = self.current;
+                return Ok(Some(Line {
+                    bytes: &self.fixed[a..b],
+                    number,
+                    offset,
+                    // only the last piece of a last line without `\n` may be a torn write
+                    // at the end; a piece cut short by debris before more data is damage in
+                    // the middle
+                    terminated: terminated || !self.pieces.is_empty(),
+                }));
+            }
             if self.done {
                 return Ok(None);
             }
@@ -120,17 +147,43 @@ impl Lines {
             let offset = self.read;
             let terminated = self.fill_line(offset)?;
             self.number += 1;
-            if self.buf.iter().all(|b| b.is_ascii_whitespace()) {
-                continue;
+            self.current = (self.number, offset, terminated);
+            self.split_pieces(offset == 0, terminated);
+            for &(a, b) in &self.pieces {
+                self.check_line(&self.fixed[a..b], offset)?;
             }
-            self.check_line(offset, terminated)?;
-            return Ok(Some(Line {
-                bytes: &self.buf,
-                number: self.number,
-                offset,
-                terminated,
-            }));
         }
+    }
+
+    /// What the damage rule cut or replaced so far.
+    pub fn damage(&self) -> Damage {
+        self.damage
+    }
+
+    /// The raw line in `buf` as the damage rule reads it, split into its non-blank pieces
+    /// (more than one when NUL debris cut it).
+    fn split_pieces(&mut self, at_start: bool, terminated: bool) {
+        // a last line cut inside a character is a torn write, not an invalid sequence
+        let torn_char =
+            !terminated && std::str::from_utf8(&self.buf).is_err_and(|e| e.error_len().is_none());
+        let (fixed, mut d) = crate::damage::repair(&self.buf, at_start);
+        if torn_char {
+            d.invalid_utf8 = d.invalid_utf8.saturating_sub(1);
+        }
+        self.damage.add(d);
+        self.fixed.clear();
+        self.fixed.extend_from_slice(&fixed);
+        self.pieces.clear();
+        let mut start = 0;
+        let n = self.fixed.len();
+        for end in memchr::memchr_iter(b'\n', &self.fixed).chain(std::iter::once(n)) {
+            let piece = &self.fixed[start..end];
+            if !piece.iter().all(|b| b.is_ascii_whitespace()) {
+                self.pieces.push((start, end));
+            }
+            start = end + 1;
+        }
+        self.pieces.reverse();
     }
 
     /// Reads one line into `buf`; true when it ended with `\n`.
@@ -179,27 +232,11 @@ impl Lines {
         }
     }
 
-    fn check_line(&self, offset: u64, terminated: bool) -> Result<(), ReadError> {
-        let line = self.number;
-        let binary = |what| ReadError::Binary {
-            path: self.path.clone(),
-            line,
-            offset,
-            what,
-        };
-        if memchr::memchr(0, &self.buf).is_some() {
-            return Err(binary("it holds NUL bytes"));
-        }
-        if let Err(e) = std::str::from_utf8(&self.buf) {
-            // a last line cut inside a character is a torn write, not binary data
-            if terminated || e.error_len().is_some() {
-                return Err(binary("invalid UTF-8"));
-            }
-        }
-        if depth_exceeds(&self.buf, self.limits.depth) {
+    fn check_line(&self, line_bytes: &[u8], offset: u64) -> Result<(), ReadError> {
+        if depth_exceeds(line_bytes, self.limits.depth) {
             return Err(ReadError::TooDeep {
                 path: self.path.clone(),
-                line,
+                line: self.number,
                 offset,
                 limit: self.limits.depth,
             });

@@ -2,8 +2,8 @@
 //! without a shell. Also readiness waiting, the idempotency key, and what counts as "accepted":
 //! a resume is reported only once the injection is known to have been accepted — HTTP 2xx,
 //! exit status 0, or the session's own transcript recording the resume message.
-use crate::classify::Format;
-use crate::verdict::Verdict;
+use crate::format::Format;
+use crate::verdict::{InterruptedCall, Verdict};
 use std::time::Duration;
 
 mod command;
@@ -19,22 +19,50 @@ pub const DEFAULT_MESSAGE: &str = "[System] Your previous turn was interrupted (
 while you were working. Continue from the existing transcript and finish the interrupted task. \
 A tool call that was running may have half-run: check its effects before repeating it.";
 
-/// The resume message for one session: `base`, and for a cut-off tool call, which call it
-/// was (as the session recorded it, or that it was not recorded) and that its effect is
-/// unknown. A bare "continue" is not enough: a program that forgets the unrecorded call
-/// (Gemini CLI) lets the model run it again, and the side effect happens twice.
-pub fn resume_message(base: &str, verdict: Verdict, interrupted_call: Option<&str>) -> String {
+/// The resume message for one session: `base`, and for a cut-off tool call, each call that
+/// was running (its tool, with its MCP server where it has one, a summary of its arguments
+/// and its id, as the session recorded it; or what is known when it was not recorded) and
+/// that its effect is unknown and must be checked before it is run again. A bare "continue"
+/// is not enough: the model must know *which* call's effect is unknown, and a program that
+/// forgets an unrecorded call (Gemini CLI) lets the model run it again, so the side effect
+/// happens twice.
+pub fn resume_message(
+    base: &str,
+    verdict: Verdict,
+    calls: &[InterruptedCall],
+    unrecorded: Option<&str>,
+) -> String {
     if verdict != Verdict::InterruptedToolCall {
         return base.to_string();
     }
-    let call = match interrupted_call {
-        Some(c) => format!("The tool call that was running when it stopped: {c}."),
-        None => "A tool call was running when it stopped.".to_string(),
+    let check = "Check its effects (files, processes, remote state) before running it or anything like it again.";
+    let calls = match calls {
+        [] => match unrecorded {
+            Some(c) => format!(
+                "The tool call that was running when it stopped: {c}. Its effect is unknown: \
+it may have run fully, partly or not at all. {check}"
+            ),
+            None => format!(
+                "A tool call was running when it stopped. Its effect is unknown: it may have \
+run fully, partly or not at all. {check}"
+            ),
+        },
+        [one] => format!(
+            "The tool call that was running when it stopped: {}. Its effect is unknown: it \
+may have run fully, partly or not at all. {check}",
+            one.describe()
+        ),
+        many => {
+            let list: Vec<String> = many.iter().map(|c| format!("- {}", c.describe())).collect();
+            format!(
+                "The tool calls that were running when it stopped:\n{}\nThe effect of each \
+is unknown: it may have run fully, partly or not at all. Check each one's effects (files, \
+processes, remote state) before running it or anything like it again.",
+                list.join("\n")
+            )
+        }
     };
-    format!(
-        "{base}\n\n{call} Its effect is unknown: it may have run fully, partly or not at all. \
-Check its effects (files, processes, remote state) before running it or anything like it again."
-    )
+    format!("{base}\n\n{calls}")
 }
 
 /// Default Lazarus gateway URL.
@@ -195,4 +223,51 @@ pub fn idempotency_key(
         last_record_id.unwrap_or("")
     );
     uuid::Uuid::new_v5(&NS, name.as_bytes()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_message_names_each_interrupted_call_and_its_unknown_effect() {
+        let a = InterruptedCall::new("mcp__side__bump", None, Some("c1"));
+        let b = InterruptedCall::new("Bash", Some(&serde_json::json!({"command": "make"})), None);
+        let one = resume_message(
+            "BASE",
+            Verdict::InterruptedToolCall,
+            std::slice::from_ref(&a),
+            None,
+        );
+        assert!(one.starts_with("BASE\n\n"), "{one}");
+        assert!(
+            one.contains(&a.describe()) && one.contains("Its effect is unknown"),
+            "{one}"
+        );
+        let two = resume_message(
+            "BASE",
+            Verdict::InterruptedToolCall,
+            &[a.clone(), b.clone()],
+            None,
+        );
+        assert!(
+            two.contains(&format!("- {}\n- {}", a.describe(), b.describe())),
+            "{two}"
+        );
+        assert!(two.contains("The effect of each is unknown"), "{two}");
+        let none = resume_message(
+            "BASE",
+            Verdict::InterruptedToolCall,
+            &[],
+            Some("not recorded"),
+        );
+        assert!(
+            none.contains("not recorded") && none.contains("effect is unknown"),
+            "{none}"
+        );
+        assert_eq!(
+            resume_message("BASE", Verdict::PendingInput, &[a], None),
+            "BASE"
+        );
+    }
 }

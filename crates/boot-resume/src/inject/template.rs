@@ -1,7 +1,7 @@
 //! Command templates (shell-like word splitting, placeholders substituted per argument, never
 //! a shell) and the built-in presets for each agent.
 use super::{InjectError, ResumeRequest};
-use crate::classify::Format;
+use crate::format::Format;
 
 /// A command template: argv split like a POSIX shell would (quotes group words; nothing is
 /// expanded), placeholders substituted per element.

@@ -3,9 +3,9 @@
 //! permission mode, whether it is a sub-agent transcript), and the background agents
 //! launched in the window that never reported back.
 
-use super::record::{Line, NOTIFICATION, user_info};
+use super::record::{Content, Line, NOTIFICATION, content, is_idle_bookkeeping, user_info};
 use crate::classify::{Parsed, stem};
-use crate::verdict::{Classification, SessionMeta};
+use crate::verdict::{Classification, InterruptedCall, SessionMeta};
 use std::collections::HashSet;
 
 /// The line that tells who created the session: the separately read owner line (the first
@@ -43,8 +43,33 @@ pub(super) fn gather_facts<'a>(
         sidechain_only: true,
     };
     let mut any = false;
+    // The facts but the mode are known (and a few conversation lines were seen, enough to
+    // tell a sidechain-only file): from there only lines that can carry the mode are parsed.
+    let mut known = false;
     for i in (0..p.len()).rev() {
+        if known {
+            if f.permission_mode.is_some() {
+                break;
+            }
+            if !crate::lines::contains(p.lines[i], b"\"permissionMode\"") {
+                continue;
+            }
+        }
+        // (the newest line's uuid is the fingerprint's: read it whatever the line is)
+        if out.last_record_id.is_some() && is_idle_bookkeeping(p.lines[i]) {
+            continue;
+        }
         let Some(l) = p.get(i) else { continue };
+        // The newest line that carries the mode, whatever its type and however far back:
+        // since ToolSearch, tool_result lines carry none, and a turn may hold many of them
+        // (beyond the window the caller looks, `tail::permission_mode_before`, for a session
+        // that is to be resumed).
+        if f.permission_mode.is_none() && !l.is_sidechain {
+            f.permission_mode = l.permission_mode.clone();
+        }
+        if known {
+            continue;
+        }
         if out.last_record_id.is_none() {
             out.last_record_id = l.uuid.clone();
         }
@@ -57,25 +82,15 @@ pub(super) fn gather_facts<'a>(
         if f.version.is_none() {
             f.version = l.version.clone();
         }
-        if f.permission_mode.is_none() && (l.ty == "user" || l.ty == "permission-mode") {
-            f.permission_mode = l.permission_mode.clone();
-        }
         if l.ty == "user" || l.ty == "assistant" {
             any = true;
             f.sidechain_only &= l.is_sidechain || l.agent_id.is_some();
         }
-        // Stop once the facts are known and a few conversation lines were seen (enough to
-        // tell a sidechain-only file); the decision walk parses lazily on its own.
-        // (The permission mode is on every user line and in the `permission-mode` records
-        // Claude Code writes at each turn's end, so the newest lines hold it.)
-        if any
+        known = any
             && out.session_id.is_some()
             && out.cwd.is_some()
             && f.version.is_some()
-            && i + 4 < p.len()
-        {
-            break;
-        }
+            && i + 4 < p.len();
     }
     f.sidechain_only &= any;
     if out.session_id.is_none() {
@@ -87,8 +102,9 @@ pub(super) fn gather_facts<'a>(
     f
 }
 
-/// Background agents launched in the window (tool-use ids) that never reported back.
-pub(super) fn outstanding_background_agents<'a>(p: &Parsed<'a, Line<'a>>) -> Vec<String> {
+/// Background agents launched in the window that never reported back: their launching
+/// calls, as recorded (the `Agent` tool_use with its input, when it lies in the window).
+pub(super) fn outstanding_background_agents<'a>(p: &Parsed<'a, Line<'a>>) -> Vec<InterruptedCall> {
     let mut launched: Vec<String> = Vec::new();
     let mut reported: HashSet<String> = HashSet::new();
     for i in 0..p.len() {
@@ -123,5 +139,34 @@ pub(super) fn outstanding_background_agents<'a>(p: &Parsed<'a, Line<'a>>) -> Vec
         }
     }
     launched.retain(|id| !reported.contains(id));
-    launched
+    launched.iter().map(|id| launch_call(p, id)).collect()
+}
+
+/// The `tool_use` that launched background agent `id`, as recorded; its id alone when the
+/// assistant line lies before the window.
+fn launch_call<'a>(p: &Parsed<'a, Line<'a>>, id: &str) -> InterruptedCall {
+    let needle = format!("\"{id}\"");
+    for i in (0..p.len()).rev() {
+        if !crate::lines::contains(p.lines[i], needle.as_bytes())
+            || !crate::lines::contains(p.lines[i], b"\"tool_use\"")
+        {
+            continue;
+        }
+        let Some(l) = p.get(i) else { continue };
+        if l.ty != "assistant" {
+            continue;
+        }
+        if let Some(Content::Blocks(bs)) = content(l.message.as_ref().and_then(|m| m.content)) {
+            for b in bs {
+                if b.ty == "tool_use" && b.id.as_deref() == Some(id) {
+                    return InterruptedCall::new(
+                        b.name.as_deref().unwrap_or("Agent"),
+                        b.input.as_ref(),
+                        Some(id),
+                    );
+                }
+            }
+        }
+    }
+    InterruptedCall::new("Agent", None, Some(id))
 }

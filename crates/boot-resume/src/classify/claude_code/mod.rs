@@ -91,6 +91,10 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     let mut walk = Walk::default();
     let mut found = None;
     for i in (0..p.len()).rev() {
+        // (bookkeeping is skipped by the walk anyway: not parsed at all)
+        if record::is_idle_bookkeeping(p.lines[i]) {
+            continue;
+        }
         let Some(l) = p.get(i) else { continue };
         if let Some(d) = walk.step(l, version) {
             found = Some(d);
@@ -113,20 +117,20 @@ pub fn classify(tail: &[u8], meta: &SessionMeta) -> Classification {
     if d.verdict == Verdict::Finished {
         let open = outstanding_background_agents(&p);
         if !open.is_empty() {
-            return decide(
-                out,
-                Verdict::InterruptedToolCall,
-                format!(
-                    "background agent(s) launched by tool_use {} never reported back (no <task-notification>): their work was cut off; {}",
-                    open.join(", "),
-                    d.reason
-                ),
+            let ids: Vec<&str> = open.iter().filter_map(|c| c.id.as_deref()).collect();
+            let reason = format!(
+                "background agent(s) launched by tool_use {} never reported back (no <task-notification>): their work was cut off; {}",
+                ids.join(", "),
+                d.reason
             );
+            out.set_interrupted(open);
+            return decide(out, Verdict::InterruptedToolCall, reason);
         }
         if meta.has_subagents && may_grow {
             // A launch may lie before the window: look at the whole file (up to the cap).
             return need_more(p.torn);
         }
     }
+    out.set_interrupted(d.calls);
     decide(out, d.verdict, d.reason)
 }

@@ -6,7 +6,7 @@ use super::api_error::api_error_is_transient;
 use super::record::{Content, INTERRUPT_MARKER, Line, NOTIFICATION, content, user_info};
 use crate::classify::clip;
 use crate::lines::{UserText, user_text_kind};
-use crate::verdict::{SkipWhy, Verdict};
+use crate::verdict::{InterruptedCall, SkipWhy, Verdict};
 use std::collections::HashSet;
 
 fn writes_turn_duration(version: Option<&str>) -> bool {
@@ -21,7 +21,8 @@ fn writes_turn_duration(version: Option<&str>) -> bool {
 struct Group {
     id: Option<String>,
     uuid: String,
-    calls: Vec<(String, String)>,
+    /// (tool-use id, the call as recorded)
+    calls: Vec<(String, InterruptedCall)>,
     stop: Option<String>,
     api_error: Option<(bool, String)>,
 }
@@ -42,12 +43,15 @@ pub(super) struct Walk {
 pub(super) struct Decision {
     pub(super) verdict: Verdict,
     pub(super) reason: String,
+    /// For `interrupted_tool_call`: the calls without a result.
+    pub(super) calls: Vec<InterruptedCall>,
 }
 
 fn decision(verdict: Verdict, reason: impl Into<String>) -> Option<Decision> {
     Some(Decision {
         verdict,
         reason: reason.into(),
+        calls: Vec::new(),
     })
 }
 
@@ -70,25 +74,27 @@ impl Walk {
                 format!("turn ended (turn_duration) after assistant {uuid}"),
             );
         }
-        let open: Vec<&str> = g
+        let open: Vec<&InterruptedCall> = g
             .calls
             .iter()
             .filter(|(id, _)| !self.results.contains(id))
-            .map(|(_, n)| n.as_str())
+            .map(|(_, c)| c)
             .collect();
         if !open.is_empty() {
-            let sub = if open.iter().any(|n| *n == "Task" || *n == "Agent") {
+            let names: Vec<&str> = open.iter().map(|c| c.tool.as_str()).collect();
+            let sub = if names.iter().any(|n| *n == "Task" || *n == "Agent") {
                 " (a sub-agent was running)"
             } else {
                 ""
             };
-            return decision(
-                Verdict::InterruptedToolCall,
-                format!(
+            return Some(Decision {
+                verdict: Verdict::InterruptedToolCall,
+                reason: format!(
                     "assistant {uuid}: tool_use {} has no tool_result{sub}",
-                    open.join(", ")
+                    names.join(", ")
                 ),
-            );
+                calls: open.into_iter().cloned().collect(),
+            });
         }
         if self.saw_result {
             let inflight = if self.inflight {
@@ -179,9 +185,13 @@ impl Walk {
             if let Some(Content::Blocks(bs)) = content(m.content) {
                 for b in bs {
                     if b.ty == "tool_use" {
-                        self.group
-                            .calls
-                            .push((b.id.unwrap_or_default(), b.name.unwrap_or_default()));
+                        let id = b.id.unwrap_or_default();
+                        let call = InterruptedCall::new(
+                            b.name.as_deref().unwrap_or_default(),
+                            b.input.as_ref(),
+                            Some(&id),
+                        );
+                        self.group.calls.push((id, call));
                     }
                 }
             }

@@ -15,8 +15,10 @@ use std::path::Path;
 use record::{BOOKKEEPING, Block, Content, Line, content};
 
 use super::stream::Lines;
-use super::{Answer, Conversation, Event, Part, ReadError, ReadOptions, Usage, text_content};
-use crate::classify::Format;
+use super::{
+    Answer, Conversation, Event, Part, ReadError, ReadOptions, Usage, dropped_blocks, text_content,
+};
+use crate::format::Format;
 
 /// Claude Code major versions whose transcripts this reader knows.
 const KNOWN: &str = "1.x, 2.x";
@@ -66,7 +68,7 @@ fn read_one(source: &Path, opts: &ReadOptions, sidechain: bool) -> Result<Conver
         };
         on_line(&mut conv, line, sidechain)?;
     }
-    (conv.bytes, conv.sha256) = lines.digest();
+    conv.finish_lines(&lines);
     Ok(conv)
 }
 
@@ -182,10 +184,10 @@ fn on_user(conv: &mut Conversation, line: &Line) {
 
 fn on_result(conv: &mut Conversation, b: Block) {
     let (text, other) = b.content.as_ref().map(text_content).unwrap_or_default();
-    if other > 0 {
+    if !other.is_empty() {
         conv.drop_one(
-            "tool result non-text block",
-            "content other than text in a tool result (an image)",
+            format!("tool result {} block", dropped_blocks(&other)),
+            "content other than text in a tool result",
         );
     }
     conv.events.push(Event::Result {

@@ -135,6 +135,51 @@ pub const BOOKKEEPING: &[&str] = &[
     "atis-latch",
 ];
 
+/// Whether a raw line is bookkeeping that never decides anything, told from its first bytes
+/// without parsing it (request shapes and blobs run to 40 KB, a prompt snapshot to 60 KB):
+/// a line that starts `{"type":"T"` with T one of the types below, or one whose top-level
+/// keys begin `parentUuid`, `isSidechain`, `attachment` (an `attachment` line). The
+/// `permission-mode` and `api-request` records are not among them: the permission mode and
+/// a request in flight are read from those.
+pub fn is_idle_bookkeeping(raw: &[u8]) -> bool {
+    const SKIP: &[&[u8]] = &[
+        b"api-request-shape\"",
+        b"api-request-blob\"",
+        b"file-history-snapshot\"",
+        b"queue-operation\"",
+        b"last-prompt\"",
+        b"cost-state\"",
+        b"tools-used\"",
+        b"atis-latch\"",
+        b"mode\"",
+        b"attachment\"",
+    ];
+    if let Some(rest) = raw.strip_prefix(b"{\"type\":\"") {
+        return SKIP.iter().any(|t| rest.starts_with(t));
+    }
+    // {"parentUuid":"<id>" or null,"isSidechain":true|false,"attachment":
+    let Some(rest) = raw.strip_prefix(b"{\"parentUuid\":") else {
+        return false;
+    };
+    let rest = if let Some(r) = rest.strip_prefix(b"null") {
+        r
+    } else if let Some(r) = rest.strip_prefix(b"\"") {
+        match memchr::memchr2(b'"', b'\\', r) {
+            Some(i) if r[i] == b'"' => &r[i + 1..],
+            _ => return false,
+        }
+    } else {
+        return false;
+    };
+    let Some(rest) = rest.strip_prefix(b",\"isSidechain\":") else {
+        return false;
+    };
+    let rest = rest
+        .strip_prefix(b"false")
+        .or_else(|| rest.strip_prefix(b"true"));
+    rest.is_some_and(|r| r.starts_with(b",\"attachment\":"))
+}
+
 pub const INTERRUPT_MARKER: &str = "[Request interrupted by user";
 pub const REJECT_TEXT: &str = "The user doesn't want to proceed";
 pub const NOTIFICATION: &str = "<task-notification>";
@@ -184,4 +229,31 @@ pub fn user_info(m: Option<&Msg>) -> UserInfo {
         None => {}
     }
     u
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_bookkeeping_is_told_from_its_first_bytes_only_when_sure() {
+        for l in [
+            &br#"{"type":"api-request-shape","sessionId":"s"}"#[..],
+            br#"{"type":"mode","mode":"x"}"#,
+            br#"{"parentUuid":"a-b","isSidechain":false,"attachment":{"type":"x"}}"#,
+            br#"{"parentUuid":null,"isSidechain":true,"attachment":{}}"#,
+        ] {
+            assert!(is_idle_bookkeeping(l), "{}", String::from_utf8_lossy(l));
+        }
+        for l in [
+            &br#"{"type":"permission-mode","permissionMode":"plan"}"#[..],
+            br#"{"type":"api-request","sessionId":"s"}"#,
+            br#"{"type":"user","message":{}}"#,
+            br#"{"parentUuid":"a","isSidechain":false,"message":{"attachment":1}}"#,
+            br#"{"parentUuid":"a\"","isSidechain":false,"attachment":{}}"#,
+            br#"{"isSidechain":false,"parentUuid":"a","attachment":{}}"#,
+        ] {
+            assert!(!is_idle_bookkeeping(l), "{}", String::from_utf8_lossy(l));
+        }
+    }
 }

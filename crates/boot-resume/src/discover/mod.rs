@@ -1,10 +1,16 @@
 //! Where sessions live: default locations per format, `--source FORMAT:PATH`, OpenClaw's
 //! sessions.json index and its SQLite store.
-use crate::classify::Format;
-use crate::fsutil::open_ro;
-use crate::verdict::IndexFacts;
-use serde_json::Value;
+use crate::format::Format;
+use crate::sqlite::WaitBudget;
+use crate::tail::Hints;
+use crate::verdict::{IndexFacts, SkipWhy};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+mod openclaw;
+
+pub use openclaw::{MAX_INDEX_BYTES, index_facts, openclaw_index, openclaw_sqlite, sqlite_tail};
 
 /// Which format(s) a source holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +72,8 @@ pub struct SqliteRef {
     pub updated_at_ms: Option<i64>,
     /// Whose database it is.
     pub store: Store,
+    /// What is left of the database's one bounded wait for its lock, shared by its sessions.
+    pub budget: Arc<WaitBudget>,
 }
 
 /// The programs whose sessions live in SQLite.
@@ -89,8 +97,11 @@ pub struct Candidate {
     pub index: Option<IndexFacts>,
     /// Events live in SQLite rather than a file.
     pub sqlite: Option<SqliteRef>,
-    /// A problem found while discovering (e.g. the index points at a missing file).
-    pub problem: Option<String>,
+    /// What the directory listing told about the file.
+    pub hints: Hints,
+    /// Why it is not read, found while discovering (the index points at a missing file, a
+    /// database cannot be opened or holds no session): reported as `skipped` with that why.
+    pub problem: Option<(SkipWhy, String)>,
 }
 
 impl Candidate {
@@ -100,7 +111,26 @@ impl Candidate {
             path,
             index: None,
             sqlite: None,
+            hints: Hints::default(),
             problem: None,
+        }
+    }
+
+    /// A source that cannot be read, as a row of the report (`unreadable`, with why), so a
+    /// script reading `--json` sees it.
+    pub fn unreadable(format: Format, path: &Path, problem: String) -> Self {
+        Candidate::skipped(format, path, SkipWhy::Unreadable, problem)
+    }
+
+    /// A source reported as `skipped` for `why` without being read further.
+    pub fn skipped(format: Format, path: &Path, why: SkipWhy, reason: String) -> Self {
+        Candidate {
+            format: Some(format),
+            path: path.to_path_buf(),
+            index: None,
+            sqlite: None,
+            hints: Hints::default(),
+            problem: Some((why, reason)),
         }
     }
 }
@@ -229,10 +259,18 @@ pub fn walk_gemini(dir: &Path, out: &mut Vec<PathBuf>) {
     );
 }
 
-/// Candidates from an OpenCode database (one per session).
-pub fn opencode_sqlite(db: &Path) -> Result<Vec<Candidate>, String> {
-    let sessions = crate::formats::opencode::sessions(db)?;
-    Ok(sessions
+/// Candidates from an OpenCode database (one per session); one `unreadable` row when the
+/// database cannot be read.
+pub fn opencode_sqlite(db: &Path) -> Vec<Candidate> {
+    let budget = WaitBudget::per_database();
+    let sessions = match crate::formats::opencode::sessions(db, &budget) {
+        Ok(s) => s,
+        Err(e) => return vec![Candidate::unreadable(Format::Opencode, db, e.to_string())],
+    };
+    if sessions.is_empty() {
+        return vec![no_session(Format::Opencode, db)];
+    }
+    sessions
         .into_iter()
         .map(|s| Candidate {
             format: Some(Format::Opencode),
@@ -248,10 +286,12 @@ pub fn opencode_sqlite(db: &Path) -> Result<Vec<Candidate>, String> {
                 session_id: s.id.clone(),
                 updated_at_ms: s.time_updated,
                 store: Store::Opencode(Box::new(s)),
+                budget: budget.clone(),
             }),
+            hints: Hints::default(),
             problem: None,
         })
-        .collect())
+        .collect()
 }
 
 /// File names that are never live transcripts.
@@ -267,6 +307,12 @@ fn not_a_transcript(name: &str) -> bool {
 
 /// Recursively lists `.jsonl` files under `dir` without following directory symlinks.
 pub fn walk_jsonl(dir: &Path, out: &mut Vec<PathBuf>) {
+    walk_jsonl_listing(dir, out);
+}
+
+/// [`walk_jsonl`], also returning what the listings showed of the directories beside the
+/// files (Claude Code's `<session>/subagents/`), so no file needs a look of its own.
+fn walk_jsonl_listing(dir: &Path, out: &mut Vec<PathBuf>) -> Subdirs {
     walk(
         dir,
         32,
@@ -275,7 +321,41 @@ pub fn walk_jsonl(dir: &Path, out: &mut Vec<PathBuf>) {
             (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst")) && !not_a_transcript(name)
         },
         out,
-    );
+    )
+}
+
+/// What a walk's listings showed of directories: each directory is read once, and a file's
+/// sidecar directory (`<dir>/<stem>/subagents/`) is known from them.
+#[derive(Debug, Default)]
+struct Subdirs {
+    /// Directories read.
+    read: HashSet<PathBuf>,
+    /// Directories that hold a `subagents` directory.
+    with_subagents: HashSet<PathBuf>,
+    /// Entries that may be directories but were not read (too deep, excluded, a symlink).
+    unread: HashSet<PathBuf>,
+    /// Files with an entry of their own name (less `.jsonl`) beside them that may be a
+    /// directory: only these need a look-up.
+    with_sidecar: HashSet<PathBuf>,
+}
+
+impl Subdirs {
+    /// Whether `<dir>/<stem>/subagents/` exists beside the file `<dir>/<stem>.jsonl`, as far
+    /// as the listings tell (`None`: they do not).
+    fn subagents_beside(&self, file: &Path) -> Option<bool> {
+        if self.with_sidecar.is_empty() || !self.with_sidecar.contains(file) {
+            return Some(false);
+        }
+        let sidecar = file.with_extension("");
+        if self.with_subagents.contains(&sidecar) {
+            Some(true)
+        } else if self.read.contains(&sidecar) || !self.unread.contains(&sidecar) {
+            // read without a `subagents` in it, or no such directory in the file's listing
+            Some(false)
+        } else {
+            None
+        }
+    }
 }
 
 /// The files under `dir` that `keep` (given their directory and name) takes, each directory's
@@ -288,7 +368,9 @@ fn walk(
     enter: impl Fn(&str) -> bool,
     keep: impl Fn(&Path, &str) -> bool,
     out: &mut Vec<PathBuf>,
-) {
+) -> Subdirs {
+    let mut seen = Subdirs::default();
+    let mut subdirs: HashSet<String> = HashSet::new();
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
     while let Some((d, depth)) = stack.pop() {
         let Ok(rd) = std::fs::read_dir(&d) else {
@@ -300,20 +382,43 @@ fn walk(
             let name = ent.file_name();
             let name = name.to_string_lossy();
             if ft.is_dir() {
+                if name == "subagents" {
+                    seen.with_subagents.insert(d.clone());
+                }
                 if depth < max_depth && enter(&name) {
                     stack.push((ent.path(), depth + 1));
+                } else {
+                    seen.unread.insert(ent.path());
                 }
+                subdirs.insert(name.into_owned());
             } else if keep(&d, &name) {
                 files.push(ent.path());
+            } else if ft.is_symlink() {
+                seen.unread.insert(ent.path());
+                subdirs.insert(name.into_owned());
             }
         }
         // by bytes: names in one directory, so this is the path order, without
         // comparing every path's components
         files.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
+        // a file with no directory of its own name beside it has no sidecar: known now,
+        // without a look-up of its whole path later
+        for f in &files {
+            let stem = f.file_stem().map(|s| s.to_string_lossy());
+            if stem.is_some_and(|s| subdirs.contains(s.as_ref())) {
+                seen.with_sidecar.insert(f.clone());
+            }
+        }
+        subdirs.clear();
         out.extend(files);
+        seen.read.insert(d);
     }
+    seen
 }
 
+/// The entries named `name` under `dir` (directory symlinks not followed): whatever they
+/// are, so a database that is a symbolic link is followed and one that is a FIFO reported,
+/// by whoever opens them.
 fn find_named(dir: &Path, name: &str, max_depth: usize, out: &mut Vec<PathBuf>) {
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
     while let Some((d, depth)) = stack.pop() {
@@ -322,10 +427,10 @@ fn find_named(dir: &Path, name: &str, max_depth: usize, out: &mut Vec<PathBuf>) 
         };
         for ent in rd.flatten() {
             let Ok(ft) = ent.file_type() else { continue };
-            if ft.is_dir() && depth < max_depth {
-                stack.push((ent.path(), depth + 1));
-            } else if ft.is_file() && ent.file_name() == name {
+            if ent.file_name() == name {
                 out.push(ent.path());
+            } else if ft.is_dir() && depth < max_depth {
+                stack.push((ent.path(), depth + 1));
             }
         }
     }
@@ -356,17 +461,11 @@ pub fn candidates(sources: &[Source], explicit: bool) -> (Vec<Candidate>, Vec<St
             if fmt == Some(Format::Opencode)
                 || (fmt.is_none() && name.starts_with("opencode") && name.ends_with(".db"))
             {
-                match opencode_sqlite(&s.path) {
-                    Ok(c) => out.extend(c),
-                    Err(e) => problems.push(e),
-                }
+                out.extend(opencode_sqlite(&s.path));
             } else if name == "sessions.json" {
                 out.extend(openclaw_index(&s.path));
             } else if name.ends_with(".sqlite") {
-                match openclaw_sqlite(&s.path) {
-                    Ok(c) => out.extend(c),
-                    Err(e) => problems.push(e),
-                }
+                out.extend(openclaw_sqlite(&s.path));
             } else {
                 out.push(Candidate::file(fmt, s.path.clone()));
             }
@@ -379,10 +478,7 @@ pub fn candidates(sources: &[Source], explicit: bool) -> (Vec<Candidate>, Vec<St
             let mut dbs = Vec::new();
             find_named(&s.path, "openclaw-agent.sqlite", 6, &mut dbs);
             for db in &dbs {
-                match openclaw_sqlite(db) {
-                    Ok(c) => out.extend(c),
-                    Err(e) => problems.push(e),
-                }
+                out.extend(openclaw_sqlite(db));
             }
             if !idx.is_empty() {
                 for i in &idx {
@@ -396,285 +492,37 @@ pub fn candidates(sources: &[Source], explicit: bool) -> (Vec<Candidate>, Vec<St
         }
         if fmt == Some(Format::Opencode) {
             for db in crate::formats::opencode::databases(&s.path) {
-                match opencode_sqlite(&db) {
-                    Ok(c) => out.extend(c),
-                    Err(e) => problems.push(e),
-                }
+                out.extend(opencode_sqlite(&db));
             }
             continue;
         }
         let mut files = Vec::new();
         if fmt == Some(Format::GeminiCli) {
             walk_gemini(&s.path, &mut files);
+            out.extend(files.into_iter().map(|p| Candidate::file(fmt, p)));
         } else {
-            walk_jsonl(&s.path, &mut files);
+            let subdirs = walk_jsonl_listing(&s.path, &mut files);
+            out.extend(files.into_iter().map(|p| {
+                let hints = Hints {
+                    subagents: subdirs.subagents_beside(&p),
+                };
+                Candidate {
+                    hints,
+                    ..Candidate::file(fmt, p)
+                }
+            }));
         }
-        out.extend(files.into_iter().map(|p| Candidate::file(fmt, p)));
     }
     (out, problems)
 }
 
-fn truthy(v: Option<&Value>) -> bool {
-    match v {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(Value::Number(n)) => n.as_f64().is_some_and(|x| x != 0.0),
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(Value::Array(a)) => !a.is_empty(),
-        Some(Value::Object(o)) => !o.is_empty(),
-    }
-}
-
-/// Index facts from one sessions.json entry.
-pub fn index_facts(key: &str, e: &Value) -> IndexFacts {
-    let s = |k: &str| e.get(k).and_then(Value::as_str).map(str::to_string);
-    IndexFacts {
-        session_key: Some(key.to_string()),
-        session_id: s("sessionId"),
-        status: s("status"),
-        aborted_last_run: e
-            .get("abortedLastRun")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        restart_recovery: truthy(e.get("restartRecoveryRuns"))
-            || truthy(e.get("restartRecoveryIdempotencyKey"))
-            || truthy(e.get("restartRecoveryDeliveryContext")),
-        spawned: e.get("spawnDepth").and_then(Value::as_i64).unwrap_or(0) > 0
-            || truthy(e.get("subagentRole"))
-            || truthy(e.get("spawnedBy")),
-        updated_at_ms: e.get("updatedAt").and_then(Value::as_i64),
-        created_via: e
-            .get("createdVia")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        foreign_owned: false,
-        sqlite: false,
-    }
-}
-
-pub const MAX_INDEX_BYTES: u64 = 64 << 20;
-
-/// Candidates from an OpenClaw `sessions.json`. An unreadable index yields one candidate
-/// carrying the problem, so it shows up in the report.
-pub fn openclaw_index(path: &Path) -> Vec<Candidate> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let bad = |msg: String| {
-        vec![Candidate {
-            format: Some(Format::Openclaw),
-            path: path.to_path_buf(),
-            index: None,
-            sqlite: None,
-            problem: Some(msg),
-        }]
-    };
-    let bytes = match crate::fsutil::read_small(path, MAX_INDEX_BYTES) {
-        Ok(b) => b,
-        Err(e) => return bad(format!("cannot read index {}: {e}", path.display())),
-    };
-    let v: Value = match serde_json::from_slice(&bytes) {
-        Ok(v) => v,
-        Err(e) => return bad(format!("index {} is not valid JSON: {e}", path.display())),
-    };
-    let Some(map) = v.as_object() else {
-        return bad(format!("index {} is not a JSON object", path.display()));
-    };
-    let mut out = Vec::new();
-    for (key, e) in map {
-        let facts = index_facts(key, e);
-        let file = e
-            .get("sessionFile")
-            .and_then(Value::as_str)
-            .map(|f| {
-                let p = PathBuf::from(f);
-                if p.is_absolute() { p } else { dir.join(p) }
-            })
-            .or_else(|| {
-                facts
-                    .session_id
-                    .as_ref()
-                    .map(|id| dir.join(format!("{id}.jsonl")))
-            });
-        let Some(file) = file else {
-            out.push(Candidate {
-                format: Some(Format::Openclaw),
-                path: path.to_path_buf(),
-                index: Some(facts),
-                sqlite: None,
-                problem: Some(format!(
-                    "index entry {key:?} names no sessionId or sessionFile"
-                )),
-            });
-            continue;
-        };
-        let problem = (!file.exists()).then(|| {
-            format!(
-                "sessions.json entry {key:?} points at missing file {}",
-                file.display()
-            )
-        });
-        out.push(Candidate {
-            format: Some(Format::Openclaw),
-            path: file,
-            index: Some(facts),
-            sqlite: None,
-            problem,
-        });
-    }
-    out
-}
-
-fn ms_of(v: rusqlite::types::ValueRef<'_>) -> Option<i64> {
-    use rusqlite::types::ValueRef;
-    match v {
-        ValueRef::Integer(i) => Some(if i > 100_000_000_000 { i } else { i * 1000 }),
-        ValueRef::Real(f) => Some(if f > 1e11 {
-            f as i64
-        } else {
-            (f * 1000.0) as i64
-        }),
-        ValueRef::Text(t) => std::str::from_utf8(t)
-            .ok()
-            .and_then(|s| s.parse::<jiff::Timestamp>().ok())
-            .map(|t| t.as_millisecond()),
-        _ => None,
-    }
-}
-
-/// One row's facts from `session_nodes` (schema v23): the node's session key, its
-/// `status` column and its `entry_json` (status, createdVia, spawn fields, recovery markers).
-fn node_facts(key: String, id: String, status: Option<String>, entry: Option<&str>) -> IndexFacts {
-    let e: Value = entry
-        .and_then(|j| serde_json::from_str(j).ok())
-        .unwrap_or(Value::Null);
-    let mut f = index_facts(&key, &e);
-    f.session_id = Some(id);
-    if f.status.is_none() {
-        f.status = status;
-    }
-    f.created_via = e
-        .get("createdVia")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    f
-}
-
-/// Session facts of an OpenClaw agent database, by session id: `session_nodes` names the
-/// current session of each key, `session_windows` every session (older ones included) with
-/// its key, status and ownership.
-fn openclaw_session_facts(
-    c: &rusqlite::Connection,
-) -> std::collections::HashMap<String, IndexFacts> {
-    let mut facts: std::collections::HashMap<String, IndexFacts> = Default::default();
-    if let Ok(mut st) = c.prepare(
-        "SELECT session_key, current_session_id, status, entry_json, spawned_by, parent_session_key FROM session_nodes",
-    ) && let Ok(mut rows) = st.query([])
-    {
-        while let Ok(Some(r)) = rows.next() {
-            let text = |i| r.get::<_, Option<String>>(i).ok().flatten();
-            let (Some(key), Some(id)) = (text(0), text(1)) else {
-                continue;
-            };
-            let mut f = node_facts(key, id.clone(), text(2), text(3).as_deref());
-            f.spawned |= text(4).is_some() || text(5).is_some();
-            facts.insert(id, f);
-        }
-    }
-    if let Ok(mut st) = c.prepare(
-        "SELECT session_id, session_key, status, acp_owned, plugin_owner_id, spawned_by, parent_session_key FROM session_windows",
-    ) && let Ok(mut rows) = st.query([])
-    {
-        while let Ok(Some(r)) = rows.next() {
-            let text = |i| r.get::<_, Option<String>>(i).ok().flatten();
-            let Some(id) = text(0) else { continue };
-            let f = facts.entry(id.clone()).or_insert_with(|| IndexFacts {
-                session_id: Some(id),
-                ..Default::default()
-            });
-            if f.session_key.is_none() {
-                f.session_key = text(1);
-            }
-            if f.status.is_none() {
-                f.status = text(2);
-            }
-            f.foreign_owned |= r.get::<_, Option<i64>>(3).ok().flatten().unwrap_or(0) != 0
-                || text(4).is_some();
-            f.spawned |= text(5).is_some() || text(6).is_some();
-        }
-    }
-    facts
-}
-
-/// Candidates from an OpenClaw `openclaw-agent.sqlite` (one per session with events).
-pub fn openclaw_sqlite(db: &Path) -> Result<Vec<Candidate>, String> {
-    let ctx = |e: rusqlite::Error| format!("OpenClaw database {}: {e}", db.display());
-    let c = open_ro(db).map_err(ctx)?;
-    let too_new = crate::formats::openclaw::schema_too_new(&c);
-    let facts = openclaw_session_facts(&c);
-    let mut st = c
-        .prepare("SELECT session_id, MAX(created_at) FROM transcript_events GROUP BY session_id")
-        .map_err(ctx)?;
-    let mut rows = st.query([]).map_err(ctx)?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next().map_err(ctx)? {
-        let Ok(id) = r.get::<_, String>(0) else {
-            continue;
-        };
-        let updated = r.get_ref(1).ok().and_then(ms_of);
-        let mut f = facts.get(&id).cloned().unwrap_or_else(|| IndexFacts {
-            session_id: Some(id.clone()),
-            ..Default::default()
-        });
-        f.updated_at_ms = updated;
-        f.sqlite = true;
-        out.push(Candidate {
-            format: Some(Format::Openclaw),
-            path: db.to_path_buf(),
-            index: Some(f),
-            sqlite: Some(SqliteRef {
-                db: db.to_path_buf(),
-                session_id: id,
-                updated_at_ms: updated,
-                store: Store::Openclaw { too_new },
-            }),
-            problem: None,
-        });
-    }
-    Ok(out)
-}
-
-/// The newest `limit` events of a SQLite session, oldest first, as JSONL bytes.
-/// Returns the bytes and whether they reach the first event.
-pub fn sqlite_tail(r: &SqliteRef, limit: usize) -> Result<(Vec<u8>, bool), String> {
-    let ctx = |e: rusqlite::Error| format!("OpenClaw database {}: {e}", r.db.display());
-    let c = open_ro(&r.db).map_err(ctx)?;
-    let mut st = c
-        .prepare("SELECT event_json FROM transcript_events WHERE session_id = ?1 ORDER BY seq DESC LIMIT ?2")
-        .map_err(ctx)?;
-    let mut rows = st
-        .query(rusqlite::params![r.session_id, limit as i64])
-        .map_err(ctx)?;
-    let mut evs: Vec<Vec<u8>> = Vec::new();
-    let mut compressed = 0usize;
-    while let Some(row) = rows.next().map_err(ctx)? {
-        match row.get_ref(0).map_err(ctx)? {
-            rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => {
-                evs.push(t.to_vec())
-            }
-            _ => compressed += 1,
-        }
-    }
-    if evs.is_empty() && compressed > 0 {
-        return Err(format!(
-            "OpenClaw database {}: session {} stores only compressed events (event_zstd), which boot-resume does not read",
-            r.db.display(),
-            r.session_id
-        ));
-    }
-    let complete = evs.len() + compressed < limit;
-    let mut out = Vec::new();
-    for e in evs.iter().rev() {
-        out.extend_from_slice(e);
-        out.push(b'\n');
-    }
-    Ok((out, complete))
+/// A database that holds no session (a fresh install, or one whose rows a torn WAL took):
+/// one `empty` row, so it is seen.
+pub(crate) fn no_session(format: Format, db: &Path) -> Candidate {
+    Candidate::skipped(
+        format,
+        db,
+        SkipWhy::Empty,
+        "the database holds no session (with the transactions of its -wal that are whole)".into(),
+    )
 }
