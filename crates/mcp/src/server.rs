@@ -1,7 +1,7 @@
 //! One running MCP server, on the official Rust SDK (`rmcp`).
 //!
-//! * **stdio**: a child process started in its own process group (so everything it starts
-//!   goes with it), with a minimal environment plus the configured `env`, that dies with the
+//! * **stdio**: a child process started in its own session and process group (so everything
+//!   it starts goes with it; no controlling terminal; no descriptor of lazarus's but 0-2), with a minimal environment plus the configured `env`, that dies with the
 //!   process that started it (`PR_SET_PDEATHSIG`) and is killed, group and all, when the
 //!   server is dropped. What it prints on stderr is kept (the last 8 KiB) for error messages.
 //! * **Streamable HTTP**: the endpoint, with a bearer token read from the configured
@@ -186,11 +186,13 @@ impl McpServer {
                 let mut cmd = tokio::process::Command::new(command);
                 cmd.args(args)
                     .current_dir(own_cwd.as_deref().unwrap_or(cwd))
-                    .process_group(0)
                     .kill_on_drop(true);
-                // SAFETY: prctl with constant arguments is async-signal-safe.
+                // its own session and group (no terminal), only fds 0-2 inherited, and killed
+                // with lazarus
+                // SAFETY: setsid, close_range and prctl are async-signal-safe.
                 unsafe {
                     cmd.pre_exec(|| {
+                        lazarus_agent::process::detach_from_caller()?;
                         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                             return Err(std::io::Error::last_os_error());
                         }
