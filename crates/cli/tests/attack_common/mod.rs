@@ -355,3 +355,4 @@ fn wait_until(mut f: impl FnMut() -> bool) -> bool {
 }
 
 pub mod list;
+pub mod edges;
