@@ -252,11 +252,12 @@ impl Runner {
         }
     }
 
-    /// Why a call's arguments lie outside its tool's schema as offered (`None`: within it, or
-    /// no such tool: that call gets its own error).
+    /// Why the arguments a tool would be given (the approval arguments taken out:
+    /// [`Runner::tool_arguments`]) lie outside its schema (`None`: within it, or no such
+    /// tool: that call gets its own error).
     pub(super) fn outside_schema(&self, tool: &str, arguments: &str) -> Option<String> {
-        let spec = self.offered_specs().into_iter().find(|s| s.name == tool)?;
-        crate::tools::outside_schema(&spec, arguments)
+        let tool = self.toolbox.get(tool)?;
+        crate::tools::outside_schema(tool.spec(), arguments)
     }
 
     /// The tools offered to the model: under `on-request`, each tool that is not read-only

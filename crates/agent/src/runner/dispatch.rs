@@ -61,10 +61,17 @@ impl Runner {
                     .as_ref()
                     .map(|i| i.idempotency_key.clone())
                     .unwrap_or_else(|| idempotency_key(st.id(), &call.call_id));
+                // a call asked for under `on-request` keeps its meaning under another mode
+                let asked_on_request = lock(session)
+                    .state()
+                    .call(&call.call_id)
+                    .and_then(|c| c.approval.as_ref())
+                    .is_some_and(|a| a.mode == ApprovalMode::OnRequest.as_str());
+                let arguments = self.tool_arguments(&call.arguments, asked_on_request);
                 if plan == (Plan::RunFresh { has_intent: false }) {
                     // arguments outside the tool's schema (a decoy key beside the one that
                     // runs) are refused before anyone is asked, and never reach the tool
-                    if let Some(why) = self.outside_schema(&call.name, &call.arguments) {
+                    if let Some(why) = self.outside_schema(&call.name, &arguments) {
                         self.record_intent(session, &call, &idempotency_key, observer)?;
                         let outcome = ToolOutcome {
                             call_id: call.call_id.clone(),
@@ -107,13 +114,6 @@ impl Runner {
                     }),
                     ..ctx.clone()
                 };
-                // a call asked for under `on-request` keeps its meaning under another mode
-                let asked_on_request = lock(session)
-                    .state()
-                    .call(&call.call_id)
-                    .and_then(|c| c.approval.as_ref())
-                    .is_some_and(|a| a.mode == ApprovalMode::OnRequest.as_str());
-                let arguments = self.tool_arguments(&call.arguments, asked_on_request);
                 let out = self
                     .toolbox
                     .run(&ctx, &call.name, &arguments, &mut hooks)
