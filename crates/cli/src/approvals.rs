@@ -160,7 +160,10 @@ pub fn grant_always(tool: &str, by: &str, session: &str, call_id: &str) -> Resul
 pub fn bind(tool: &str, fingerprint: &str, session: &str, call_id: &str) -> Result<()> {
     update(|always| {
         let Some(i) = always.iter().position(|g| {
-            g.tool == tool && g.session == session && g.call_id == call_id && g.fingerprint.is_none()
+            g.tool == tool
+                && g.session == session
+                && g.call_id == call_id
+                && g.fingerprint.is_none()
         }) else {
             return;
         };
@@ -288,5 +291,45 @@ pub fn run(args: ApprovalsArgs) -> Result<i32> {
             )?;
             Ok(0)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(tool: &str, fingerprint: Option<&str>) -> Grant {
+        Grant {
+            tool: tool.into(),
+            granted_at: "t".into(),
+            by: "cli".into(),
+            session: "s".into(),
+            call_id: "c".into(),
+            fingerprint: fingerprint.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_grant_covers_its_tool_on_its_server_only() {
+        let g = [
+            grant("shell", None),
+            grant("mcp__files__go", Some("sha256:a")),
+        ];
+        assert!(covered(&g, "shell", None));
+        assert!(covered(&g, "mcp__files__go", Some("sha256:a")));
+        // the same name on another program, or a grant not bound yet
+        assert!(!covered(&g, "mcp__files__go", Some("sha256:b")));
+        assert!(!covered(
+            &[grant("mcp__files__go", None)],
+            "mcp__files__go",
+            Some("sha256:a")
+        ));
+        assert!(!covered(&g, "write_file", None));
+        // an older file (no fingerprint field) still reads
+        let old: PolicyFile = toml::from_str(
+            "[[always]]\ntool = \"shell\"\ngranted_at = \"t\"\nby = \"cli\"\nsession = \"s\"\ncall_id = \"c\"\n",
+        )
+        .unwrap();
+        assert_eq!(old.always, vec![grant("shell", None)]);
     }
 }

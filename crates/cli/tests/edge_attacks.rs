@@ -104,7 +104,10 @@ fn run_on_terminal(
     let (status, shown) = pty.finish(Duration::from_secs(240));
     let text = String::from_utf8_lossy(&shown).into_owned();
     assert!(status.success(), "{status}: {text}");
-    assert!(text.contains("LAZARUS-EXIT=0"), "lazarus run failed:\n{text}");
+    assert!(
+        text.contains("LAZARUS-EXIT=0"),
+        "lazarus run failed:\n{text}"
+    );
     assert!(text.contains("PERSON-DONE"), "{text}");
     let banner = text
         .lines()
@@ -171,4 +174,3 @@ fn every_edge_attack_holds_through_run_for_an_unprivileged_user() {
     }
     edges_through_run(Some(NOBODY));
 }
-

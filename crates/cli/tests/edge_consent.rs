@@ -97,7 +97,11 @@ time.sleep(2)'"#,
         ])))
         .unwrap();
     let url = server.base_url();
-    let args = p.run_args("s", &url, &["--ask-for-approval", "untrusted", "-p", "push"]);
+    let args = p.run_args(
+        "s",
+        &url,
+        &["--ask-for-approval", "untrusted", "-p", "push"],
+    );
     let mut pty = on_terminal(&p, &args);
     let first = pty.wait_for("allow it?", Duration::from_secs(60));
     assert!(
@@ -121,7 +125,11 @@ time.sleep(2)'"#,
             .find(|(k, d)| k == "approval" && d["call_id"] == call)
             .map(|(_, d)| d)
     };
-    assert!(decided("c2").is_none(), "c2 was decided: {:?}", decided("c2"));
+    assert!(
+        decided("c2").is_none(),
+        "c2 was decided: {:?}",
+        decided("c2")
+    );
     // the person says no, and gives no reason (asked after the answer: what was typed
     // ahead of that question is thrown away too)
     pty.type_text("n\n");
@@ -132,9 +140,15 @@ time.sleep(2)'"#,
     assert!(shown.contains("LAZARUS-EXIT=0"), "{shown}");
     assert!(!shown.contains("THE SHELL READ"), "{shown}");
     let c1 = decided("c1").expect("c1 decided");
-    assert_eq!((c1["decision"].as_str(), c1["scope"].as_str()), (Some("allow"), Some("once")));
+    assert_eq!(
+        (c1["decision"].as_str(), c1["scope"].as_str()),
+        (Some("allow"), Some("once"))
+    );
     let c2 = decided("c2").expect("c2 decided");
-    assert_eq!((c2["decision"].as_str(), c2["by"].as_str()), (Some("deny"), Some("cli")));
+    assert_eq!(
+        (c2["decision"].as_str(), c2["by"].as_str()),
+        (Some("deny"), Some("cli"))
+    );
     assert!(!marker.exists(), "the denied call ran");
     assert!(!p.policy().exists());
     let result = p
@@ -212,7 +226,11 @@ fn decoys_refused_command_shown(uid: Option<u32>) {
     let p = Person::new(uid);
     let decoy_mark = p.outside.join("decoy-ran");
     let long: Vec<String> = (1..=40).map(|i| format!("echo line {i:02}")).collect();
-    let long = format!("{}\ntouch {}", long.join("\n"), q(p.outside.join("hidden-ran")));
+    let long = format!(
+        "{}\ntouch {}",
+        long.join("\n"),
+        q(p.outside.join("hidden-ran"))
+    );
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt
         .block_on(ScriptedServer::start(Script::new([
@@ -337,7 +355,11 @@ fn stderr_tail_escaped(uid: Option<u32>) {
         .unwrap();
     assert!(!o.status.success(), "{}", text(&o));
     let raw = raw_controls(&o.stderr);
-    assert!(raw.is_empty(), "raw {raw:?} reached the terminal: {}", text(&o));
+    assert!(
+        raw.is_empty(),
+        "raw {raw:?} reached the terminal: {}",
+        text(&o)
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("boom"), "{err}");
     assert!(err.contains(r"\x1b]52;c;cHduZWQ="), "{err}");
@@ -387,7 +409,11 @@ fn bidi_shown(uid: Option<u32>) {
     );
     let o = p.sessions_cmd(&["approvals"]);
     let raw = raw_controls(&o.stdout);
-    assert!(raw.is_empty(), "raw {raw:?} in sessions approvals: {}", text(&o));
+    assert!(
+        raw.is_empty(),
+        "raw {raw:?} in sessions approvals: {}",
+        text(&o)
+    );
     assert!(
         String::from_utf8_lossy(&o.stdout).contains(r"invoice\u{202e}gpj.exe"),
         "{}",
@@ -434,16 +460,24 @@ fn row_12_an_always_grant_holds_its_servers_fingerprint() {
         .unwrap();
         f
     };
-    let first = config(&mcp_servers::script("counter_server.py"), &counter_a, "a.mcp.json");
+    let first = config(
+        &mcp_servers::script("counter_server.py"),
+        &counter_a,
+        "a.mcp.json",
+    );
     let second = config(&other, &counter_b, "b.mcp.json");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt
         .block_on(ScriptedServer::start(Script::new([
-            Step::reply(ScriptedResponse::tool_call("c1", "mcp__files__bump", json!({})))
-                .when(When::LastUserContains {
-                    text: "bump".into(),
-                })
-                .repeat(),
+            Step::reply(ScriptedResponse::tool_call(
+                "c1",
+                "mcp__files__bump",
+                json!({}),
+            ))
+            .when(When::LastUserContains {
+                text: "bump".into(),
+            })
+            .repeat(),
             Step::reply(ScriptedResponse::text("done")).repeat(),
         ])))
         .unwrap();
@@ -453,7 +487,14 @@ fn row_12_an_always_grant_holds_its_servers_fingerprint() {
         let args = p.run_args(
             id,
             &url,
-            &["--ask-for-approval", "untrusted", "--mcp-config", &cfg, "-p", "bump"],
+            &[
+                "--ask-for-approval",
+                "untrusted",
+                "--mcp-config",
+                &cfg,
+                "-p",
+                "bump",
+            ],
         );
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         p.lazarus(&args).output().unwrap()
@@ -470,7 +511,11 @@ fn row_12_an_always_grant_holds_its_servers_fingerprint() {
     assert!(o.status.success(), "{}", text(&o));
     let resume = {
         let cfg = first.display().to_string();
-        let args = p.run_args("one", &url, &["--ask-for-approval", "untrusted", "--mcp-config", &cfg]);
+        let args = p.run_args(
+            "one",
+            &url,
+            &["--ask-for-approval", "untrusted", "--mcp-config", &cfg],
+        );
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         p.lazarus(&args).output().unwrap()
     };
@@ -478,7 +523,10 @@ fn row_12_an_always_grant_holds_its_servers_fingerprint() {
     assert_eq!(lines(&counter_a), 1);
     let policy = std::fs::read_to_string(p.policy()).unwrap();
     assert!(policy.contains("tool = \"mcp__files__bump\""), "{policy}");
-    assert!(policy.contains("fingerprint = "), "the grant names its server: {policy}");
+    assert!(
+        policy.contains("fingerprint = "),
+        "the grant names its server: {policy}"
+    );
     // another program under the same name: asked again, not run
     let o = run("two", &second);
     assert_eq!(
@@ -489,7 +537,11 @@ fn row_12_an_always_grant_holds_its_servers_fingerprint() {
         std::fs::read_to_string(p.policy()).unwrap_or_default(),
         p.records("two")
     );
-    assert_eq!(lines(&counter_b), 0, "the other server's tool ran under the grant");
+    assert_eq!(
+        lines(&counter_b),
+        0,
+        "the other server's tool ran under the grant"
+    );
     // the first server again: the grant covers it
     let o = run("three", &first);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));

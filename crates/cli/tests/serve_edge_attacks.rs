@@ -133,7 +133,12 @@ fn serve_on_terminal(
         .find(|l| l.starts_with("sandbox:"))
         .unwrap_or("(no sandbox line)")
         .to_string();
-    let (st, v) = call(&url, "POST", "/v1/sessions", Some(json!({"id": "attacker"})));
+    let (st, v) = call(
+        &url,
+        "POST",
+        "/v1/sessions",
+        Some(json!({"id": "attacker"})),
+    );
     assert_eq!(st, 201, "{v}");
     let (st, v) = call(
         &url,

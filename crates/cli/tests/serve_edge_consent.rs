@@ -102,7 +102,11 @@ fn card_shows_what_runs(uid: Option<u32>) {
     let p = Person::new(uid);
     let decoy_mark = p.outside.join("decoy-ran");
     let lines: Vec<String> = (1..=60).map(|i| format!("echo line {i:02}")).collect();
-    let long = format!("{}\ntouch {}", lines.join("\n"), q(p.outside.join("hidden-ran")));
+    let long = format!(
+        "{}\ntouch {}",
+        lines.join("\n"),
+        q(p.outside.join("hidden-ran"))
+    );
     let rt = tokio::runtime::Runtime::new().unwrap();
     let model = rt
         .block_on(ScriptedServer::start(Script::new([
@@ -140,7 +144,11 @@ fn card_shows_what_runs(uid: Option<u32>) {
         .flatten()
         .filter_map(|a| a["call_id"].as_str())
         .collect();
-    assert_eq!(ids, ["c2"], "only the declared call is asked about: {waiting}");
+    assert_eq!(
+        ids,
+        ["c2"],
+        "only the declared call is asked about: {waiting}"
+    );
     assert!(!decoy_mark.exists());
     let html = page(&gw.url, "s");
     let args = approval_args(&html, "c2");
@@ -150,7 +158,10 @@ fn card_shows_what_runs(uid: Option<u32>) {
         "the command comes first: {args}"
     );
     for i in 1..=60 {
-        assert!(args.contains(&format!("echo line {i:02}")), "line {i}: {args}");
+        assert!(
+            args.contains(&format!("echo line {i:02}")),
+            "line {i}: {args}"
+        );
     }
     assert!(args.contains("hidden-ran"), "{args}");
     assert!(!args.contains("<details"), "collapsed: {args}");
@@ -162,7 +173,9 @@ fn card_shows_what_runs(uid: Option<u32>) {
         Some(json!({"decision": "deny", "reason": "touches outside the project"})),
     );
     assert!(st == 200 || st == 202, "{st} {v}");
-    wait_session(&gw.url, "s", Duration::from_secs(60), |v| v["status"] == "idle");
+    wait_session(&gw.url, "s", Duration::from_secs(60), |v| {
+        v["status"] == "idle"
+    });
     let html = page(&gw.url, "s");
     assert!(
         html.contains("reason: <q class=\"decision-reason\">touches outside the project</q>"),
@@ -177,8 +190,7 @@ fn row_8_the_web_card_shows_the_command_first_and_whole_and_decoys_never_reach_i
 }
 
 #[test]
-fn row_8_the_web_card_shows_the_command_first_and_whole_and_decoys_never_reach_it_unprivileged()
-{
+fn row_8_the_web_card_shows_the_command_first_and_whole_and_decoys_never_reach_it_unprivileged() {
     if can_switch_user() {
         card_shows_what_runs(Some(NOBODY));
     }
@@ -212,14 +224,22 @@ fn host_checked(uid: Option<u32>) {
         "/sessions/s/export.jsonl",
         "/no-such-route",
     ] {
-        assert_eq!(get_with_host(&gw.url, path, &evil, true), 421, "serve {path}");
+        assert_eq!(
+            get_with_host(&gw.url, path, &evil, true),
+            421,
+            "serve {path}"
+        );
     }
     for host in [
         format!("127.0.0.1:{port}"),
         format!("localhost:{port}"),
         format!("lazarus.test:{port}"),
     ] {
-        assert_eq!(get_with_host(&gw.url, "/metrics", &host, false), 200, "{host}");
+        assert_eq!(
+            get_with_host(&gw.url, "/metrics", &host, false),
+            200,
+            "{host}"
+        );
         assert_eq!(
             get_with_host(&gw.url, "/sessions/s/export.jsonl", &host, true),
             200,
@@ -230,7 +250,14 @@ fn host_checked(uid: Option<u32>) {
     // the read-only view, without a token, as the attack found it
     let dir = p.sessions.display().to_string();
     let mut ui = p
-        .lazarus(&["ui", "--no-auth", "--listen", "127.0.0.1:0", "--session-dir", &dir])
+        .lazarus(&[
+            "ui",
+            "--no-auth",
+            "--listen",
+            "127.0.0.1:0",
+            "--session-dir",
+            &dir,
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -248,12 +275,25 @@ fn host_checked(uid: Option<u32>) {
     };
     let port = url.rsplit(':').next().unwrap().to_string();
     assert_eq!(
-        get_with_host(&url, "/sessions/s/export.jsonl", &format!("evil.example:{port}"), false),
+        get_with_host(
+            &url,
+            "/sessions/s/export.jsonl",
+            &format!("evil.example:{port}"),
+            false
+        ),
         421
     );
-    assert_eq!(get_with_host(&url, "/", &format!("evil.example:{port}"), false), 421);
     assert_eq!(
-        get_with_host(&url, "/sessions/s/export.jsonl", &format!("127.0.0.1:{port}"), false),
+        get_with_host(&url, "/", &format!("evil.example:{port}"), false),
+        421
+    );
+    assert_eq!(
+        get_with_host(
+            &url,
+            "/sessions/s/export.jsonl",
+            &format!("127.0.0.1:{port}"),
+            false
+        ),
         200
     );
     let _ = ui.kill();
@@ -308,7 +348,11 @@ fn serve_stderr_escaped(uid: Option<u32>) {
         .unwrap();
     assert!(!o.status.success(), "{}", text(&o));
     let raw = raw_controls(&o.stderr);
-    assert!(raw.is_empty(), "raw {raw:?} reached the terminal: {}", text(&o));
+    assert!(
+        raw.is_empty(),
+        "raw {raw:?} reached the terminal: {}",
+        text(&o)
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("boom") && err.contains(r"\x1b]52"), "{err}");
 }
@@ -401,16 +445,24 @@ fn row_12_an_always_grant_given_over_the_api_holds_its_servers_fingerprint() {
         .unwrap();
         f.display().to_string()
     };
-    let first = config(&mcp_servers::script("counter_server.py"), &counter_a, "a.mcp.json");
+    let first = config(
+        &mcp_servers::script("counter_server.py"),
+        &counter_a,
+        "a.mcp.json",
+    );
     let second = config(&other, &counter_b, "b.mcp.json");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let model = rt
         .block_on(ScriptedServer::start(Script::new([
-            Step::reply(ScriptedResponse::tool_call("c1", "mcp__files__bump", json!({})))
-                .when(When::LastUserContains {
-                    text: "bump".into(),
-                })
-                .repeat(),
+            Step::reply(ScriptedResponse::tool_call(
+                "c1",
+                "mcp__files__bump",
+                json!({}),
+            ))
+            .when(When::LastUserContains {
+                text: "bump".into(),
+            })
+            .repeat(),
             Step::reply(ScriptedResponse::text("done")).repeat(),
         ])))
         .unwrap();
@@ -429,7 +481,11 @@ fn row_12_an_always_grant_given_over_the_api_holds_its_servers_fingerprint() {
         );
     };
     let url = model.base_url();
-    let mut gw = serve(&p, &url, &["--ask-for-approval", "untrusted", "--mcp-config", &first]);
+    let mut gw = serve(
+        &p,
+        &url,
+        &["--ask-for-approval", "untrusted", "--mcp-config", &first],
+    );
     start("one", &gw);
     wait_session(&gw.url, "one", Duration::from_secs(60), |v| {
         v["status"] == "awaiting_approval"
@@ -441,13 +497,19 @@ fn row_12_an_always_grant_given_over_the_api_holds_its_servers_fingerprint() {
         Some(json!({"decision": "allow", "scope": "always"})),
     );
     assert!(st == 200 || st == 202, "{st} {v}");
-    wait_session(&gw.url, "one", Duration::from_secs(60), |v| v["status"] == "idle");
+    wait_session(&gw.url, "one", Duration::from_secs(60), |v| {
+        v["status"] == "idle"
+    });
     assert_eq!(lines(&counter_a), 1);
     gw.term();
     let policy = std::fs::read_to_string(p.policy()).unwrap();
     assert!(policy.contains("fingerprint = "), "{policy}");
     // another program named `files`: asked again, nothing ran
-    let mut gw = serve(&p, &url, &["--ask-for-approval", "untrusted", "--mcp-config", &second]);
+    let mut gw = serve(
+        &p,
+        &url,
+        &["--ask-for-approval", "untrusted", "--mcp-config", &second],
+    );
     start("two", &gw);
     wait_session(&gw.url, "two", Duration::from_secs(60), |v| {
         v["status"] == "awaiting_approval"
@@ -455,8 +517,14 @@ fn row_12_an_always_grant_given_over_the_api_holds_its_servers_fingerprint() {
     assert_eq!(lines(&counter_b), 0);
     gw.term();
     // the first server again: the grant covers it
-    let gw = serve(&p, &url, &["--ask-for-approval", "untrusted", "--mcp-config", &first]);
+    let gw = serve(
+        &p,
+        &url,
+        &["--ask-for-approval", "untrusted", "--mcp-config", &first],
+    );
     start("three", &gw);
-    wait_session(&gw.url, "three", Duration::from_secs(60), |v| v["status"] == "idle");
+    wait_session(&gw.url, "three", Duration::from_secs(60), |v| {
+        v["status"] == "idle"
+    });
     assert_eq!(lines(&counter_a), 2);
 }

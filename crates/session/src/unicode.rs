@@ -39,7 +39,9 @@ mod tests {
 
     #[test]
     fn bidi_and_zero_width_characters_are_format_characters() {
-        for c in ['\u{202E}', '\u{2066}', '\u{2069}', '\u{200B}', '\u{200F}', '\u{FEFF}'] {
+        for c in [
+            '\u{202E}', '\u{2066}', '\u{2069}', '\u{200B}', '\u{200F}', '\u{FEFF}',
+        ] {
             assert!(is_format(c), "{:x}", c as u32);
         }
         for c in ['a', 'é', '✓', '\n', '\u{1b}', '中'] {

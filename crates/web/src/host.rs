@@ -47,7 +47,11 @@ impl AllowedHosts {
         let Some(name) = host_name(host) else {
             return false;
         };
-        if let Ok(ip) = name.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+        if let Ok(ip) = name
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+        {
             return ip.is_loopback() || ip == self.listen || self.listen.is_unspecified();
         }
         if name == "localhost" {
@@ -121,7 +125,10 @@ fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
 /// `app` answering only requests whose `Host` `allowed` allows (checked before every route,
 /// the fallback included).
 pub fn guard(app: Router, allowed: AllowedHosts) -> Router {
-    app.layer(axum::middleware::from_fn_with_state(Arc::new(allowed), check))
+    app.layer(axum::middleware::from_fn_with_state(
+        Arc::new(allowed),
+        check,
+    ))
 }
 
 #[cfg(test)]

@@ -349,18 +349,23 @@ impl Sandbox {
     }
 
     /// The version-control metadata of `workspace` that calls may not write (existing or
-    /// not; empty when allowed, or when nothing of the workspace is writable anyway). The
+    /// not; empty when allowed, and outside `workspace-write`). The
     /// file tools refuse writes beneath these paths; a shell call gets the existing ones
     /// beneath the workspace bound read-only.
     pub fn vcs_read_only(&self, workspace: &Path) -> Vec<PathBuf> {
-        if self.vcs_writable {
+        // `off` confines nothing; `read-only` writes nothing of the workspace anyway
+        if self.vcs_writable || self.policy.mode != SandboxMode::WorkspaceWrite {
             return Vec::new();
         }
         let mut out = fs::vcs_metadata(workspace);
         // the user's own configuration of those programs, which matters where the
         // workspace holds it (a workspace that is the home directory)
         if let Some(home) = &self.home {
-            out.extend(fs::VCS_USER_CONFIG.iter().map(|c| fs::resolve(&home.join(c))));
+            out.extend(
+                fs::VCS_USER_CONFIG
+                    .iter()
+                    .map(|c| fs::resolve(&home.join(c))),
+            );
         }
         out
     }

@@ -141,11 +141,7 @@ impl EdgeFixture {
                 let c = ws.join("lazarus.toml");
                 (ws, c.clone(), Some(c))
             }
-            None => (
-                home.clone(),
-                home.join(".config/lazarus/config.toml"),
-                None,
-            ),
+            None => (home.clone(), home.join(".config/lazarus/config.toml"), None),
         };
         std::fs::create_dir_all(config.parent().unwrap()).unwrap();
         std::fs::write(&config, CONFIG_TEXT).unwrap();
@@ -236,11 +232,7 @@ impl EdgeFixture {
     /// outside the workspace, fd 8 a directory outside it, fd 9 the terminal itself), as
     /// `exec 7>>log` does.
     pub fn open_descriptors(&self) -> String {
-        format!(
-            "exec 7>>{} 8<{} 9<>/dev/tty",
-            q(&self.log),
-            q(&self.fd_dir)
-        )
+        format!("exec 7>>{} 8<{} 9<>/dev/tty", q(&self.log), q(&self.fd_dir))
     }
 
     /// What the person does after lazarus exits: their shell reads a line from the
@@ -482,7 +474,12 @@ pub fn edge_attacks(f: &EdgeFixture) -> Vec<EdgeAttack> {
             Call::Shell(format!(
                 "git config core.fsmonitor 'touch {o}/fsmonitor-ran; false' && echo ATTACK-OK fsmonitor; printf '{hook}' > .git/hooks/post-commit && chmod +x .git/hooks/post-commit && echo ATTACK-OK hook; git config --global core.fsmonitor 'touch {o}/global-fsmonitor-ran; false' && echo ATTACK-OK global; mv .git .git-old && git init -q && git config core.fsmonitor 'touch {o}/reinit-ran; false' && echo ATTACK-OK reinit; rm -rf .git 2>/dev/null; [ -d .git/objects ] || echo ATTACK-OK removed"
             )),
-            git_files(vec!["fsmonitor-ran", "hook-ran", "global-fsmonitor-ran", "reinit-ran"]),
+            git_files(vec![
+                "fsmonitor-ran",
+                "hook-ran",
+                "global-fsmonitor-ran",
+                "reinit-ran",
+            ]),
         ),
         attack(
             "5",

@@ -152,7 +152,9 @@ impl Person {
 
     /// The same as a shell command line (for a terminal).
     pub fn line(&self, args: &[&str]) -> String {
-        let mut s = String::from("env -u LAZARUS_CONFIG -u XDG_CONFIG_HOME -u LAZARUS_SESSION_DIR -u LAZARUS_STORE");
+        let mut s = String::from(
+            "env -u LAZARUS_CONFIG -u XDG_CONFIG_HOME -u LAZARUS_SESSION_DIR -u LAZARUS_STORE",
+        );
         for (k, v) in self.env() {
             s.push_str(&format!(" {k}={}", q(v)));
         }
