@@ -94,7 +94,8 @@ pub const NOT_IMPLEMENTED: &[(&str, libc::c_long)] = &[
 ];
 
 /// `ioctl` requests refused, whatever the descriptor: they make a terminal read input
-/// nobody typed.
+/// nobody typed. (`libc::Ioctl` is `c_ulong` on glibc and `c_int` on musl.)
+#[allow(clippy::unnecessary_cast)]
 pub const TTY_IOCTLS: &[(&str, u64)] = &[
     ("TIOCSTI", libc::TIOCSTI as u64),
     ("TIOCLINUX", libc::TIOCLINUX as u64),
