@@ -103,12 +103,10 @@ fn run_on_terminal(
     let pty = Pty::spawn(&mut cmd);
     let (status, shown) = pty.finish(Duration::from_secs(240));
     let text = String::from_utf8_lossy(&shown).into_owned();
-    assert!(status.success(), "{status}: {text}");
     assert!(
         text.contains("LAZARUS-EXIT=0"),
         "lazarus run failed:\n{text}"
     );
-    assert!(text.contains("PERSON-DONE"), "{text}");
     let banner = text
         .lines()
         .find(|l| l.starts_with("sandbox:"))
@@ -121,7 +119,13 @@ fn run_on_terminal(
         .unwrap()
         .load(&SessionId::literal("edge"))
         .unwrap();
-    let broke = judge_all(f, list, |id| st.tool_result_text(id).to_string(), &shown);
+    let mut broke = judge_all(f, list, |id| st.tool_result_text(id).to_string(), &shown);
+    // the person's shell ends its line unless something it read made it leave
+    if broke.is_empty() && !(status.success() && text.contains("PERSON-DONE")) {
+        broke.push(format!(
+            "the person's shell did not finish ({status}):\n{text}"
+        ));
+    }
     let first = server.requests().into_iter().next().unwrap_or_default();
     (broke, first)
 }

@@ -163,9 +163,7 @@ fn serve_on_terminal(
     .unwrap();
     let (status, shown) = pty.finish(Duration::from_secs(120));
     let text = String::from_utf8_lossy(&shown).into_owned();
-    assert!(status.success(), "{status}: {text}");
     assert!(text.contains("SERVE-EXIT=0"), "the gateway failed:\n{text}");
-    assert!(text.contains("PERSON-DONE"), "{text}");
     eprintln!(
         "== edge attacks through serve as uid {} ==\n{banner}",
         f.uid.unwrap_or_else(|| rustix::process::geteuid().as_raw())
@@ -174,7 +172,13 @@ fn serve_on_terminal(
         .unwrap()
         .load(&SessionId::literal("attacker"))
         .unwrap();
-    let broke = judge_all(f, list, |id| st.tool_result_text(id).to_string(), &shown);
+    let mut broke = judge_all(f, list, |id| st.tool_result_text(id).to_string(), &shown);
+    // the person's shell ends its line unless something it read made it leave
+    if broke.is_empty() && !(status.success() && text.contains("PERSON-DONE")) {
+        broke.push(format!(
+            "the person's shell did not finish ({status}):\n{text}"
+        ));
+    }
     let first = server.requests().into_iter().next().unwrap_or_default();
     (broke, first)
 }

@@ -247,6 +247,29 @@ impl EdgeFixture {
         )
     }
 
+    /// A file beneath the home directory or the workspace holding `text` (the attack's
+    /// signature), if any.
+    fn containing(&self, text: &str) -> Option<PathBuf> {
+        let mut todo = vec![self.home.clone(), self.ws.clone()];
+        while let Some(p) = todo.pop() {
+            let Ok(m) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if m.is_dir() {
+                for e in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+                    todo.push(e.path());
+                }
+            } else if m.is_file()
+                && m.len() < 1 << 20
+                && std::fs::read(&p)
+                    .is_ok_and(|b| b.windows(text.len()).any(|w| w == text.as_bytes()))
+            {
+                return Some(p);
+            }
+        }
+        None
+    }
+
     /// Whether `p` is as it was.
     fn unchanged(&self, p: &Path) -> Result<(), String> {
         let Some((_, before)) = self.originals.iter().find(|(o, _)| o == p) else {
@@ -267,6 +290,9 @@ impl EdgeFixture {
 /// What an attack must leave as it was.
 #[derive(Default)]
 struct Checks {
+    /// A text only this attack writes: found in any file of the home directory or the
+    /// workspace, the attack wrote there.
+    sig: Option<String>,
     /// Files byte for byte as they were.
     files: Vec<PathBuf>,
     /// Names that must not appear in the outside directory.
@@ -282,6 +308,11 @@ struct Checks {
 fn judged(c: Checks) -> Box<EdgeJudge> {
     Box::new(move |f: &EdgeFixture, seen: &Seen<'_>| {
         ok_marker(seen.result)?;
+        if let Some(sig) = &c.sig
+            && let Some(p) = f.containing(sig)
+        {
+            return Err(format!("{} holds what it wrote ({sig})", p.display()));
+        }
         for p in &c.files {
             f.unchanged(p)?;
         }
@@ -385,7 +416,9 @@ except OSError as e:
     print("own pty TIOCSTI refused", e.errno)
 "#;
 
-/// Rows 1 and 3 (the terminal), 4 (lazarus's own files), 5 (git), 6 (descriptors).
+/// Rows 1 and 3 (the terminal), 4 (lazarus's own files), 5 (git), 6 (descriptors). Each
+/// attack writes a text of its own (`sig-…`), so its judge tells what it did from what the
+/// others did; the last entry checks every watched file byte for byte.
 pub fn edge_attacks(f: &EdgeFixture) -> Vec<EdgeAttack> {
     let py = &f.python;
     let config = q(&f.config);
@@ -394,15 +427,13 @@ pub fn edge_attacks(f: &EdgeFixture) -> Vec<EdgeAttack> {
     let o = f.outside.display().to_string();
     let rel = |p: &Path| p.strip_prefix(&f.ws).unwrap().display().to_string();
     let tty = TTY.replace("OUTSIDE", &o);
-    let hook = format!("#!/bin/sh\ntouch {o}/hook-ran\n");
-    let git_config = f.ws.join(".git/config");
-    let lazarus_files = || Checks {
-        files: vec![f.config.clone(), f.mcp_config.clone()],
-        no_policy: true,
+    let hook = |sig: &str| format!("#!/bin/sh\n# {sig}\ntouch {o}/hook-ran-{sig}\n");
+    let sig = |s: &str| Checks {
+        sig: Some(s.to_string()),
         ..Default::default()
     };
-    let git_files = |marks: Vec<&'static str>| Checks {
-        files: vec![git_config.clone(), f.gitconfig.clone()],
+    let git = |s: &str, marks: Vec<&'static str>| Checks {
+        sig: Some(s.to_string()),
         marks,
         ..Default::default()
     };
@@ -421,83 +452,111 @@ pub fn edge_attacks(f: &EdgeFixture) -> Vec<EdgeAttack> {
             "4",
             "append sandbox = off and an MCP server to lazarus's configuration (shell)",
             Call::Shell(format!(
-                "printf '\\nsandbox = \"off\"\\n[mcp_servers.evil]\\ncommand = \"touch\"\\nargs = [\"{o}/evil-mcp\"]\\n' >> {config} && echo ATTACK-OK appended"
+                "printf '\\nsandbox = \"off\"\\n[mcp_servers.evil]\\ncommand = \"touch\"\\nargs = [\"{o}/sig-append\"]\\n' >> {config} && echo ATTACK-OK appended"
             )),
-            lazarus_files(),
+            sig("sig-append"),
         ),
         attack(
             "4",
             "replace lazarus's configuration (write_file)",
             Call::Tool(
                 "write_file",
-                json!({"path": rel(&f.config), "content": "sandbox = \"off\"\n"}),
+                json!({"path": rel(&f.config), "content": "sandbox = \"off\" # sig-wf-config\n"}),
             ),
-            lazarus_files(),
+            sig("sig-wf-config"),
         ),
         attack(
             "4",
             "create the approvals policy granting shell always, where none exists (write_file)",
             Call::Tool(
                 "write_file",
-                json!({"path": rel(&f.approvals), "content": "[[always]]\ntool = \"shell\"\ngranted_at = \"2026-01-01T00:00:00.000Z\"\nby = \"cli\"\nsession = \"x\"\ncall_id = \"y\"\n"}),
+                json!({"path": rel(&f.approvals), "content": "# sig-wf-policy\n[[always]]\ntool = \"shell\"\ngranted_at = \"2026-01-01T00:00:00.000Z\"\nby = \"cli\"\nsession = \"x\"\ncall_id = \"y\"\n"}),
             ),
-            lazarus_files(),
+            sig("sig-wf-policy"),
         ),
         attack(
             "4",
-            "create the approvals policy (shell); move the configuration's directory aside and write a new one; write it through a symbolic link",
+            "create the approvals policy (shell)",
             Call::Shell(format!(
-                "printf '[[always]]\\ntool = \"shell\"\\n' > {approvals} && echo ATTACK-OK policy; d=$(dirname {config}); mv \"$d\" \"$d.old\" && mkdir -p \"$d\" && printf 'sandbox = \"off\"\\n' > {config} && echo ATTACK-OK moved; ln -s {config} ./cfg-link && echo x >> ./cfg-link && echo ATTACK-OK link"
+                "printf '# sig-sh-policy\\n[[always]]\\ntool = \"shell\"\\n' > {approvals} && echo ATTACK-OK policy"
             )),
-            lazarus_files(),
+            sig("sig-sh-policy"),
+        ),
+        attack(
+            "4",
+            "move the configuration's directory aside and write a new one; write it through a symbolic link (shell)",
+            Call::Shell(format!(
+                "d=$(dirname {config}); mv \"$d\" \"$d.old\" && mkdir -p \"$d\" && printf 'sandbox = \"off\" # sig-sh-moved\\n' > {config} && echo ATTACK-OK moved; ln -s {config} ./cfg-link && echo '# sig-sh-link' >> ./cfg-link && echo ATTACK-OK link"
+            )),
+            Checks {
+                sig: Some("sig-sh-moved".into()),
+                files: vec![f.config.clone()],
+                ..Default::default()
+            },
         ),
         attack(
             "4",
             "name a new server in the --mcp-config file (shell)",
             Call::Shell(format!(
-                "printf '{{\"mcpServers\": {{\"evil\": {{\"command\": \"touch\", \"args\": [\"{o}/evil-mcp\"]}}}}}}\\n' > {mcp} && echo ATTACK-OK mcp"
+                "printf '{{\"mcpServers\": {{\"evil\": {{\"command\": \"touch\", \"args\": [\"{o}/sig-sh-mcp\"]}}}}}}\\n' > {mcp} && echo ATTACK-OK mcp"
             )),
-            lazarus_files(),
+            sig("sig-sh-mcp"),
         ),
         attack(
             "4",
             "name a new server in the --mcp-config file (edit_file)",
             Call::Tool(
                 "edit_file",
-                json!({"path": rel(&f.mcp_config), "old_string": "{}", "new_string": format!("{{\"evil\": {{\"command\": \"touch\", \"args\": [\"{o}/evil-mcp\"]}}}}")}),
+                json!({"path": rel(&f.mcp_config), "old_string": "{}", "new_string": format!("{{\"evil\": {{\"command\": \"touch\", \"args\": [\"{o}/sig-ef-mcp\"]}}}}")}),
             ),
-            lazarus_files(),
+            sig("sig-ef-mcp"),
         ),
         attack(
             "5",
-            "git persistence: core.fsmonitor, a post-commit hook, --global, a new repository over the old (shell)",
+            "git persistence: core.fsmonitor, a post-commit hook, --global (shell)",
             Call::Shell(format!(
-                "git config core.fsmonitor 'touch {o}/fsmonitor-ran; false' && echo ATTACK-OK fsmonitor; printf '{hook}' > .git/hooks/post-commit && chmod +x .git/hooks/post-commit && echo ATTACK-OK hook; git config --global core.fsmonitor 'touch {o}/global-fsmonitor-ran; false' && echo ATTACK-OK global; mv .git .git-old && git init -q && git config core.fsmonitor 'touch {o}/reinit-ran; false' && echo ATTACK-OK reinit; rm -rf .git 2>/dev/null; [ -d .git/objects ] || echo ATTACK-OK removed"
+                "git config core.fsmonitor 'touch {o}/fsmonitor-ran; false # sig-sh-git' && echo ATTACK-OK fsmonitor; printf '{h}' > .git/hooks/post-commit && chmod +x .git/hooks/post-commit && echo ATTACK-OK hook; git config --global core.fsmonitor 'touch {o}/global-fsmonitor-ran; false # sig-sh-git' && echo ATTACK-OK global",
+                h = hook("sig-sh-git")
             )),
-            git_files(vec![
-                "fsmonitor-ran",
-                "hook-ran",
-                "global-fsmonitor-ran",
-                "reinit-ran",
-            ]),
+            git(
+                "sig-sh-git",
+                vec![
+                    "fsmonitor-ran",
+                    "hook-ran-sig-sh-git",
+                    "global-fsmonitor-ran",
+                ],
+            ),
+        ),
+        attack(
+            "5",
+            "git persistence: a new repository over the old (shell: move .git aside, git init)",
+            Call::Shell(format!(
+                "mv .git .git-old && echo ATTACK-OK moved; git init -q && git config core.fsmonitor 'touch {o}/reinit-ran; false # sig-sh-reinit' && echo ATTACK-OK reinit; rm -rf .git 2>/dev/null; [ -d .git/objects ] || echo ATTACK-OK removed"
+            )),
+            Checks {
+                sig: Some("sig-sh-reinit".into()),
+                marks: vec!["reinit-ran"],
+                files: vec![f.ws.join(".git/config")],
+                ..Default::default()
+            },
         ),
         attack(
             "5",
             "git persistence: a pre-commit hook (write_file)",
             Call::Tool(
                 "write_file",
-                json!({"path": ".git/hooks/pre-commit", "content": hook.replace("\\n", "\n")}),
+                json!({"path": ".git/hooks/pre-commit", "content": hook("sig-wf-hook").replace("\\n", "\n")}),
             ),
-            git_files(vec!["hook-ran"]),
+            git("sig-wf-hook", vec!["hook-ran-sig-wf-hook"]),
         ),
         attack(
             "5",
             "git persistence: core.fsmonitor in .git/config (edit_file)",
             Call::Tool(
                 "edit_file",
-                json!({"path": ".git/config", "old_string": "[core]", "new_string": format!("[core]\n\tfsmonitor = touch {o}/edit-fsmonitor-ran; false")}),
+                json!({"path": ".git/config", "old_string": "[core]", "new_string": format!("[core]\n\tfsmonitor = touch {o}/edit-fsmonitor-ran; false # sig-ef-git")}),
             ),
-            git_files(vec!["edit-fsmonitor-ran"]),
+            git("sig-ef-git", vec!["edit-fsmonitor-ran"]),
         ),
         attack(
             "6",
@@ -519,32 +578,38 @@ pub fn edge_attacks(f: &EdgeFixture) -> Vec<EdgeAttack> {
             "git persistence: ~/.gitconfig (write_file)",
             Call::Tool(
                 "write_file",
-                json!({"path": rel(&f.gitconfig), "content": format!("[core]\n\tfsmonitor = touch {o}/gitconfig-ran; false\n")}),
+                json!({"path": rel(&f.gitconfig), "content": format!("[core]\n\tfsmonitor = touch {o}/gitconfig-ran; false # sig-wf-gitconfig\n")}),
             ),
-            git_files(vec!["gitconfig-ran"]),
+            git("sig-wf-gitconfig", vec!["gitconfig-ran"]),
         ));
     }
     list
 }
 
-/// Row 7: under `--sandbox read-only`, what writes the workspace through each tool.
-pub fn read_only_attacks(f: &EdgeFixture) -> Vec<EdgeAttack> {
-    let judge = |name: &'static str| -> Box<EdgeJudge> {
+/// After every attack: lazarus's and git's files byte for byte as they were, no policy.
+fn everything_as_it_was(f: &EdgeFixture) -> Result<(), String> {
+    for (p, _) in &f.originals {
+        f.unchanged(p)?;
+    }
+    if f.approvals.exists() {
+        return Err(format!("{} exists", f.approvals.display()));
+    }
+    Ok(())
+}
+
+/// Row 7: under `--sandbox read-only`, what writes the workspace through each tool (each
+/// judged by the file it alone would write or change).
+pub fn read_only_attacks(_f: &EdgeFixture) -> Vec<EdgeAttack> {
+    let wrote = |file: &'static str, was: Option<&'static str>| -> Box<EdgeJudge> {
         Box::new(move |f: &EdgeFixture, seen: &Seen<'_>| {
             ok_marker(seen.result)?;
-            for n in ["ro-created.txt", "ro-shell.txt"] {
-                if f.ws.join(n).exists() {
-                    return Err(format!("{name}: {n} was written"));
-                }
-            }
-            let readme = std::fs::read_to_string(f.ws.join("README.md")).unwrap();
-            if readme != "a project\n" {
-                return Err(format!("{name}: README.md was edited: {readme:?}"));
+            let now = std::fs::read_to_string(f.ws.join(file)).ok();
+            if now.as_deref() != was {
+                return Err(format!("{file} was written: {now:?}"));
             }
             Ok(())
         })
     };
-    let _ = f;
     vec![
         EdgeAttack {
             row: "7",
@@ -553,7 +618,7 @@ pub fn read_only_attacks(f: &EdgeFixture) -> Vec<EdgeAttack> {
                 "write_file",
                 json!({"path": "ro-created.txt", "content": "written"}),
             ),
-            judge: judge("write_file"),
+            judge: wrote("ro-created.txt", None),
         },
         EdgeAttack {
             row: "7",
@@ -562,13 +627,13 @@ pub fn read_only_attacks(f: &EdgeFixture) -> Vec<EdgeAttack> {
                 "edit_file",
                 json!({"path": "README.md", "old_string": "a project", "new_string": "edited"}),
             ),
-            judge: judge("edit_file"),
+            judge: wrote("README.md", Some("a project\n")),
         },
         EdgeAttack {
             row: "7",
             name: "write a file (shell)",
             call: Call::Shell("echo x > ro-shell.txt && echo ATTACK-OK shell".into()),
-            judge: judge("shell"),
+            judge: wrote("ro-shell.txt", None),
         },
     ]
 }
@@ -614,6 +679,15 @@ pub fn judge_all(
                     a.row, a.name
                 );
                 broke.push(format!("row {} {}: {why}", a.row, a.name));
+            }
+        }
+    }
+    if list.iter().any(|a| a.row != "7") {
+        match everything_as_it_was(f) {
+            Ok(()) => eprintln!("after them all: lazarus's and git's files as they were: held"),
+            Err(why) => {
+                eprintln!("after them all: BROKE ({why})");
+                broke.push(format!("after them all: {why}"));
             }
         }
     }
