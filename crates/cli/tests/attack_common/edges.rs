@@ -488,19 +488,7 @@ pub fn edge_attacks(f: &EdgeFixture) -> Vec<EdgeAttack> {
             Call::Shell(format!(
                 "d=$(dirname {config}); mv \"$d\" \"$d.old\" && mkdir -p \"$d\" && printf 'sandbox = \"off\" # sig-sh-moved\\n' > {config} && echo ATTACK-OK moved; ln -s {config} ./cfg-link && echo '# sig-sh-link' >> ./cfg-link && echo ATTACK-OK link"
             )),
-            Checks {
-                sig: Some("sig-sh-moved".into()),
-                files: vec![f.config.clone()],
-                ..Default::default()
-            },
-        ),
-        attack(
-            "4",
-            "name a new server in the --mcp-config file (shell)",
-            Call::Shell(format!(
-                "printf '{{\"mcpServers\": {{\"evil\": {{\"command\": \"touch\", \"args\": [\"{o}/sig-sh-mcp\"]}}}}}}\\n' > {mcp} && echo ATTACK-OK mcp"
-            )),
-            sig("sig-sh-mcp"),
+            sig("sig-sh-moved"),
         ),
         attack(
             "4",
@@ -510,6 +498,14 @@ pub fn edge_attacks(f: &EdgeFixture) -> Vec<EdgeAttack> {
                 json!({"path": rel(&f.mcp_config), "old_string": "{}", "new_string": format!("{{\"evil\": {{\"command\": \"touch\", \"args\": [\"{o}/sig-ef-mcp\"]}}}}")}),
             ),
             sig("sig-ef-mcp"),
+        ),
+        attack(
+            "4",
+            "name a new server in the --mcp-config file (shell)",
+            Call::Shell(format!(
+                "printf '{{\"mcpServers\": {{\"evil\": {{\"command\": \"touch\", \"args\": [\"{o}/sig-sh-mcp\"]}}}}}}\\n' > {mcp} && echo ATTACK-OK mcp"
+            )),
+            sig("sig-sh-mcp"),
         ),
         attack(
             "5",
@@ -533,12 +529,7 @@ pub fn edge_attacks(f: &EdgeFixture) -> Vec<EdgeAttack> {
             Call::Shell(format!(
                 "mv .git .git-old && echo ATTACK-OK moved; git init -q && git config core.fsmonitor 'touch {o}/reinit-ran; false # sig-sh-reinit' && echo ATTACK-OK reinit; rm -rf .git 2>/dev/null; [ -d .git/objects ] || echo ATTACK-OK removed"
             )),
-            Checks {
-                sig: Some("sig-sh-reinit".into()),
-                marks: vec!["reinit-ran"],
-                files: vec![f.ws.join(".git/config")],
-                ..Default::default()
-            },
+            git("sig-sh-reinit", vec!["reinit-ran"]),
         ),
         attack(
             "5",
@@ -660,13 +651,20 @@ pub fn judge_all(
     let mut broke = Vec::new();
     for (i, a) in list.iter().enumerate() {
         let text = result(&format!("e{i}"));
-        match (a.judge)(
-            f,
-            &Seen {
-                result: &text,
-                terminal,
-            },
-        ) {
+        // a file tool that did not refuse did what it was asked (whatever came after it)
+        let verdict = match &a.call {
+            Call::Tool(name, _) if !text.starts_with("error") => {
+                Err(format!("{name} did it: {text}"))
+            }
+            _ => (a.judge)(
+                f,
+                &Seen {
+                    result: &text,
+                    terminal,
+                },
+            ),
+        };
+        match verdict {
             Ok(()) => {
                 eprintln!("attack (row {}) {}: held", a.row, a.name);
                 if std::env::var_os("LAZARUS_ATTACK_VERBOSE").is_some() {
