@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import assert_verified, bin_path, kinds, listed
+from conftest import assert_verified, bin_path, kinds, lazarus, listed
 from lazarus.agents import LazarusSession
 
 
@@ -201,6 +201,16 @@ def test_a_runner_killed_mid_tool_reports_the_call_in_doubt_and_never_runs_it_tw
             time.sleep(0.02)
         first.send_signal(signal.SIGKILL)
         first.wait()
+        # the call cut off is in doubt in every view, as a native call's is: the listing
+        # (once the dead writer's lock or lease is gone) and `--status in_doubt`
+        deadline = time.time() + 30
+        while listed(where)["run"]["status"] == "running":
+            assert time.time() < deadline, "the killed writer still holds the session"
+            time.sleep(0.1)
+        assert listed(where)["run"]["status"] == "in_doubt", listed(where)["run"]
+        out = lazarus(where, "list", "--status", "in_doubt", "--json")
+        assert out.returncode == 0, out.stderr
+        assert "run" in [json.loads(l)["id"] for l in out.stdout.splitlines() if l.strip()]
         (ws / "go").touch()
         second = subprocess.run(
             [sys.executable, "-c", RUNNER, json.dumps(where), base_url, str(ws)],

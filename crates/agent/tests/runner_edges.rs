@@ -316,6 +316,44 @@ fn a_receipt_names_the_open_turn_and_the_inputs_still_waiting() {
     assert_eq!((r.inputs_pending, r.open_turn), (1, Some(1)), "{r:?}");
 }
 
+/// A session a gateway left to its owner (`needs_owner`) with a turn cut off: its owner's
+/// resume is a resume like any other — the receipt, the open turn asked again — and it
+/// answers the refusal. (Found by a PostgreSQL takeover test: the `needs_owner` status hid
+/// the cut-off turn, and the owner went on without a receipt.)
+#[test]
+fn the_owner_of_a_session_left_alone_resumes_it_with_a_receipt() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = answering(&rt, "done");
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    create_with_input(&store, "n");
+    let mut s = store.open(&SessionId::literal("n")).unwrap();
+    let first = s.state().last_seq;
+    s.append(Record::TurnStart(TurnStart {
+        turn: 1,
+        prev_seq: None,
+        inputs: vec![first],
+    }))
+    .unwrap();
+    s.append(Record::NeedsOwner(lazarus_session::record::NeedsOwner {
+        by: "serve gw:1".into(),
+        reason: "this gateway cannot honour its world".into(),
+        resume_with: "lazarus run --session n".into(),
+    }))
+    .unwrap();
+    assert_eq!(s.state().status(), lazarus_session::Status::NeedsOwner);
+    drop(s);
+    let (outcome, st) = drive(&server.base_url(), &store, "n", Toolbox::standard());
+    assert_eq!(outcome, RunOutcome::Idle);
+    let r = st
+        .last_receipt
+        .clone()
+        .expect("a resume of a session left alone leaves a receipt");
+    assert_eq!(r.open_turn, Some(1), "{r:?}");
+    assert!(st.needs_owner.is_none());
+    assert_eq!(st.status(), lazarus_session::Status::Idle);
+}
+
 #[test]
 fn a_base_models_repeated_text_calls_run_once_and_the_repeats_are_recorded_and_told() {
     let call = |path: &str| {

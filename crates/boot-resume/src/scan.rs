@@ -22,6 +22,10 @@ pub enum Action {
     None,
     /// Injection was attempted and failed.
     Failed,
+    /// The gateway recorded the resume event durably but leaves the session to a resumer
+    /// that can honour its world (its workspace, MCP servers, policy): the detail says why
+    /// and which command resumes it.
+    LeftToOwner,
 }
 
 impl Action {
@@ -32,6 +36,7 @@ impl Action {
             Action::WouldResume => "would_resume",
             Action::None => "none",
             Action::Failed => "failed",
+            Action::LeftToOwner => "left_to_owner",
         }
     }
 }

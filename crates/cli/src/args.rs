@@ -37,6 +37,29 @@ pub fn parse_millis(s: &str) -> Result<Duration, String> {
     parse_duration(s, Duration::from_millis(1))
 }
 
+/// The arguments of the command being run that were given on its command line (not
+/// defaults, environment variables or the configuration file), by clap id.
+static GIVEN: std::sync::OnceLock<std::collections::BTreeSet<String>> = std::sync::OnceLock::new();
+
+/// Notes which arguments of the chosen subcommand (`matches`, its own) came from the
+/// command line. Called once, by `main`.
+pub fn note_given(matches: &clap::ArgMatches) {
+    let given = matches
+        .ids()
+        .filter(|id| {
+            matches.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+        })
+        .map(|id| id.as_str().to_string())
+        .collect();
+    let _ = GIVEN.set(given);
+}
+
+/// Whether the argument `id` (clap's id: the field name) was given on the command line. A
+/// session's recorded world gives what the command line does not (see `run::world`).
+pub fn given(id: &str) -> bool {
+    GIVEN.get().is_some_and(|g| g.contains(id))
+}
+
 /// Where sessions live. The flags beat the environment (`LAZARUS_SESSION_DIR`,
 /// `LAZARUS_STORE`); naming two stores at the same level is a usage error that says how to
 /// choose.
@@ -357,7 +380,7 @@ impl ModelArgs {
     }
 
     /// The variable holding the API key.
-    fn api_key_var(&self) -> &str {
+    pub fn api_key_var(&self) -> &str {
         match (&self.api_key_env, self.api) {
             (Some(v), _) => v,
             (None, Api::Anthropic) => "ANTHROPIC_API_KEY",

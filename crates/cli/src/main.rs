@@ -174,6 +174,9 @@ fn parse() -> anyhow::Result<Cli> {
     let file = config::load()?;
     let cmd = config::apply_defaults(Cli::command(), file);
     let matches = cmd.get_matches();
+    if let Some((_, sub)) = matches.subcommand() {
+        args::note_given(sub);
+    }
     Ok(Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()))
 }
 

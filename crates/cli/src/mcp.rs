@@ -26,7 +26,19 @@ pub fn configured(files: &[PathBuf], none: bool) -> Result<Servers> {
         .unwrap_or_else(crate::config::path)
         .display()
         .to_string();
-    Servers::gather(crate::config::file_mcp_servers(), &source, files)
+    // by their absolute paths: a session's world records where each server came from
+    let files: Vec<PathBuf> = files
+        .iter()
+        .map(|f| {
+            f.canonicalize().map_err(|e| {
+                Usage(format!(
+                    "--mcp-config {}: {e}",
+                    escape(&f.display().to_string())
+                ))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Servers::gather(crate::config::file_mcp_servers(), &source, &files)
         .map_err(|e| Usage(e.to_string()).into())
 }
 
@@ -327,11 +339,17 @@ fn report(server: &Arc<McpServer>, json_out: bool) -> Result<()> {
     let mut rows = Vec::new();
     for (tool, l) in tools.iter().zip(listed.iter()) {
         let rerun = tool.rerun();
+        // why not, in words: an untrusted server's hints are never acted on
+        let why = rerun
+            .basis
+            .as_ref()
+            .and_then(lazarus_mcp::tool::rerun_refused_why);
         rows.push(json!({
             "name": l.name,
             "model_name": tool.name(),
             "annotations": l.annotations,
             "rerun_after_crash": rerun.idempotent,
+            "rerun_refused_why": why,
         }));
     }
     if json_out {
@@ -370,9 +388,12 @@ fn report(server: &Arc<McpServer>, json_out: bool) -> Result<()> {
                 hints.join(",")
             },
             if r["rerun_after_crash"] == Value::Bool(true) {
-                "runs again"
+                "runs again".to_string()
             } else {
-                "in doubt"
+                match r["rerun_refused_why"].as_str() {
+                    Some(why) => format!("in doubt ({})", escape(why)),
+                    None => "in doubt".to_string(),
+                }
             }
         );
     }

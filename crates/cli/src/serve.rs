@@ -36,6 +36,12 @@ pub struct ServeArgs {
     /// Directory holding the sessions' workspaces [default: $XDG_STATE_HOME/lazarus/workspaces]
     #[arg(long)]
     pub workspace_root: Option<PathBuf>,
+    /// Sessions whose recorded workspace lies at or beneath DIR may run here, in that
+    /// workspace (repeatable): e.g. sessions `lazarus run --workspace ~/src/app` made.
+    /// Without it such a session is left to its owner (`needs_owner`, with the command that
+    /// resumes it). New sessions always get a workspace beneath --workspace-root.
+    #[arg(long, value_name = "DIR")]
+    pub allow_workspace: Vec<PathBuf>,
     /// Bearer token file, created with mode 0600 on first start [default:
     /// $XDG_STATE_HOME/lazarus/gateway.token; env LAZARUS_TOKEN wins]
     #[arg(long)]
@@ -111,6 +117,7 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         }
     }
     let mut toolbox = args.model.toolbox()?;
+    let builtin = toolbox.clone();
     let mcp = crate::mcp::configured(&args.model.mcp_config, args.model.no_mcp)?;
     args.store.check()?;
     let state = crate::paths::state_dir();
@@ -163,6 +170,29 @@ pub fn run(args: ServeArgs) -> Result<i32> {
     if let Some(source) = &mcp_source {
         toolbox.add_source(source.clone());
     }
+    // the world sessions run in here: new ones record it, and one made elsewhere runs here
+    // only when its recorded world agrees (a different one is left to its owner)
+    let grants = crate::approvals::grants()
+        .map(|g| g.into_iter().map(|g| g.tool).collect())
+        .unwrap_or_default();
+    runner.api_key_env = Some(args.model.api_key_var().to_string());
+    let world = runner.world(
+        &builtin,
+        mcp.servers.iter().map(|s| s.world_entry()).collect(),
+        grants,
+        "serve",
+        lazarus_session::record::WorldReason::Created,
+    );
+    let store_flag = match args.store.choice()? {
+        crate::paths::StoreChoice::Local(dir) => Some(format!(
+            "--session-dir {}",
+            crate::term::shell_quote(&dir.canonicalize().unwrap_or(dir).display().to_string())
+        )),
+        crate::paths::StoreChoice::Postgres(url) => Some(format!(
+            "--store {}",
+            crate::term::shell_quote(&crate::term::without_password(&url))
+        )),
+    };
     let shared = args.store.is_postgres()?;
     let store: std::sync::Arc<dyn lazarus_session::Store> =
         std::sync::Arc::from(args.store.open()?);
@@ -178,6 +208,9 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         takeover_interval: (shared && !args.takeover_interval.is_zero())
             .then_some(args.takeover_interval),
         workspace_root,
+        allowed_workspaces: args.allow_workspace.clone(),
+        world,
+        store_flag,
         token,
         drain_timeout: args.drain_timeout,
         limits: lazarus_gateway::Limits {

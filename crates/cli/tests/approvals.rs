@@ -145,11 +145,11 @@ fn off_a_terminal_the_run_waits_exits_3_and_an_approval_from_another_process_run
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("lazarus sessions approve"), "{err}");
-    // the command that continues names the workspace (a resumed run works in the one given)
+    // the command that continues needs no flags: the session runs in its recorded world
     assert!(
         err.contains(&format!(
-            "--workspace {}",
-            env.ws.canonicalize().unwrap().display()
+            "then continue it in its world: lazarus run --session-dir {} --session s",
+            env.dir.display()
         )),
         "{err}"
     );
@@ -452,7 +452,21 @@ fn never_asks_nothing_and_on_request_asks_only_when_the_model_escalates() {
             }),
         ])))
         .unwrap();
+    // another mode (and another model server) is a change of the session's world: refused,
+    // naming both, unless asked for
     let o = env.run(&server, "on-request", &["-p", "now escalate"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("approval mode: recorded never, here on-request"),
+        "{err}"
+    );
+    assert!(err.contains("--change-world"), "{err}");
+    let o = env.run(
+        &server,
+        "on-request",
+        &["-p", "now escalate", "--change-world"],
+    );
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert_eq!(env.effect_lines("effect3"), 1, "the plain call ran");
     // the model was offered the two arguments that ask
@@ -463,7 +477,7 @@ fn never_asks_nothing_and_on_request_asks_only_when_the_model_escalates() {
     let o = env.sessions(&["approve", "s", "e2"]);
     assert!(o.status.success(), "{}", text(&o));
     // resumed under another mode: the call asked for under on-request keeps its meaning
-    let o = env.run(&server, "never", &[]);
+    let o = env.run(&server, "never", &["--change-world"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // the allowed call ran (that its tool never sees the two approval arguments is checked
     // with a tool that echoes them: agent/tests/approvals.rs)

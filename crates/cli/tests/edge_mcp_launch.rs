@@ -38,7 +38,6 @@ fn launch(uid: Option<u32>, serve: bool, sandbox: bool) {
     let p = Person::new(uid);
     let name = if sandbox { "boxed" } else { "plain" };
     let config = probe_server(&p, name, sandbox).display().to_string();
-    let outside = p.outside.display().to_string();
     let log = p.outside.join("ci.log");
     std::fs::write(&log, "ci log\n").unwrap();
     let ws = p.ws.display().to_string();

@@ -103,8 +103,13 @@ fn mcp_list_starts_every_server_and_says_what_each_offers() {
         .find(|t| t["model_name"] == "mcp__counter__set_flag")
         .unwrap();
     assert_eq!(set_flag["annotations"]["idempotentHint"], true);
-    // untrusted: its hints are shown, never acted on
+    // untrusted: its hints are shown, never acted on, and that is the reason given
     assert_eq!(set_flag["rerun_after_crash"], false);
+    let why = set_flag["rerun_refused_why"].as_str().unwrap();
+    assert!(
+        why.contains("MCP server counter is not trusted: the tool says it is idempotent"),
+        "{why}"
+    );
 
     // check: exit 1 for a server that does not start, 2 for one not configured
     let out = lazarus(tmp.path())
@@ -153,6 +158,8 @@ fn mcp_list_starts_every_server_and_says_what_each_offers() {
         .find(|l| l.contains("mcp__tcounter__bump"))
         .unwrap();
     assert!(line.contains("in doubt"), "{line}");
+    // trusted, and the tool says it is neither: that is the reason
+    assert!(line.contains("neither read-only nor idempotent"), "{line}");
 }
 
 #[test]

@@ -396,7 +396,14 @@ fn forks_before_at_and_after_a_compaction_and_sessions_compact() {
             "-p",
             "one more",
         ])
-        .args(["--context-window", "100000", "--base-url", &url])
+        // a larger window than the parent's: a change of its world
+        .args([
+            "--context-window",
+            "100000",
+            "--base-url",
+            &url,
+            "--change-world",
+        ])
         .arg("--session-dir")
         .arg(dir.path())
         .arg("--workspace")

@@ -258,6 +258,7 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) {
         "{label}: effects at the kill"
     );
 
+    let mut extra: Vec<&str> = Vec::new();
     if sc.trusted_at_resume != sc.trusted {
         write_config(
             tmp.path(),
@@ -265,8 +266,29 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) {
             sc.trusted_at_resume,
             http.as_ref().map(|h| h.port),
         );
+        // the trust is part of the session's world: changed behind its back, the resume is
+        // refused, naming it, and writes nothing
+        let ledger = dir.join("s.jsonl");
+        let before = std::fs::read(&ledger).unwrap();
+        let out = lazarus(&config, &dir, &ws, &url, &[]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{label}: {err}");
+        assert!(
+            err.contains(&format!(
+                "MCP server counter: recorded trusted = {}, here {}",
+                sc.trusted, sc.trusted_at_resume
+            )),
+            "{label}: {err}"
+        );
+        assert_eq!(
+            std::fs::read(&ledger).unwrap(),
+            before,
+            "{label}: refused, nothing written"
+        );
+        // asked for, the change is recorded, and the re-run rule still decides from the intent
+        extra.push("--change-world");
     }
-    let out = lazarus(&config, &dir, &ws, &url, &[]).output().unwrap();
+    let out = lazarus(&config, &dir, &ws, &url, &extra).output().unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -318,6 +340,16 @@ fn run_scenario(rt: &tokio::runtime::Runtime, sc: &Scenario) {
             );
             assert_eq!(receipt["calls_in_doubt"], 1, "{label}: {receipt}");
             assert_eq!(receipt["mcp"]["calls_in_doubt"], 1, "{label}: {receipt}");
+            // the receipt names the fact that kept it from running again
+            let why = receipt["in_doubt"][0]["why"].as_str().unwrap_or_default();
+            let expected = if !sc.trusted {
+                "is not trusted"
+            } else if sc.trusted_at_resume {
+                "neither read-only nor idempotent"
+            } else {
+                "now; it was allowed when the call started"
+            };
+            assert!(why.contains(expected), "{label}: {receipt}");
             assert!(told, "{label}: the model was not told the call is in doubt");
         }
         Expect::Rerun => {

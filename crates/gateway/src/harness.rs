@@ -55,17 +55,28 @@ impl InProcess {
             "none",
             ws.clone(),
         );
+        let toolbox = Toolbox::default();
+        let world = runner.world(
+            &toolbox,
+            Vec::new(),
+            Vec::new(),
+            "serve",
+            lazarus_session::record::WorldReason::Created,
+        );
         let hub = Hub::new(
             Arc::new(store),
             HubConfig {
                 workspace_root: ws,
+                allowed_workspaces: Vec::new(),
+                world,
+                store_flag: None,
                 limits: Limits {
                     max_body_bytes: 64 * 1024,
                     max_text_bytes: 16 * 1024,
                     ..Limits::default()
                 },
                 runner,
-                toolbox: Toolbox::default(),
+                toolbox,
                 no_run: true,
             },
             tokio::runtime::Handle::current(),

@@ -105,6 +105,16 @@ pub struct HubConfig {
     pub toolbox: Toolbox,
     /// Accept and record inputs but never drive sessions (benchmarks, maintenance).
     pub no_run: bool,
+    /// The world this gateway runs sessions in (its tools, MCP servers, policy and model;
+    /// the workspace is each session's): new sessions record it, and a session made
+    /// elsewhere runs here only when its recorded world agrees (see [`crate::world`]).
+    pub world: lazarus_session::record::World,
+    /// Besides `workspace_root`: directories at or beneath which a session's recorded
+    /// workspace may be (`--allow-workspace`), canonical.
+    pub allowed_workspaces: Vec<PathBuf>,
+    /// The flag naming this gateway's store in a `lazarus run` command (`--session-dir DIR`),
+    /// for the command a session left alone is resumed with.
+    pub store_flag: Option<String>,
 }
 
 /// All sessions of one gateway.
@@ -128,6 +138,8 @@ pub struct Hub {
     pub(crate) mail_not_before: Mutex<std::collections::HashMap<SessionId, Instant>>,
     /// Live OpenTelemetry spans, when `OTEL_EXPORTER_OTLP_ENDPOINT` asked for them.
     pub(crate) telemetry: std::sync::OnceLock<lazarus_telemetry::live::Live>,
+    /// Sessions left to their owner (world not honoured here), with their last seq then.
+    pub(crate) left_alone: Mutex<std::collections::HashMap<SessionId, u64>>,
 }
 
 impl Hub {
@@ -148,6 +160,7 @@ impl Hub {
             runs: TaskTracker::new(),
             mail_not_before: Mutex::new(std::collections::HashMap::new()),
             telemetry: std::sync::OnceLock::new(),
+            left_alone: Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -209,17 +222,27 @@ impl Hub {
         self.registry.get(id)
     }
 
-    /// Keeps `s`, just opened (or created) by the store as `id`, open here.
+    /// Keeps `s`, just opened (or created) by the store as `id`, open here, with what its
+    /// world allows: where and with what it runs, or that it is left alone.
     pub(crate) fn wrap_open(&self, id: SessionId, s: Session) -> Arc<OpenSession> {
-        let workspace = self
-            .workspaces()
-            .for_existing_session(s.state().header.meta.as_ref(), &id);
+        let verdict = self.world_verdict(&id, s.state());
+        let workspace = match &verdict {
+            crate::registry::WorldVerdict::Run { workspace, .. } => workspace.clone(),
+            crate::registry::WorldVerdict::Leave(_) => s
+                .state()
+                .world
+                .as_ref()
+                .and_then(|w| w.world.workspace.clone())
+                .map(PathBuf::from)
+                .unwrap_or_default(),
+        };
         Arc::new(OpenSession {
             last_active: Mutex::new(Instant::now()),
             tx: self.channel(&id),
             id,
             session: Arc::new(Mutex::new(s)),
             workspace,
+            verdict,
             run: Mutex::new(RunFlags::default()),
             event_lock: tokio::sync::Mutex::new(()),
         })
@@ -255,11 +278,14 @@ impl Hub {
             crate::fds::check_headroom("creating a session")?;
             let policy = hub.workspaces();
             let ws = policy.for_new_session(workspace.as_deref(), &id)?;
+            let mut world = hub.cfg.world.clone();
+            world.workspace = Some(ws.path.to_string_lossy().into_owned());
             let meta = json!({
                 "workspace": ws.path,
                 "model": hub.cfg.runner.model,
                 "sandbox": sandbox_record(&hub.cfg.runner.sandbox),
                 "system_prompt": system_prompt.or_else(|| hub.cfg.runner.system_prompt.clone()),
+                "world": world,
             });
             match hub.store.create(CreateOptions {
                 id: Some(id.clone()),

@@ -29,6 +29,7 @@ pub mod scheduler;
 pub mod server;
 pub mod web;
 pub mod workspace;
+pub mod world;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -58,6 +59,14 @@ pub struct Config {
     /// writer lock is free) and take them over. `None`: never (local files: one gateway).
     pub takeover_interval: Option<Duration>,
     pub workspace_root: PathBuf,
+    /// Directories at or beneath which a session's recorded workspace may be, besides the
+    /// root (`--allow-workspace`).
+    pub allowed_workspaces: Vec<PathBuf>,
+    /// The world sessions run in here (workspace: each session's).
+    pub world: lazarus_session::record::World,
+    /// How `lazarus run` names this store (`--session-dir DIR`), for the resume command of a
+    /// session left alone.
+    pub store_flag: Option<String>,
     pub token: String,
     pub drain_timeout: Duration,
     pub limits: Limits,
@@ -114,10 +123,20 @@ async fn serve(cfg: Config, run_rt: tokio::runtime::Handle) -> Result<()> {
         .workspace_root
         .canonicalize()
         .with_context(|| format!("workspace root {}", cfg.workspace_root.display()))?;
+    let mut allowed_workspaces = Vec::new();
+    for a in &cfg.allowed_workspaces {
+        allowed_workspaces.push(
+            a.canonicalize()
+                .with_context(|| format!("--allow-workspace {}", a.display()))?,
+        );
+    }
     let hub = Hub::new(
         store,
         HubConfig {
             workspace_root,
+            allowed_workspaces,
+            world: cfg.world.clone(),
+            store_flag: cfg.store_flag.clone(),
             limits: cfg.limits.clone(),
             runner: cfg.runner.clone(),
             toolbox: cfg.toolbox.clone(),
@@ -174,9 +193,10 @@ async fn serve(cfg: Config, run_rt: tokio::runtime::Handle) -> Result<()> {
     let signals = spawn_signals(stop.clone(), hub.clone());
     let report = hub.recover().await?;
     println!(
-        "ready: {} sessions scanned, {} re-queued, {} held by another writer, {} unreadable; recovery took {} ms (start to ready {} ms)",
+        "ready: {} sessions scanned, {} re-queued, {} left to their owner (a world this gateway cannot honour: `lazarus sessions list --status needs_owner`), {} held by another writer, {} unreadable; recovery took {} ms (start to ready {} ms)",
         report.scanned,
         report.requeued,
+        report.left_alone,
         report.held_elsewhere,
         report.failed,
         report.took.as_millis(),

@@ -17,6 +17,9 @@ use crate::registry::lock;
 pub struct RecoveryReport {
     pub scanned: usize,
     pub requeued: usize,
+    /// Sessions that owe work in a world this gateway cannot honour: left to their owner
+    /// (`needs_owner`).
+    pub left_alone: usize,
     pub held_elsewhere: usize,
     pub failed: usize,
     pub took: Duration,
@@ -27,6 +30,8 @@ pub struct RecoveryReport {
 pub struct TakeoverReport {
     pub scanned: usize,
     pub taken: usize,
+    /// Sessions whose world this gateway cannot honour, left to their owner.
+    pub left_alone: usize,
     pub held_elsewhere: usize,
     pub failed: usize,
 }
@@ -69,7 +74,10 @@ impl Hub {
             match r {
                 Ok(actor) => {
                     let owed = lock(&actor.session).state().owes_work();
-                    if owed {
+                    if actor.verdict.leaves().is_some() {
+                        self.leave(&actor);
+                        report.left_alone += 1;
+                    } else if owed {
                         self.schedule(&actor, "gateway-start");
                         report.requeued += 1;
                     }
@@ -109,7 +117,11 @@ impl Hub {
         report.scanned = list.len();
         let candidates: Vec<SessionId> = {
             list.into_iter()
-                .filter(|s| s.owes_work() && !self.registry.contains(s.id.as_str()))
+                .filter(|s| {
+                    s.owes_work()
+                        && !self.registry.contains(s.id.as_str())
+                        && !(s.waiting == 0 && self.left_unchanged(&s.id, s.records))
+                })
                 .map(|s| s.id)
                 .collect()
         };
@@ -121,7 +133,10 @@ impl Hub {
                 Ok(actor) => {
                     failed.remove(&id);
                     let owed = lock(&actor.session).state().owes_work();
-                    if owed && self.schedule(&actor, "gateway-takeover") {
+                    if actor.verdict.leaves().is_some() {
+                        self.leave(&actor);
+                        report.left_alone += 1;
+                    } else if owed && self.schedule(&actor, "gateway-takeover") {
                         tracing::info!(session = %id, "took over a session whose gateway is gone");
                         self.metrics.took_over();
                         report.taken += 1;

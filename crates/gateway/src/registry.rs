@@ -12,6 +12,27 @@ use lazarus_agent::runner::SharedSession;
 use lazarus_session::{SessionId, StoredRecord};
 use tokio::sync::{OnceCell, broadcast};
 
+/// What the gateway does with a session.
+#[derive(Debug, Clone)]
+pub enum WorldVerdict {
+    /// Run it in `workspace`, in `world` (recorded by the runner when the session has none).
+    Run {
+        workspace: PathBuf,
+        world: Box<lazarus_session::record::World>,
+    },
+    /// Leave it alone: the `needs_owner` record says why.
+    Leave(lazarus_session::record::NeedsOwner),
+}
+
+impl WorldVerdict {
+    pub fn leaves(&self) -> Option<&lazarus_session::record::NeedsOwner> {
+        match self {
+            WorldVerdict::Leave(n) => Some(n),
+            WorldVerdict::Run { .. } => None,
+        }
+    }
+}
+
 /// A record as broadcast to live tails.
 pub type Live = Arc<StoredRecord>;
 
@@ -32,6 +53,8 @@ pub struct OpenSession {
     pub id: SessionId,
     pub session: SharedSession,
     pub workspace: PathBuf,
+    /// Whether its world lets it run here (and in which), or why it is left alone.
+    pub verdict: WorldVerdict,
     pub(crate) tx: broadcast::Sender<Live>,
     pub(crate) run: Mutex<RunFlags>,
     /// Serialises resume-event decisions.
@@ -109,6 +132,17 @@ impl Registry {
             .is_some_and(|c| Arc::ptr_eq(c, slot) && !c.initialized())
         {
             m.remove(id);
+        }
+    }
+
+    /// Forgets `open` (its writer goes once the last request using it is done).
+    pub(crate) fn remove(&self, open: &Arc<OpenSession>) {
+        let mut m = lock(&self.open);
+        if m.get(&open.id)
+            .and_then(|c| c.get())
+            .is_some_and(|a| Arc::ptr_eq(a, open))
+        {
+            m.remove(&open.id);
         }
     }
 

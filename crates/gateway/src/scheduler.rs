@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use lazarus_agent::provider::CancellationToken;
 use lazarus_agent::runner::{RunError, RunEvent, RunOutcome, Runner, RunnerConfig};
 use lazarus_session::StoredRecord;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 
@@ -50,6 +50,11 @@ impl Hub {
         if self.cfg.no_run || self.is_draining() {
             return false;
         }
+        if actor.verdict.leaves().is_some() {
+            // its world is not this gateway's: it runs nowhere here
+            self.leave(actor);
+            return false;
+        }
         // already running: it looks again for inputs when its run ends
         let Some(cancel) = self.claim_run(actor, true) else {
             return true;
@@ -62,6 +67,64 @@ impl Hub {
             &self.run_rt,
         );
         true
+    }
+
+    /// Leaves a session whose world this gateway cannot honour to its owner: records why
+    /// (once per reason, and only while it owes work), then lets go of it, so the command the
+    /// record names can take it. Off the async workers.
+    pub(crate) fn leave(self: &Arc<Self>, actor: &Arc<OpenSession>) {
+        let Some(why) = actor.verdict.leaves().cloned() else {
+            return;
+        };
+        self.registry.remove(actor);
+        let a = actor.clone();
+        let hub = self.clone();
+        tokio::spawn(async move {
+            let r = crate::memory::spawn_blocking(move || -> Result<(), lazarus_session::SessionError> {
+                let mut s = lock(&a.session);
+                let st = s.state();
+                let said = st
+                    .needs_owner
+                    .as_ref()
+                    .is_some_and(|(_, n)| n.reason == why.reason && n.resume_with == why.resume_with);
+                if said || !st.owes_work() {
+                    hub.remember_left(&a.id, st.last_seq);
+                    return Ok(());
+                }
+                let rec = lazarus_session::Record::NeedsOwner(why);
+                let (kind, data) = (rec.kind(), rec.data_value());
+                let stored = s.append(rec)?;
+                hub.metrics.appended(kind);
+                let _ = a.tx.send(Arc::new(StoredRecord {
+                    seq: stored.seq,
+                    ts: stored.ts,
+                    kind: kind.to_string(),
+                    data,
+                }));
+                hub.remember_left(&a.id, stored.seq);
+                tracing::warn!(session = %a.id, "left to its owner: this gateway cannot honour its world");
+                Ok(())
+            })
+            .await;
+            match r {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "cannot record why a session is left alone")
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot record why a session is left alone"),
+            }
+        });
+    }
+
+    /// Notes that `id`, at `last_seq`, was left to its owner: the takeover pass does not open
+    /// it again until it changes.
+    fn remember_left(&self, id: &lazarus_session::SessionId, last_seq: u64) {
+        lock(&self.left_alone).insert(id.clone(), last_seq);
+    }
+
+    /// Whether `id` was left to its owner here and nothing was recorded since.
+    pub(crate) fn left_unchanged(&self, id: &lazarus_session::SessionId, last_seq: u64) -> bool {
+        lock(&self.left_alone).get(id) == Some(&last_seq)
     }
 
     /// Marks the session running with fresh flags and a cancel token under the shutdown's;
@@ -85,10 +148,22 @@ impl Hub {
     /// The gateway's runner settings, in the session's workspace.
     fn runner_config(&self, actor: &OpenSession) -> RunnerConfig {
         let mut cfg = self.cfg.runner.clone();
-        cfg.workspace = self
-            .workspaces()
-            .for_existing_session(Some(&json!({ "workspace": actor.workspace })), &actor.id);
+        cfg.workspace = actor.workspace.clone();
         cfg
+    }
+
+    /// The runner of a session whose world this gateway honours: in its workspace, with the
+    /// tools it recorded, checking (and adopting, for a session that has none) its world.
+    fn runner_for(&self, actor: &OpenSession, cfg: RunnerConfig) -> Result<Runner, RunError> {
+        let crate::registry::WorldVerdict::Run { world, .. } = &actor.verdict else {
+            return Err(RunError::Internal(format!(
+                "session {} is left to its owner; not run here",
+                actor.id
+            )));
+        };
+        Ok(Runner::new(cfg)?
+            .with_toolbox(self.toolbox_for(world))
+            .with_world((**world).clone()))
     }
 
     async fn run_loop(
@@ -109,8 +184,7 @@ impl Hub {
             return;
         };
         self.running.fetch_add(1, Ordering::SeqCst);
-        let runner = Runner::new(self.runner_config(&actor))
-            .map(|r| r.with_toolbox(self.cfg.toolbox.clone()));
+        let runner = self.runner_for(&actor, self.runner_config(&actor));
         let mut trigger = trigger;
         loop {
             let r = match &runner {
@@ -125,6 +199,10 @@ impl Hub {
                 }
                 Err(e) => Err(lazarus_agent::runner::RunError::Internal(e.to_string())),
             };
+            if let Err(RunError::World(refusal)) = &r {
+                // its world changed under us (it never does while we hold it): leave it
+                tracing::warn!(session = %actor.id, %refusal, "not run: its world is not this gateway's");
+            }
             let outcome = match &r {
                 Ok(RunOutcome::Idle) => "idle",
                 Ok(RunOutcome::MaxTurns) => "max_turns",
@@ -179,7 +257,7 @@ impl Hub {
         if let Some(k) = keep_turns {
             cfg.compaction.keep_turns = k;
         }
-        let result = match Runner::new(cfg) {
+        let result = match self.runner_for(actor, cfg) {
             Ok(runner) => {
                 let mut record = None;
                 let hub = &**self;
@@ -200,7 +278,7 @@ impl Hub {
                     .await;
                 r.map(|_| record)
             }
-            Err(e) => Err(RunError::Internal(e.to_string())),
+            Err(e) => Err(e),
         };
         let again = {
             let mut f = lock(&actor.run);
@@ -224,6 +302,7 @@ impl Hub {
                 format!("session {} owes work (a pending input or an open turn); it is compacted by itself when it runs with --context-window or --compact-at", actor.id),
             ),
             RunError::Internal(m) => ApiError::internal(m),
+            RunError::World(refusal) => ApiError::conflict("needs_owner", refusal.to_string()),
         })
     }
 

@@ -162,6 +162,20 @@ impl WorkspacePolicy {
             .map_or_else(|| self.root.join(id), |rel| self.root.join(rel))
     }
 
+    /// A workspace a session's world records, when it lies strictly beneath the root: the
+    /// path, reached without symbolic links and made if missing (0700, as for the gateway's
+    /// own sessions). `None` when it is not beneath the root or cannot be reached so.
+    pub fn recorded_beneath_root(&self, w: &str) -> Option<PathBuf> {
+        let rel = self.recorded_relative(w)?;
+        match self.ensure(&rel) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::warn!(recorded = w, error = %e, "the recorded workspace cannot be used");
+                None
+            }
+        }
+    }
+
     /// The workspace of an existing session (opened from the store): the one its header
     /// records when that is strictly beneath the root and reached without symbolic links,
     /// else `<root>/<id>`. Created if missing.

@@ -179,6 +179,16 @@ pub fn trajectory(
                 }
                 // a host framework's history (the Python package): its items as they are
                 Record::Host(_) => steps.push(step("system", format!("[{}] {}", r.kind, r.data))),
+                // what the session ran with: provenance, not a step of the trajectory
+                Record::World(w) => notes.push(format!(
+                    "world {:?} by {}: workspace {}",
+                    w.reason,
+                    w.by,
+                    w.workspace.unwrap_or_default()
+                )),
+                Record::NeedsOwner(n) => {
+                    notes.push(format!("left alone by {}: {}", n.by, n.reason))
+                }
                 Record::TurnStart(_)
                 | Record::ToolIntent(_)
                 | Record::ToolStart(_)

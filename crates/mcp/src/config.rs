@@ -182,6 +182,57 @@ impl Server {
     }
 }
 
+impl Server {
+    /// The server as a session's world records it: its fingerprint, what it is (secret
+    /// values left out: variables and headers by name, arguments and URL parameters that
+    /// name a secret replaced), how it was trusted and where it was configured.
+    pub fn world_entry(&self) -> lazarus_session::record::WorldMcpServer {
+        use lazarus_session::record::{WorldMcpServer, redact_args, redact_url};
+        let mut w = WorldMcpServer {
+            name: self.name.clone(),
+            fingerprint: self.fingerprint(),
+            transport: String::new(),
+            command: None,
+            args: Vec::new(),
+            cwd: None,
+            env: Vec::new(),
+            url: None,
+            bearer_token_env_var: None,
+            headers: Vec::new(),
+            enabled_tools: self.enabled_tools.clone(),
+            disabled_tools: self.disabled_tools.clone(),
+            trusted: self.trusted,
+            sandbox: self.sandbox,
+            source: self.source.clone(),
+        };
+        match &self.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                w.transport = "stdio".into();
+                w.command = Some(command.clone());
+                w.args = redact_args(args);
+                w.cwd = cwd.as_ref().map(|c| c.to_string_lossy().into_owned());
+                w.env = env.keys().cloned().collect();
+            }
+            Transport::Http {
+                url,
+                bearer_token_env_var,
+                headers,
+            } => {
+                w.transport = "http".into();
+                w.url = Some(redact_url(url));
+                w.bearer_token_env_var = bearer_token_env_var.clone();
+                w.headers = headers.keys().cloned().collect();
+            }
+        }
+        w
+    }
+}
+
 /// Checks a server name: 1 to [`SERVER_NAME_BYTES_MAX`] bytes of `[A-Za-z0-9_-]` (it becomes
 /// part of the tool names the model sees, `mcp__<server>__<tool>`).
 pub fn check_server_name(name: &str) -> Result<(), String> {

@@ -4,7 +4,8 @@
 //!   `.mcp.json` files (Claude Code's and Cursor's).
 //! * [`names`]: the names the model sees, `mcp__<server>__<tool>`.
 //! * [`server`]: one running server on the official Rust SDK (`rmcp`): a child process in its
-//!   own process group spoken to over stdio, or a Streamable HTTP endpoint; its tools, listed
+//!   own process group spoken to over stdio (under a [`reaper`]: it and everything it starts
+//!   die with the runner), or a Streamable HTTP endpoint; its tools, listed
 //!   page by page and again when it says they changed; calls with progress, timeout and
 //!   cancellation.
 //! * [`tool`]: each server tool as a [`lazarus_agent::tools::Tool`], with the re-run rule:
@@ -15,6 +16,7 @@
 pub mod config;
 pub mod content;
 pub mod names;
+pub mod reaper;
 pub mod server;
 pub mod tool;
 

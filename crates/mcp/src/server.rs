@@ -138,8 +138,11 @@ pub struct McpServer {
     notes: Arc<Notes>,
     tools: RwLock<Vec<ListedTool>>,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
-    /// The process group of a stdio server (killed when the server is dropped).
-    pgid: Option<i32>,
+    /// A stdio server's reaper: dropped with the server, it kills the server and everything
+    /// it started (so does this process's death).
+    _reaper: Option<crate::reaper::Reaper>,
+    /// The process spawned for a stdio server (its reaper); reaped by tokio once dropped.
+    _child: Option<tokio::process::Child>,
     /// The sandbox a stdio server runs in, if it does (kept while it runs).
     _confinement: Option<Confinement>,
 }
@@ -165,6 +168,8 @@ impl McpServer {
         sandbox: Option<&Sandbox>,
     ) -> Result<McpServer, McpError> {
         let mut confinement = None;
+        let mut reaper = None;
+        let mut child = None;
         let name = config.name.clone();
         let startup = config.startup_timeout;
         let notes = Arc::new(Notes::default());
@@ -176,7 +181,7 @@ impl McpServer {
             server: name.clone(),
             why,
         };
-        let (client, pgid) = match &config.transport {
+        let client = match &config.transport {
             Transport::Stdio {
                 command,
                 args,
@@ -184,20 +189,23 @@ impl McpServer {
                 cwd: own_cwd,
             } => {
                 let mut cmd = tokio::process::Command::new(command);
+                // the server runs under a reaper that kills it and everything it starts when
+                // this process lets go of it or dies (see `reaper`); not killed on drop:
+                // dropping the reaper's pipe is what stops it, whole
+                let (kept, read_end) = crate::reaper::pipe()
+                    .map_err(|e| fail(format!("cannot make its reaper's pipe: {e}")))?;
+                reaper = Some(kept);
+                let fd = crate::reaper::ReaperFd::of(&read_end);
                 cmd.args(args)
                     .current_dir(own_cwd.as_deref().unwrap_or(cwd))
-                    .kill_on_drop(true);
-                // its own session and group (no terminal), only fds 0-2 inherited, and killed
-                // with lazarus
-                // SAFETY: setsid, close_range and prctl are async-signal-safe.
+                    .kill_on_drop(false);
+                // its own session and group (no controlling terminal) and only fds 0-2 past
+                // the exec, then the reaper (see `reaper`): the first steps, so a sandbox's
+                // own steps run in the server.
+                // SAFETY: both steps make raw, async-signal-safe system calls only.
                 unsafe {
-                    cmd.pre_exec(|| {
-                        lazarus_agent::process::detach_from_caller()?;
-                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                        Ok(())
-                    });
+                    cmd.pre_exec(|| lazarus_agent::process::detach_from_caller());
+                    cmd.pre_exec(move || crate::reaper::enter(fd));
                 }
                 if config.sandbox {
                     let Some(sandbox) = sandbox else {
@@ -216,12 +224,25 @@ impl McpServer {
                             .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
                     );
                 }
-                cmd.envs(env);
-                let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
-                    .stderr(std::process::Stdio::piped())
+                cmd.envs(env)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped());
+                // spawned here, not by the SDK's child-process transport, which kills the
+                // process it started when dropped: that is the reaper, which must live to kill
+                // what is below it
+                let mut spawned = cmd
                     .spawn()
                     .map_err(|e| fail(format!("cannot start {command:?}: {e}")))?;
-                let pgid = transport.id().and_then(|p| i32::try_from(p).ok());
+                // the reaper has its copy of the read end; ours would only leak
+                drop(read_end);
+                let (Some(stdout), Some(stdin)) = (spawned.stdout.take(), spawned.stdin.take())
+                else {
+                    return Err(fail("its standard input or output was not piped".into()));
+                };
+                let stderr = spawned.stderr.take();
+                child = Some(spawned);
+                let transport = (stdout, stdin);
                 let mut stderr_reader = None;
                 if let Some(mut err) = stderr {
                     let tail = stderr_tail.clone();
@@ -246,7 +267,7 @@ impl McpServer {
                     }
                 };
                 let served = tokio::time::timeout(startup, handler.serve(transport)).await;
-                let client = match served {
+                match served {
                     Ok(Ok(c)) => c,
                     Ok(Err(e)) => {
                         stderr_read().await;
@@ -256,7 +277,7 @@ impl McpServer {
                         )));
                     }
                     Err(_) => {
-                        kill_group(pgid);
+                        // dropping the reaper's pipe (on return) stops the server, whole
                         return Err(fail(with_stderr(
                             &format!(
                                 "no answer to initialize within {} s (startup_timeout_sec)",
@@ -265,8 +286,7 @@ impl McpServer {
                             &stderr_tail,
                         )));
                     }
-                };
-                (client, pgid)
+                }
             }
             Transport::Http {
                 url,
@@ -296,7 +316,7 @@ impl McpServer {
                 }
                 cfg = cfg.custom_headers(custom);
                 let transport = StreamableHttpClientTransport::from_config(cfg);
-                let client = match tokio::time::timeout(startup, handler.serve(transport)).await {
+                match tokio::time::timeout(startup, handler.serve(transport)).await {
                     Ok(Ok(c)) => c,
                     Ok(Err(e)) => return Err(fail(format!("initialize at {url} failed: {e}"))),
                     Err(_) => {
@@ -305,8 +325,7 @@ impl McpServer {
                             startup.as_secs()
                         )));
                     }
-                };
-                (client, None)
+                }
             }
         };
         let info = client
@@ -332,7 +351,8 @@ impl McpServer {
             notes,
             tools: RwLock::new(Vec::new()),
             stderr_tail,
-            pgid,
+            _reaper: reaper,
+            _child: child,
             _confinement: confinement,
         };
         match tokio::time::timeout(startup, server.list_tools()).await {
@@ -544,22 +564,10 @@ impl McpServer {
         with_stderr(what, &self.stderr_tail)
     }
 
-    /// Stops the server: a stdio server's whole process group is killed.
+    /// Stops the server: a stdio server and everything it started are killed (by its
+    /// reaper, once the reaper's pipe is dropped with the server).
     pub async fn stop(self) {
-        // dropping the service closes the transport; Drop kills the group
         drop(self);
-    }
-}
-
-impl Drop for McpServer {
-    fn drop(&mut self) {
-        kill_group(self.pgid);
-    }
-}
-
-fn kill_group(pgid: Option<i32>) {
-    if let Some(pid) = pgid.and_then(rustix::process::Pid::from_raw) {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
 }
 

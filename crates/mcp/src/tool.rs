@@ -73,9 +73,53 @@ pub fn basis_allows_rerun(basis: &Map<String, Value>) -> bool {
         && (hint("readOnlyHint") || hint("idempotentHint"))
 }
 
+/// Why a basis does not allow a re-run, in words a person acts on (`None`: it allows one).
+/// The deciding fact first: an untrusted server's hints are never acted on, however they read.
+pub fn rerun_refused_why(basis: &Map<String, Value>) -> Option<String> {
+    if basis_allows_rerun(basis) {
+        return None;
+    }
+    let server = basis["server"].as_str().unwrap_or("?");
+    let hint = |k: &str| basis["annotations"].get(k) == Some(&Value::Bool(true));
+    let says = if hint("readOnlyHint") {
+        "read-only"
+    } else if hint("idempotentHint") {
+        "idempotent"
+    } else {
+        ""
+    };
+    Some(
+        match (basis.get("trusted") == Some(&Value::Bool(true)), says) {
+            (false, "") => format!(
+                "MCP server {server} is not trusted, and the tool does not say it is read-only or idempotent"
+            ),
+            (false, says) => format!(
+                "MCP server {server} is not trusted: the tool says it is {says}, and an untrusted server's annotations are never acted on (`trusted = true` in its configuration)"
+            ),
+            (true, _) => format!(
+                "the tool of MCP server {server} is neither read-only nor idempotent (its annotations)"
+            ),
+        },
+    )
+}
+
 impl Tool for McpTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    fn rerun_refused_why(&self, recorded: Option<&Rerun>) -> String {
+        match recorded.and_then(|r| r.basis.as_ref()) {
+            None => "no intent recorded what the call rested on".into(),
+            Some(then) => match rerun_refused_why(then) {
+                Some(why) => why,
+                // allowed then, not now: today's facts refuse it
+                None => rerun_refused_why(&self.basis()).map_or_else(
+                    || "it may run again".into(),
+                    |now| format!("{now} (now; it was allowed when the call started)"),
+                ),
+            },
+        }
     }
 
     fn rerun(&self) -> Rerun {

@@ -9,7 +9,9 @@ use serde::de::{Deserializer, IgnoredAny};
 use serde::{Deserialize, Serialize};
 
 mod host;
+mod world;
 pub use host::*;
+pub use world::*;
 
 /// The format name in every session header.
 pub const FORMAT: &str = "lazarus.session";
@@ -54,6 +56,11 @@ pub enum Record {
     Approval(Approval),
     /// A record a host framework wrote through the Python package (`host_*` kinds).
     Host(Host),
+    /// What the session runs with, from here on (it changed, or was recorded for the first
+    /// time); the header's `meta.world` holds the one it was made with.
+    World(Box<World>),
+    /// A resumer could not honour the session's world and left it alone.
+    NeedsOwner(NeedsOwner),
     /// A header record; only valid as line 1, so seeing one here is an error the ledger names.
     #[doc(hidden)]
     Header,
@@ -82,6 +89,8 @@ pub const KINDS: &[&str] = &[
     "host_call_outcome",
     "host_checkpoint",
     "host_writes",
+    "world",
+    "needs_owner",
 ];
 
 impl Record {
@@ -103,6 +112,8 @@ impl Record {
             Record::ApprovalRequest(_) => "approval_request",
             Record::Approval(_) => "approval",
             Record::Host(h) => h.kind(),
+            Record::World(_) => "world",
+            Record::NeedsOwner(_) => "needs_owner",
             Record::Header => "header",
         }
     }
@@ -125,6 +136,8 @@ impl Record {
             Record::ApprovalRequest(d) => serde_json::to_vec(d),
             Record::Approval(d) => serde_json::to_vec(d),
             Record::Host(h) => h.data_json(),
+            Record::World(d) => serde_json::to_vec(d),
+            Record::NeedsOwner(d) => serde_json::to_vec(d),
             Record::Header => Ok(b"{}".to_vec()),
         }
     }
@@ -156,6 +169,8 @@ impl<'de> lazarus_ledger::Payload<'de> for Record {
             "approval_request" => Record::ApprovalRequest(Deserialize::deserialize(d)?),
             "approval" => Record::Approval(Deserialize::deserialize(d)?),
             k if k.starts_with(HOST_KIND_PREFIX) => Record::Host(Host::deserialize_kind(k, d)?),
+            "world" => Record::World(Box::new(Deserialize::deserialize(d)?)),
+            "needs_owner" => Record::NeedsOwner(Deserialize::deserialize(d)?),
             "header" => {
                 IgnoredAny::deserialize(d)?;
                 Record::Header
@@ -443,6 +458,23 @@ pub struct ResumeReceipt {
     /// long the call waited (absent when none did).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<ApprovalWait>,
+    /// The world the resume ran in: the seq of the `world` record in force (0: the one the
+    /// header recorded). Absent in older receipts and for a session that records none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_seq: Option<u64>,
+    /// Each call closed in doubt, and why it was not run again (absent when none was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_doubt: Vec<InDoubtCall>,
+}
+
+/// A call a resume closed in doubt, and the fact that kept it from running again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InDoubtCall {
+    pub call_id: String,
+    pub tool: String,
+    /// E.g. `shell is not idempotent: …`, `MCP server files is not trusted: …`.
+    pub why: String,
 }
 
 /// One call that waited for approval, as a resume receipt tells it.

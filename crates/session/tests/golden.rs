@@ -112,6 +112,8 @@ fn records() -> Vec<Record> {
             sandbox: None,
             mcp: None,
             approvals: vec![],
+            world_seq: None,
+            in_doubt: vec![],
         }),
         Record::TurnStart(TurnStart {
             turn: 2,
@@ -484,6 +486,162 @@ fn render_graph() -> String {
     encode(&header, &graph_records())
 }
 
+/// The world `lazarus run` recorded for a session (its header's `meta.world`), and the one
+/// a later `run --change-world` recorded.
+fn world(reason: WorldReason, sandbox: &str) -> World {
+    World {
+        reason,
+        by: "run".into(),
+        workspace: Some("/home/dana/project".into()),
+        tools: WorldTools {
+            builtin: vec!["edit_file", "list_dir", "read_file", "shell", "write_file"]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            mcp: vec![WorldMcpServer {
+                name: "files".into(),
+                fingerprint:
+                    "sha256:5f0c6d0a4e1e7e9b3c0b8a1d2f4e6a8c0b1d3f5a7c9e1b3d5f7a9c1e3b5d7f90".into(),
+                transport: "stdio".into(),
+                command: Some("npx".into()),
+                args: vec![
+                    "-y".into(),
+                    "@modelcontextprotocol/server-filesystem".into(),
+                    ".".into(),
+                ],
+                cwd: None,
+                env: vec!["FILES_TOKEN".into()],
+                url: None,
+                bearer_token_env_var: None,
+                headers: vec![],
+                enabled_tools: None,
+                disabled_tools: vec![],
+                trusted: false,
+                sandbox: false,
+                source: "/home/dana/project/.mcp.json".into(),
+            }],
+        },
+        approval: WorldApproval {
+            mode: "untrusted".into(),
+            grants: vec!["read_file".into()],
+        },
+        sandbox: WorldSandbox {
+            mode: sandbox.into(),
+            network: false,
+            max_processes: 1024,
+            allow_unix_sockets: vec![],
+            environment: json!({"inherit": "core", "ignore_default_excludes": false, "exclude": [], "set": [], "include_only": []}),
+            allow_vcs_write: false,
+        },
+        provider: Some(WorldProvider {
+            api: "chat".into(),
+            base_url: "http://127.0.0.1:8080/v1".into(),
+            model: "gemma-3-270m".into(),
+            context_window: Some(32768),
+            api_key_env: Some("OPENAI_API_KEY".into()),
+        }),
+        changed: if reason == WorldReason::Changed {
+            vec!["sandbox".into()]
+        } else {
+            vec![]
+        },
+    }
+}
+
+/// A session `run` made (its world in the header), cut off during a shell call; a gateway
+/// that could not honour its world left it alone and recorded a message sent to it; then a
+/// `run --change-world` recorded a new world and resumed it.
+fn world_records() -> Vec<Record> {
+    vec![
+        Record::Input(Input {
+            input_id: "msg-1".into(),
+            source: "user".into(),
+            text: "Clean the build.".into(),
+        }),
+        Record::TurnStart(TurnStart {
+            turn: 1,
+            prev_seq: None,
+            inputs: vec![1],
+        }),
+        Record::Response(Response {
+            turn: 1,
+            items: vec![Item::ToolCall {
+                call_id: "call_1".into(),
+                name: "shell".into(),
+                arguments: r#"{"command":"make clean"}"#.into(),
+            }],
+            usage: None,
+            stop_reason: Some("tool_calls".into()),
+            failure: None,
+            model: None,
+            provider_extra: None,
+            attempts: vec![],
+        }),
+        Record::ToolIntent(ToolIntent {
+            call_id: "call_1".into(),
+            turn: 1,
+            tool: "shell".into(),
+            arguments: r#"{"command":"make clean"}"#.into(),
+            idempotent: false,
+            idempotency_key: "golden-world/call_1".into(),
+            rerun_basis: None,
+        }),
+        Record::ToolStart(ToolStart {
+            call_id: "call_1".into(),
+            process: None,
+        }),
+        Record::NeedsOwner(NeedsOwner {
+            by: "serve gw1:4242".into(),
+            reason: "workspace /home/dana/project is outside this gateway's roots (/srv/lazarus/workspaces); start the gateway with --allow-workspace /home/dana/project to run it here".into(),
+            resume_with: "lazarus run --session golden-world --session-dir /home/dana/.local/state/lazarus/sessions".into(),
+        }),
+        Record::Input(Input {
+            input_id: "msg-2".into(),
+            source: "api".into(),
+            text: "Also remove dist/.".into(),
+        }),
+        Record::World(Box::new(world(WorldReason::Changed, "read-only"))),
+        Record::Resume(ResumeReceipt {
+            trigger: "run".into(),
+            records_replayed: 8,
+            calls_in_doubt: 1,
+            inputs_pending: 1,
+            every_call_has_one_result: true,
+            world_seq: Some(8),
+            in_doubt: vec![InDoubtCall {
+                call_id: "call_1".into(),
+                tool: "shell".into(),
+                why: "shell is not idempotent: running it again could repeat its effect".into(),
+            }],
+            ..ResumeReceipt::default()
+        }),
+        Record::ToolOutcome(ToolOutcome {
+            call_id: "call_1".into(),
+            status: OutcomeStatus::InDoubt,
+            result: lazarus_session::IN_DOUBT_NOTICE.into(),
+            exit_code: None,
+            duration_ms: None,
+        }),
+    ]
+}
+
+fn render_world() -> String {
+    let header = Header {
+        format: FORMAT.into(),
+        version: 1,
+        id: "golden-world".into(),
+        created_at: TS.into(),
+        parent: None,
+        meta: Some(json!({
+            "workspace": "/home/dana/project",
+            "model": "gemma-3-270m",
+            "world": world(WorldReason::Created, "workspace-write"),
+        })),
+        unsynced_bytes_max: None,
+    };
+    encode(&header, &world_records())
+}
+
 fn render_approvals() -> String {
     let header = Header {
         format: FORMAT.into(),
@@ -564,6 +722,7 @@ fn golden_session_is_pinned() {
         ("approvals.jsonl", render_approvals(), approval_records()),
         ("host.jsonl", render_host(), host_records()),
         ("graph.jsonl", render_graph(), graph_records()),
+        ("world.jsonl", render_world(), world_records()),
     ] {
         if std::env::var_os("LAZARUS_BLESS").is_some() {
             std::fs::write(golden_path(name), &rendered).unwrap();
@@ -586,6 +745,7 @@ fn golden_session_is_pinned() {
         .chain(approval_records().iter())
         .chain(host_records().iter())
         .chain(graph_records().iter())
+        .chain(world_records().iter())
         .map(|r| r.kind())
         .collect();
     for k in KINDS {
@@ -707,7 +867,8 @@ fn golden_host_history_replays_with_pops_clears_and_a_call_in_doubt() {
     std::fs::write(dir.path().join("golden-host.jsonl"), render_host()).unwrap();
     let store = LocalStore::open(dir.path()).unwrap();
     let st = store.load(&SessionId::literal("golden-host")).unwrap();
-    assert_eq!(st.status(), Status::Idle);
+    // a host call announced without an outcome is in doubt, as a native call's start is
+    assert_eq!(st.status(), Status::InDoubt);
     assert!(
         !st.owes_work(),
         "Lazarus's runner owes a host session nothing"
@@ -844,11 +1005,23 @@ fn format_doc_shows_every_golden_line() {
         );
     }
     assert_eq!(host_lines.len(), 7);
+    // the world golden: its header (the world a session is made with) and its own kinds
+    let world = render_world();
+    let world_lines: Vec<&str> = world
+        .lines()
+        .filter(|l| {
+            l.contains(r#""kind":"header""#)
+                || l.contains(r#""kind":"world""#)
+                || l.contains(r#""kind":"needs_owner""#)
+        })
+        .collect();
+    assert_eq!(world_lines.len(), 3);
     for line in render()
         .lines()
         .chain(import_line.as_deref())
         .chain(approval_lines.iter().map(String::as_str))
         .chain(host_lines.iter().map(String::as_str))
+        .chain(world_lines.iter().copied())
     {
         assert!(
             doc.contains(line),
@@ -875,4 +1048,84 @@ fn unknown_kinds_and_fields_are_named_errors() {
     );
     let err = decode_line::<Record>(&line[..line.len() - 1]).unwrap_err();
     assert!(err.to_string().contains("priority"), "{err}");
+}
+
+#[test]
+fn golden_world_replays_its_worlds_and_who_left_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = render_world();
+    let path = dir.path().join("golden-world.jsonl");
+    let store = LocalStore::open(dir.path()).unwrap();
+    let id = SessionId::literal("golden-world");
+    // replay each prefix: the world in force and the status
+    let lines: Vec<&str> = text.lines().collect();
+    let upto = |n: usize| {
+        std::fs::write(&path, lines[..=n].join("\n") + "\n").unwrap();
+        store.load(&id).unwrap()
+    };
+    let st = upto(0);
+    let w = st.world.as_ref().expect("the header's world");
+    assert_eq!(
+        (w.seq, w.world.sandbox.mode.as_str()),
+        (0, "workspace-write")
+    );
+    let st = upto(5);
+    assert_eq!(st.status(), Status::InDoubt);
+    // left alone: the work waits for its owner, and a message recorded meanwhile too
+    for n in [6, 7] {
+        let st = upto(n);
+        assert_eq!(st.status(), Status::NeedsOwner, "through seq {n}");
+        assert_eq!(st.needs_owner.as_ref().map(|(s, _)| *s), Some(6));
+        assert!(st.owes_work());
+    }
+    // a world recorded anew answers it; the receipt names the world the resume ran in
+    let st = upto(8);
+    assert!(st.needs_owner.is_none());
+    let w = st.world.as_ref().unwrap();
+    assert_eq!((w.seq, w.world.sandbox.mode.as_str()), (8, "read-only"));
+    assert_eq!(w.world.changed, vec!["sandbox"]);
+    let st = upto(10);
+    assert_eq!(st.last_receipt.as_ref().and_then(|r| r.world_seq), Some(8));
+    // the recorded worlds differ in the sandbox only, and say so naming the recorded value
+    let first = world(WorldReason::Created, "workspace-write");
+    let d = first.differences(&world(WorldReason::Changed, "read-only"));
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].facet, "sandbox");
+    assert!(
+        d[0].what
+            .contains("recorded workspace-write, here read-only"),
+        "{}",
+        d[0]
+    );
+}
+
+#[test]
+fn a_world_or_a_refusal_after_a_stop_leaves_it_a_stop() {
+    let mut st = lazarus_session::SessionState::new(Header::new(FORMAT, "s"));
+    let stop = Record::Interrupted(Interrupted {
+        reason: "sigint".into(),
+        turn: None,
+    });
+    st.check(&stop).unwrap();
+    st.apply(1, stop);
+    let w = Record::World(Box::new(world(WorldReason::Adopted, "off")));
+    st.check(&w).unwrap();
+    st.apply(2, w);
+    assert_eq!(st.status(), Status::Stopped);
+    assert!(
+        st.interrupted.is_some(),
+        "a world record is not an answer to a stop"
+    );
+}
+
+#[test]
+fn a_header_world_this_build_cannot_read_is_named_not_guessed() {
+    let mut h = Header::new(FORMAT, "s");
+    h.meta = Some(
+        json!({"world": {"reason": "created", "by": "run", "tools": {"builtin": []}, "teleport": true}}),
+    );
+    let st = lazarus_session::SessionState::new(h);
+    assert!(st.world.is_none());
+    let why = st.world_unreadable.expect("named");
+    assert!(why.contains("upgrade lazarus"), "{why}");
 }

@@ -149,3 +149,36 @@ fn a_torn_tail_after_a_listing_is_read_again() {
     );
     assert_eq!(after, list_reading_every_file(&store));
 }
+
+/// A cache an older build wrote (its status rule, e.g. one that called a host program's call
+/// in doubt `idle`) is never taken: its rows lack the rule version and every session is
+/// replayed again, so the listing says what this build's rule says.
+#[test]
+fn a_cache_of_an_older_status_rule_is_never_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fill(dir.path());
+    let read = list_reading_every_file(&store);
+    let cache = dir.path().join(".status-cache");
+    let rows = std::fs::read_to_string(&cache).unwrap();
+    // every row as an older rule would have cached it: `idle`, under rule 1 (this layout) and
+    // with no rule at all (the layout before rules)
+    for layout in ["rule 1", "no rule"] {
+        let old: String = rows
+            .lines()
+            .map(|l| {
+                let mut row: Vec<serde_json::Value> = serde_json::from_str(l).unwrap();
+                row[5] = serde_json::json!("idle");
+                if layout == "rule 1" {
+                    row[0] = serde_json::json!(1);
+                } else {
+                    row.remove(0);
+                }
+                serde_json::to_string(&row).unwrap() + "\n"
+            })
+            .collect();
+        std::fs::write(&cache, old).unwrap();
+        let listed = store.list().unwrap();
+        assert_eq!(listed, read, "{layout}: a row of another rule was taken");
+        assert!(listed.iter().any(|s| s.status != Status::Idle));
+    }
+}

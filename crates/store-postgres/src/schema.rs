@@ -5,7 +5,7 @@ use tokio_postgres::Client;
 use crate::error::PgError;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// Migrations in order: (version, SQL with `{schema}` for the quoted schema name).
 const MIGRATIONS: &[(i32, &str)] = &[
@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (3, include_str!("../migrations/0003_status_cache.sql")),
     (4, include_str!("../migrations/0004_listing.sql")),
     (5, include_str!("../migrations/0005_approvals.sql")),
+    (6, include_str!("../migrations/0006_status_rule.sql")),
 ];
 
 /// Checks a schema name: 1–63 bytes of `[a-z0-9_]`, starting with a letter or `_`.

@@ -12,12 +12,18 @@ client after the server answered and before the client recorded the answer.
 
     python counter_server.py stdio
     python counter_server.py http PORT        # Streamable HTTP at http://127.0.0.1:PORT/mcp
+
+With $LINGER_SECS set, the process stays alive that long after it starts even when its
+client is gone (a thread that is not a daemon keeps it), as servers that hold background
+work do: only something that kills it ends it sooner.
 """
 
 import asyncio
 import os
 import signal
 import sys
+import threading
+import time
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
@@ -124,6 +130,18 @@ async def peek(
     return "peeked"
 
 
+@server.tool(annotations=ToolAnnotations(destructiveHint=True, idempotentHint=False))
+def work(secs: float = 3.0) -> str:
+    """Works silently for secs seconds (blocking, no output), then appends `work` to the
+    counter: a tool whose effect lands after its client may be gone."""
+    time.sleep(secs)
+    with open(os.environ["COUNTER_FILE"], "a") as f:
+        f.write("work -\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return "worked"
+
+
 @server.tool()
 async def slow(ctx: Context, steps: int = 3) -> str:
     """Reports progress, step by step."""
@@ -159,6 +177,8 @@ async def add_tool(ctx: Context) -> str:
 
 
 if __name__ == "__main__":
+    if os.environ.get("LINGER_SECS"):
+        threading.Thread(target=time.sleep, args=(float(os.environ["LINGER_SECS"]),)).start()
     if len(sys.argv) > 1 and sys.argv[1] == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

@@ -65,8 +65,9 @@ pub fn count(n: u64) -> String {
 }
 
 /// Every status, in the order the filter shows them.
-pub const STATUSES: [Status; 10] = [
+pub const STATUSES: [Status; 11] = [
     Status::AwaitingApproval,
+    Status::NeedsOwner,
     Status::Running,
     Status::Pending,
     Status::Interrupted,
@@ -91,6 +92,7 @@ pub fn status_label(s: Status) -> &'static str {
         Status::Failed => "failed",
         Status::Corrupt => "corrupt",
         Status::AwaitingApproval => "awaiting approval",
+        Status::NeedsOwner => "needs owner",
     }
 }
 
@@ -110,6 +112,9 @@ pub fn status_help(s: Status) -> &'static str {
         Status::Corrupt => "cannot be read as a session; see why on its page",
         Status::AwaitingApproval => {
             "a tool call waits for a person to allow or deny it; nothing happens until then"
+        }
+        Status::NeedsOwner => {
+            "work is owed, and the resumer that tried could not honour the session's world (workspace, MCP servers, policy); its page says why and which command resumes it"
         }
     }
 }

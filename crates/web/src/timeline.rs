@@ -58,6 +58,10 @@ pub enum Body {
         kind: String,
         data: Value,
     },
+    /// What the session runs with from here on (changed, or recorded for the first time).
+    World(Box<lazarus_session::record::World>),
+    /// A resumer could not honour the session's world and left it alone.
+    NeedsOwner(lazarus_session::record::NeedsOwner),
     /// A record this build cannot read (a newer kind or field), or one that fits nowhere.
     Unreadable {
         kind: String,
@@ -99,6 +103,8 @@ pub struct CallCard {
     pub approval_request: Option<Stamped<ApprovalRequest>>,
     /// The decision on it, if any.
     pub approval: Option<Stamped<Approval>>,
+    /// Why a resume did not run it again (the receipt's words), when it closed it in doubt.
+    pub in_doubt_why: Option<String>,
 }
 
 /// Where a call stands.
@@ -394,6 +400,7 @@ impl Builder {
                         outcome: None,
                         approval_request: None,
                         approval: None,
+                        in_doubt_why: None,
                     })
                     .collect();
                 let turn = self.turn_mut(i);
@@ -421,6 +428,11 @@ impl Builder {
             }
             Record::Resume(receipt) => {
                 self.tl.receipts += 1;
+                for d in &receipt.in_doubt {
+                    if let Some(&(entry, card)) = self.calls.get(&d.call_id) {
+                        self.turn_mut(entry).calls[card].in_doubt_why = Some(d.why.clone());
+                    }
+                }
                 self.push_entry(format!("r{seq}"), seq, ts, Body::Resume(Box::new(receipt)));
             }
             Record::Interrupted(stop) => {
@@ -442,6 +454,12 @@ impl Builder {
                         data: r.data.clone(),
                     },
                 );
+            }
+            Record::World(w) => {
+                self.push_entry(format!("r{seq}"), seq, ts, Body::World(w));
+            }
+            Record::NeedsOwner(n) => {
+                self.push_entry(format!("r{seq}"), seq, ts, Body::NeedsOwner(n));
             }
             Record::Header => self.unreadable(&r, "a header record after line 1".into()),
         }

@@ -444,5 +444,62 @@ async fn a_python_programs_session_shows_its_records_as_they_are() {
     }
     assert!(!html.contains(XSS), "unescaped: {html}");
     assert!(!html.contains("entry unreadable"), "{html}");
+    // its program's call announced without an outcome is in doubt, as a native call's is:
+    // in the list's status, the page's badge and its in-doubt card
+    assert!(list.contains("data-status=\"in_doubt\""), "{list}");
+    assert!(html.contains("data-status=\"in_doubt\""), "{html}");
+    assert!(html.contains("1 in doubt"), "{html}");
+    assert!(
+        html.contains("host-in-doubt") && html.contains("get_weather"),
+        "{html}"
+    );
+    assert_no_inline_code(&html);
+}
+
+/// A session a gateway left to its owner: its page shows why and the command that resumes
+/// it, and the world it runs with (its workspace, MCP servers with their trust, policy).
+#[tokio::test]
+async fn a_session_left_to_its_owner_says_why_and_what_resumes_it() {
+    let (_d, store) = store();
+    let id: SessionId = "left".parse().unwrap();
+    let world = json!({
+        "reason": "created", "by": "run", "workspace": "/home/dana/app",
+        "tools": {"builtin": ["shell"], "mcp": [{"name": "files", "fingerprint": "sha256:00", "transport": "stdio",
+            "command": "npx", "args": ["-y", "srv"], "trusted": false, "sandbox": false, "source": "/home/dana/app/.mcp.json"}]},
+        "approval": {"mode": "untrusted"},
+        "sandbox": {"mode": "workspace-write", "network": false, "max_processes": 1024},
+        "provider": {"api": "chat", "base_url": "http://127.0.0.1:8080/v1", "model": "gemma"},
+    });
+    let mut s = store
+        .create(CreateOptions {
+            id: Some(id.clone()),
+            meta: Some(json!({"workspace": "/home/dana/app", "world": world})),
+        })
+        .unwrap();
+    s.append_input("m1", "api", "go on").unwrap();
+    s.append(rec(
+        "needs_owner",
+        json!({"by": "serve gw:1", "reason": format!("workspace /home/dana/app is outside this gateway's roots {XSS}"), "resume_with": "lazarus run --session left"}),
+    ))
+    .unwrap();
+    drop(s);
+    let app = app(&store, Auth::None);
+    let (st, _, list) = get(&app, "/", &[]).await;
+    assert_eq!(st, StatusCode::OK, "{list}");
+    assert!(list.contains("data-status=\"needs_owner\""), "{list}");
+    let (st, _, html) = get(&app, "/sessions/left", &[]).await;
+    assert_eq!(st, StatusCode::OK, "{html}");
+    for needle in [
+        "Left to its owner",
+        "outside this gateway",
+        "lazarus run --session left",
+        "npx -y srv",
+        "not trusted",
+        "workspace-write",
+        "untrusted",
+    ] {
+        assert!(html.contains(needle), "{needle}: {html}");
+    }
+    assert!(!html.contains(XSS), "unescaped: {html}");
     assert_no_inline_code(&html);
 }

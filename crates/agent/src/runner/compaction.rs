@@ -62,6 +62,8 @@ impl Runner {
                 "the session owes work; run it first (it compacts by itself with --context-window or --compact-at)".into(),
             ));
         }
+        // a summary is a model request of the session's: in its world only
+        self.enter_world(session, observer)?;
         match self.compact(session, "manual", cancel, observer).await? {
             Compacted::Done => Ok(true),
             Compacted::Nothing => Ok(false),

@@ -43,6 +43,9 @@ pub struct RunnerConfig {
     pub compaction: CompactionPolicy,
     /// When a person must allow a tool call first (never, by default).
     pub approval: ApprovalPolicy,
+    /// The name of the environment variable the API key came from (recorded in a session's
+    /// world; the key never is).
+    pub api_key_env: Option<String>,
 }
 
 /// Why runs are being stopped; shared by a runner's configuration and whoever cancels it.
@@ -85,6 +88,7 @@ impl RunnerConfig {
                 ..CompactionPolicy::default()
             },
             approval: ApprovalPolicy::default(),
+            api_key_env: None,
         }
     }
 }
@@ -145,4 +149,7 @@ pub enum RunError {
     Provider(#[from] ProviderError),
     #[error("internal: {0}")]
     Internal(String),
+    /// The session's world is not this runner's: nothing was written.
+    #[error("{0}")]
+    World(super::WorldRefusal),
 }

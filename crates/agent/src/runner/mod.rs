@@ -30,6 +30,7 @@ mod dispatch;
 mod resume;
 mod transcript;
 mod turns;
+mod world;
 
 pub use approval::{
     AlwaysGrants, ApprovalMode, ApprovalPolicy, ESCALATE_ARG, JUSTIFICATION_ARG, denied_result,
@@ -37,6 +38,7 @@ pub use approval::{
 pub use compaction::{CompactionPolicy, SUMMARY_PROMPT};
 pub use config::{Observer, RunError, RunEvent, RunOutcome, RunnerConfig, StopReason};
 pub use resume::sandbox_record;
+pub use world::WorldRefusal;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -66,6 +68,8 @@ pub struct Runner {
     /// Calls that absorbed repeats of themselves (text calls of a base model), by
     /// `<session>/<call id>`, until their result is recorded with a note saying so.
     repeats: Arc<Mutex<std::collections::HashMap<String, usize>>>,
+    /// The world it runs sessions in ([`Runner::with_world`]); `None`: unchecked.
+    world: Option<lazarus_session::record::World>,
 }
 
 fn lock(s: &SharedSession) -> MutexGuard<'_, Session> {
@@ -117,6 +121,7 @@ impl Runner {
             toolbox: Toolbox::standard(),
             cfg,
             repeats: Arc::default(),
+            world: None,
         })
     }
 

@@ -27,7 +27,9 @@ impl Runner {
             let s = lock(session);
             (s.state().clone(), s.open_report().clone())
         };
-        let status = st.status();
+        // where the work stands (a session some resumer left to its owner is cut off all the
+        // same: this is the owner)
+        let status = st.work_status();
         // A resume event counts as a resume even when only inputs are owed.
         let cut_off = matches!(
             status,
@@ -44,6 +46,7 @@ impl Runner {
             inputs_pending: st.pending_inputs.len() as u64,
             open_turn: st.open_turn,
             sandbox: Some(sandbox_record(&self.cfg.sandbox)),
+            world_seq: st.world.as_ref().map(|w| w.seq),
             ..ResumeReceipt::default()
         };
         // Results of finished calls of the last turn with calls are reused as recorded.
@@ -69,16 +72,23 @@ impl Runner {
                         idempotent: i.idempotent,
                         basis: i.rerun_basis.as_deref().cloned(),
                     });
-                    let may_rerun = recorded.is_some_and(|r| {
-                        r.idempotent
-                            && self
-                                .toolbox
-                                .get(&call.name)
-                                .is_some_and(|t| t.may_rerun(&r))
+                    let tool = self.toolbox.get(&call.name);
+                    let may_rerun = recorded.as_ref().is_some_and(|r| {
+                        r.idempotent && tool.as_ref().is_some_and(|t| t.may_rerun(r))
                     });
                     if may_rerun {
                         Plan::Rerun
                     } else {
+                        // why, for the receipt and every view of the call
+                        let why = match &tool {
+                            Some(t) => t.rerun_refused_why(recorded.as_ref()),
+                            None => format!("{} is not offered to this session", call.name),
+                        };
+                        receipt.in_doubt.push(lazarus_session::record::InDoubtCall {
+                            call_id: call.call_id.clone(),
+                            tool: call.name.clone(),
+                            why,
+                        });
                         Plan::InDoubt
                     }
                 }

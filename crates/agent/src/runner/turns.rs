@@ -31,6 +31,8 @@ impl Runner {
             sandbox: self.cfg.sandbox.clone(),
             call: None,
         };
+        // the session runs in the world it recorded, or not at all
+        self.enter_world(session, observer)?;
         self.resume_if_needed(session, trigger, &ctx, observer)
             .await?;
         let mut turns_made = 0u32;

@@ -201,6 +201,17 @@ pub trait Tool: Send + Sync {
         recorded.idempotent && self.rerun().idempotent
     }
 
+    /// Why a call cut off after it started may not run again (`recorded`: what its intent
+    /// recorded), for the receipt and every view of the call. A tool whose answer rests on
+    /// run-time facts names the one that decided (an MCP server that is not trusted).
+    fn rerun_refused_why(&self, recorded: Option<&Rerun>) -> String {
+        let _ = recorded;
+        format!(
+            "{} is not idempotent: running it again could repeat its effect",
+            self.name()
+        )
+    }
+
     /// Runs the call. Must call `hooks.started` right before the side effect and perform no
     /// effect if it returns `Err`.
     fn run<'a>(

@@ -19,6 +19,20 @@ pub trait ToolSource: Send + Sync {
     fn tools(&self) -> Vec<Arc<dyn Tool>>;
 }
 
+/// A source of which only some tools are offered.
+struct Filtered {
+    inner: Arc<dyn ToolSource>,
+    keep: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+}
+
+impl ToolSource for Filtered {
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        let mut t = self.inner.tools();
+        t.retain(|t| (self.keep)(t.name()));
+        t
+    }
+}
+
 /// The tools offered to the model, by name: registered ones, then those of the sources.
 #[derive(Clone, Default)]
 pub struct Toolbox {
@@ -46,6 +60,41 @@ impl Toolbox {
         t.register(Arc::new(EditFileTool));
         t.register(Arc::new(ListDirTool));
         t
+    }
+
+    /// The registered tools' names, sorted (not the sources': the built-ins a session's world
+    /// records beside its MCP servers).
+    pub fn registered_names(&self) -> Vec<String> {
+        self.tools.keys().cloned().collect()
+    }
+
+    /// The same toolbox offering only the registered tools named in `keep` and the source
+    /// tools whose name `keep_source` accepts: what a session's world allows of a runner's
+    /// tools (a gateway serves each session the tools it recorded, never more).
+    pub fn restricted(
+        &self,
+        keep: &[String],
+        keep_source: impl Fn(&str) -> bool + Send + Sync + 'static,
+    ) -> Toolbox {
+        let keep_source: Arc<dyn Fn(&str) -> bool + Send + Sync> = Arc::new(keep_source);
+        Toolbox {
+            tools: self
+                .tools
+                .iter()
+                .filter(|(name, _)| keep.contains(name))
+                .map(|(n, t)| (n.clone(), t.clone()))
+                .collect(),
+            sources: self
+                .sources
+                .iter()
+                .map(|s| {
+                    Arc::new(Filtered {
+                        inner: s.clone(),
+                        keep: keep_source.clone(),
+                    }) as Arc<dyn ToolSource>
+                })
+                .collect(),
+        }
     }
 
     /// Adds (or replaces) a tool.

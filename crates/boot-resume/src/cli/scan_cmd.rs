@@ -251,7 +251,7 @@ impl<'a> Run<'a> {
     }
 
     /// One attempt at one job.
-    fn attempt(&self, job: &Job, token: Option<&str>) -> Result<String, InjectError> {
+    fn attempt(&self, job: &Job, token: Option<&str>) -> Result<(String, bool), InjectError> {
         let req = &job.req;
         match &job.inj {
             Inj::Lazarus { url } => inject::post_resume(url, token, req, Duration::from_secs(10)),
@@ -270,6 +270,7 @@ impl<'a> Run<'a> {
                     self.a.command_grace,
                     ack.as_ref(),
                 )
+                .map(|d| (d, false))
             }
         }
     }
@@ -350,7 +351,7 @@ impl<'a> Run<'a> {
                     serde_json::json!({"format": r.format, "id": r.session, "path": r.path,
                         "attempt": entry.attempts, "idempotency_key": job.req.idempotency_key,
                         "ok": res.is_ok(), "transient": res.as_ref().err().map(InjectError::is_transient),
-                        "detail": match &res { Ok(d) => d.clone(), Err(e) => e.to_string() }}),
+                        "detail": match &res { Ok((d, _)) => d.clone(), Err(e) => e.to_string() }}),
                 );
                 self.state.sessions.insert(skey.clone(), entry.clone());
                 if let Err(e) = self.state.save(&self.state_path) {
@@ -378,8 +379,12 @@ impl<'a> Run<'a> {
                 .call();
             let attempts = self.state.sessions.get(&skey).map_or(0, |e| e.attempts);
             match res {
-                Ok(detail) => {
-                    r.action = Action::Resumed;
+                Ok((detail, left_to_owner)) => {
+                    r.action = if left_to_owner {
+                        Action::LeftToOwner
+                    } else {
+                        Action::Resumed
+                    };
                     r.action_detail = Some(detail);
                 }
                 Err(Ok(e)) => {

@@ -42,6 +42,14 @@ fn net(url: &url::Url, e: reqwest::Error) -> InjectError {
     }
 }
 
+/// The body (at most [`MAX_BODY`] bytes), as text.
+fn body_start_full(resp: reqwest::blocking::Response) -> String {
+    use std::io::Read;
+    let mut b = Vec::new();
+    let _ = resp.take(MAX_BODY).read_to_end(&mut b);
+    String::from_utf8_lossy(&b).into_owned()
+}
+
 fn body_start(resp: reqwest::blocking::Response) -> String {
     use std::io::Read;
     let mut b = Vec::new();
@@ -49,13 +57,16 @@ fn body_start(resp: reqwest::blocking::Response) -> String {
     String::from_utf8_lossy(&b).chars().take(200).collect()
 }
 
-/// Posts a resume event to a Lazarus gateway: `POST {url}/v1/sessions/{id}/events`.
+/// Posts a resume event to a Lazarus gateway: `POST {url}/v1/sessions/{id}/events`. The
+/// detail, and whether the gateway leaves the session to its owner (it recorded the event,
+/// and cannot honour the session's world: `"runs_here": false`, with why and the command that
+/// resumes it).
 pub fn post_resume(
     base: &str,
     token: Option<&str>,
     r: &ResumeRequest,
     timeout: Duration,
-) -> Result<String, InjectError> {
+) -> Result<(String, bool), InjectError> {
     let mut url = parse_url(base)?;
     url.path_segments_mut()
         .map_err(|_| InjectError::BadUrl(base.to_string()))?
@@ -73,7 +84,24 @@ pub fn post_resume(
     let resp = req.send().map_err(|e| net(&url, e))?;
     let status = resp.status().as_u16();
     if resp.status().is_success() {
-        Ok(format!("HTTP {status}"))
+        let answer: serde_json::Value =
+            serde_json::from_str(&body_start_full(resp)).unwrap_or_default();
+        if answer["runs_here"] == serde_json::Value::Bool(false) {
+            let n = &answer["needs_owner"];
+            return Ok((
+                format!(
+                    "HTTP {status}: recorded; the gateway leaves it to its owner: {}; resume it with: {}",
+                    n["reason"]
+                        .as_str()
+                        .unwrap_or("its world is not the gateway's"),
+                    n["resume_with"]
+                        .as_str()
+                        .unwrap_or("lazarus run --session ID")
+                ),
+                true,
+            ));
+        }
+        Ok((format!("HTTP {status}"), false))
     } else {
         Err(InjectError::Status {
             url: url.to_string(),

@@ -22,7 +22,7 @@ use serde_json::json;
 
 use super::live::print_line;
 use crate::args::StoreArgs;
-use crate::term::escape;
+use crate::term::{escape, shell_quote};
 
 /// Exit code when the run stopped because a tool call waits for a person's decision.
 pub const EXIT_AWAITING_APPROVAL: i32 = 3;
@@ -322,21 +322,9 @@ fn print_how_to_answer(id: &str, call_id: &str, store: &StoreArgs, workspace: &s
     }
     let quoted = shell_quote(call_id);
     let call = escape(&quoted);
-    // a resumed run works in the directory it is given, never the one its header records
-    let ws = escape(&shell_quote(&workspace.display().to_string())).into_owned();
+    // a resumed run works in the session's recorded world: its workspace, tools and model
+    let _ = workspace;
     eprintln!(
-        "the session waits for a decision; answer with one of:\n  lazarus sessions approve{flags} {id} {call} [--scope once|session|always]\n  lazarus sessions deny{flags} {id} {call} [--reason TEXT]\nthen continue it (with your model flags): lazarus run{flags} --workspace {ws} --session {id}"
+        "the session waits for a decision; answer with one of:\n  lazarus sessions approve{flags} {id} {call} [--scope once|session|always]\n  lazarus sessions deny{flags} {id} {call} [--reason TEXT]\nthen continue it in its world: lazarus run{flags} --session {id}"
     );
-}
-
-/// `s` quoted for a POSIX shell when it needs it.
-fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
 }

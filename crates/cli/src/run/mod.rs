@@ -4,6 +4,7 @@
 mod approve;
 mod live;
 mod picker;
+mod world;
 
 pub use picker::resume;
 
@@ -18,6 +19,7 @@ use lazarus_agent::provider::CancellationToken;
 use lazarus_agent::runner::{
     RunEvent, RunOutcome, Runner, RunnerConfig, StopReason, sandbox_record,
 };
+use lazarus_session::record::{World, WorldReason};
 use lazarus_session::{CreateOptions, SessionError, SessionId, Store};
 use serde_json::json;
 
@@ -50,8 +52,8 @@ left; 130 interrupted by SIGINT/SIGTERM. In every case the session stays resumab
 pub struct RunArgs {
     #[command(flatten)]
     pub store: StoreArgs,
-    /// Directory the tools work in (all paths confined to it) [default: current directory].
-    /// A resumed session always uses this, never the workspace its header records.
+    /// Directory the tools work in (all paths confined to it) [default: a new session: the
+    /// current directory; a resumed one: the workspace its world records].
     #[arg(long)]
     pub workspace: Option<PathBuf>,
     /// Session to resume; with a prompt or --new, the id of a session to create [default: a
@@ -73,6 +75,11 @@ pub struct RunArgs {
     /// One JSON line per durable record on stdout.
     #[arg(long)]
     pub json: bool,
+    /// A resumed session runs in the world it recorded (workspace, tools, MCP servers,
+    /// approval and sandbox policy, model); a flag that differs from it is refused. With
+    /// this, the flags given become its new world, recorded as a `world` record.
+    #[arg(long)]
+    pub change_world: bool,
     #[command(flatten)]
     pub model: ModelArgs,
 }
@@ -89,6 +96,11 @@ struct Checked {
     toolbox: lazarus_agent::tools::Toolbox,
     mcp: lazarus_mcp::config::Servers,
     prompt: Option<String>,
+    /// The world the session runs in (recorded with a new session; checked, adopted or
+    /// changed by the runner for an existing one).
+    world: lazarus_session::record::World,
+    /// The session `--continue` chose.
+    continued: Option<SessionId>,
 }
 
 pub fn run(args: RunArgs) -> Result<i32> {
@@ -106,19 +118,40 @@ fn run_checked(args: RunArgs, checked: Checked) -> Result<i32> {
 }
 
 /// Every argument (workspace, tools, model settings, store, prompt) is checked here, before
-/// anything touches the disk: a command that will be refused writes nothing.
+/// anything touches the disk: a command that will be refused writes nothing. A session that
+/// recorded its world runs in it ([`world::plan`]): a flag that differs is refused here.
 fn check_arguments(args: &RunArgs) -> Result<Checked> {
-    let workspace = match &args.workspace {
-        Some(w) => w.clone(),
-        None => std::env::current_dir().context("current directory")?,
-    };
-    let workspace = workspace
-        .canonicalize()
-        .with_context(|| format!("workspace {} must exist", workspace.display()))?;
-    let toolbox = args.model.toolbox()?;
-    let mcp = crate::mcp::configured(&args.model.mcp_config, args.model.no_mcp)?;
-    crate::mcp::note_unused_project_file(&workspace, &args.model.mcp_config, args.model.no_mcp);
     args.store.check()?;
+    // the session this run continues, and the world it recorded
+    let (continued, existing) = existing_session(args)?;
+    if let Some(st) = &existing
+        && let Some(host) = st.host_program()
+    {
+        bail!(
+            "session {} is written by a {host} program through the Python package; that program resumes it, not `lazarus run` (read it with `lazarus sessions show {}`)",
+            st.id(),
+            st.id()
+        );
+    }
+    if let Some(why) = existing.as_ref().and_then(|s| s.world_unreadable.as_ref()) {
+        bail!("{why}");
+    }
+    let recorded = existing
+        .as_ref()
+        .and_then(|s| s.world.as_ref())
+        .map(|w| &w.world);
+    let plan = world::plan(&args.model, args.workspace.as_ref(), recorded)?;
+    let workspace = plan.workspace.clone();
+    let toolbox = plan.model.toolbox()?;
+    if !plan.recorded {
+        crate::mcp::note_unused_project_file(&workspace, &plan.model.mcp_config, plan.model.no_mcp);
+    }
+    for name in &plan.not_in_world {
+        eprintln!(
+            "mcp: {} is not started: it is not part of this session's world (add --mcp-config FILE --change-world to offer it)",
+            escape(name)
+        );
+    }
     let prompt = read_prompt(args)?;
     if prompt.is_none() && args.message_id.is_some() {
         return Err(Usage(
@@ -138,9 +171,34 @@ fn check_arguments(args: &RunArgs) -> Result<Checked> {
         )
         .into());
     }
-    let mut cfg = args.model.runner_config(workspace.clone(), true)?;
+    let mut cfg = plan.model.runner_config(workspace.clone(), true)?;
+    cfg.api_key_env = Some(plan.model.api_key_var().to_string());
     // the session files are not the shell's to read
     cfg.sandbox = Arc::new(cfg.sandbox.as_ref().clone().deny(args.store.local_dir()?));
+    let grants = crate::approvals::grants()
+        .map(|g| g.into_iter().map(|g| g.tool).collect())
+        .unwrap_or_default();
+    let reason = if existing.is_some() {
+        WorldReason::Adopted
+    } else {
+        WorldReason::Created
+    };
+    let mut world = cfg.world(
+        &toolbox,
+        plan.mcp.servers.iter().map(|s| s.world_entry()).collect(),
+        grants,
+        "run",
+        reason,
+    );
+    if let (Some(st), Some(r)) = (&existing, recorded) {
+        let differences = r.differences(&world);
+        if !differences.is_empty() {
+            if !args.change_world {
+                return Err(world::refusal(st.id(), &differences));
+            }
+            world.reason = WorldReason::Changed;
+        }
+    }
     let runner = Runner::new(cfg.clone())?;
     Ok(Checked {
         interactive,
@@ -148,9 +206,65 @@ fn check_arguments(args: &RunArgs) -> Result<Checked> {
         cfg,
         runner,
         toolbox,
-        mcp,
+        mcp: plan.mcp,
         prompt,
+        world,
+        continued,
     })
+}
+
+/// The session this run continues, if it exists (read, not opened: nothing is written):
+/// `--continue`'s choice (also returned), or `--session ID` without `--new`.
+fn existing_session(
+    args: &RunArgs,
+) -> Result<(Option<SessionId>, Option<lazarus_session::SessionState>)> {
+    // no session directory yet: no session, and nothing is made to look
+    if !args.continue_ && (args.session.is_none() || args.new) {
+        return Ok((None, None));
+    }
+    if let Some(dir) = args.store.local_dir()?
+        && !dir.exists()
+    {
+        if args.continue_ {
+            bail!(
+                "no session to continue in {}; start one with -p PROMPT",
+                dir.display()
+            );
+        }
+        return Ok((None, None));
+    }
+    let id = if args.continue_ {
+        let workspace = match &args.workspace {
+            Some(w) => w.clone(),
+            None => std::env::current_dir().context("current directory")?,
+        };
+        let ws = workspace
+            .canonicalize()
+            .with_context(|| format!("workspace {} must exist", workspace.display()))?;
+        let ws = ws.to_string_lossy();
+        let store = args.store.open()?;
+        let latest = store
+            .list()?
+            .into_iter()
+            .filter(|s| s.workspace.as_deref() == Some(&*ws))
+            .max_by(|a, b| a.updated_at.cmp(&b.updated_at));
+        let Some(latest) = latest else {
+            bail!("no session of workspace {ws} to continue; start one with -p PROMPT");
+        };
+        let state = store.load(&latest.id)?;
+        return Ok((Some(latest.id), Some(state)));
+    } else {
+        match &args.session {
+            Some(id) if !args.new => id.clone(),
+            _ => return Ok((None, None)),
+        }
+    };
+    let store = args.store.open()?;
+    match store.load(&id) {
+        Ok(state) => Ok((None, Some(state))),
+        Err(SessionError::NotFound { .. }) => Ok((None, None)),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The prompt: `-p`, or standard input when it is not a terminal (empty input is none).
@@ -178,13 +292,15 @@ async fn run_async(args: RunArgs, checked: Checked) -> Result<i32> {
         mut toolbox,
         mcp,
         mut prompt,
+        world,
+        continued,
     } = checked;
     // the MCP servers start before anything is written: one that fails stops the run here
     let mcp = crate::mcp::start(&mcp, &workspace, &cfg.sandbox).await?;
     if let Some(source) = &mcp {
         toolbox.add_source(source.clone());
     }
-    let runner = runner.with_toolbox(toolbox);
+    let runner = runner.with_toolbox(toolbox).with_world(world.clone());
     let store = args.store.open()?;
     let mut editor = if interactive {
         Some(rustyline::DefaultEditor::new().context("opening the line editor")?)
@@ -203,10 +319,11 @@ async fn run_async(args: RunArgs, checked: Checked) -> Result<i32> {
             None => return Ok(0),
         }
     }
-    let mut session = open_session(&*store, &args, &cfg, prompt.is_some())?;
+    let mut session = open_session(&*store, &args, &cfg, &world, continued, prompt.is_some())?;
     let id = session.id().to_string();
     eprintln!("session {id} ({})", session.location());
     eprintln!("workspace: {}", workspace.display());
+    eprintln!("{}", describe_world(&world, session.state()));
     eprintln!("{}", cfg.sandbox.describe());
     if let Some(h) = &session.open_report().previous_holder {
         eprintln!("note: {h} held {id} and died without letting go; its lock was taken over");
@@ -432,10 +549,14 @@ fn open_session(
     store: &dyn Store,
     args: &RunArgs,
     cfg: &RunnerConfig,
+    world: &lazarus_session::record::World,
+    continued: Option<SessionId>,
     have_prompt: bool,
 ) -> Result<lazarus_session::Session> {
     let workspace = &cfg.workspace;
     let create = |id: Option<SessionId>| {
+        let mut world = world.clone();
+        world.reason = WorldReason::Created;
         store.create(CreateOptions {
             id,
             meta: Some(json!({
@@ -443,20 +564,12 @@ fn open_session(
                 "model": cfg.model,
                 "system_prompt": args.model.system_prompt,
                 "sandbox": sandbox_record(&cfg.sandbox),
+                "world": world,
             })),
         })
     };
-    if args.continue_ {
-        let ws = workspace.to_string_lossy();
-        let latest = store
-            .list()?
-            .into_iter()
-            .filter(|s| s.workspace.as_deref() == Some(&*ws))
-            .max_by(|a, b| a.updated_at.cmp(&b.updated_at));
-        let Some(latest) = latest else {
-            bail!("no session of workspace {ws} to continue; start one with -p PROMPT");
-        };
-        return Ok(store.open(&latest.id)?);
+    if let Some(id) = continued {
+        return Ok(store.open(&id)?);
     }
     let Some(id) = &args.session else {
         return Ok(create(None)?);
@@ -480,6 +593,38 @@ fn open_session(
             )
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// One line saying which world the run is in.
+fn describe_world(world: &World, state: &lazarus_session::SessionState) -> String {
+    let mcp: Vec<&str> = world.tools.mcp.iter().map(|s| s.name.as_str()).collect();
+    let what = format!(
+        "{} built-in tools{}, approval {}, sandbox {}, model {}",
+        world.tools.builtin.len(),
+        if mcp.is_empty() {
+            String::new()
+        } else {
+            format!(", MCP {}", mcp.join(", "))
+        },
+        world.approval.mode,
+        world.sandbox.mode,
+        world
+            .provider
+            .as_ref()
+            .map_or_else(|| "none".into(), |p| escape(&p.model))
+    );
+    match (world.reason, &state.world) {
+        (WorldReason::Created, _) => format!("world: recorded with the session ({what})"),
+        (WorldReason::Changed, _) => {
+            format!("world: changed by --change-world, recorded as a world record ({what})")
+        }
+        (WorldReason::Adopted, None) => {
+            format!("world: recorded now; the session had none ({what})")
+        }
+        (WorldReason::Adopted, Some(w)) => {
+            format!("world: the session's, recorded at seq {} ({what})", w.seq)
+        }
     }
 }
 

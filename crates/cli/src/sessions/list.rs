@@ -52,13 +52,42 @@ pub(super) fn list(
             s.id.clone(),
         )
     });
+    // why a session is left to its owner, and the command that resumes it (its record)
+    let left: HashMap<&str, lazarus_session::record::NeedsOwner> = list
+        .iter()
+        .filter(|s| s.status == lazarus_session::Status::NeedsOwner)
+        .filter_map(|s| {
+            let st = store.load(&s.id).ok()?;
+            Some((s.id.as_str(), st.needs_owner?.1))
+        })
+        .collect();
     if json {
         for s in &list {
-            serde_json::to_writer(&mut *out, s)?;
+            match left.get(s.id.as_str()) {
+                Some(n) => {
+                    let mut v = serde_json::to_value(s)?;
+                    v["needs_owner"] =
+                        json!({"by": n.by, "reason": n.reason, "resume_with": n.resume_with});
+                    serde_json::to_writer(&mut *out, &v)?;
+                }
+                None => serde_json::to_writer(&mut *out, s)?,
+            }
             out.write_all(b"\n")?;
         }
     } else {
         print_table(out, &list)?;
+        for s in &list {
+            if let Some(n) = left.get(s.id.as_str()) {
+                writeln!(
+                    out,
+                    "{}: left to its owner by {}: {}\n  resume it in its world with: {}",
+                    s.id,
+                    escape(&n.by),
+                    escape(&n.reason),
+                    escape(&n.resume_with)
+                )?;
+            }
+        }
     }
     // The process ends after this command: freeing 10⁵ summaries one by one would only make
     // the listing wait (tens of milliseconds); the operating system takes the memory back.

@@ -256,7 +256,7 @@ fn parse_scope(s: &str) -> Result<Scope, String> {
 fn parse_status(s: &str) -> Result<Status, String> {
     serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
         format!(
-            "unknown status {:?}; one of new, idle, pending, running, interrupted, in_doubt, stopped, failed, corrupt, awaiting_approval",
+            "unknown status {:?}; one of new, idle, pending, running, interrupted, in_doubt, stopped, failed, corrupt, awaiting_approval, needs_owner",
             escape(s)
         )
     })

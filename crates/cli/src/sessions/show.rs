@@ -72,6 +72,16 @@ pub(crate) fn show(
             if let Some(sb) = s.meta.as_ref().and_then(|m| m.get("sandbox")) {
                 writeln!(out, "shell sandbox at creation: {}", describe_sandbox(sb))?;
             }
+            if let Some(w) = s.meta.as_ref().and_then(|m| m.get("world")) {
+                writeln!(
+                    out,
+                    "world at creation (by {}):",
+                    escape(w["by"].as_str().unwrap_or("?"))
+                )?;
+                for line in describe_world(w) {
+                    writeln!(out, "  {line}")?;
+                }
+            }
             if let Some(h) = &s.holder {
                 writeln!(out, "held by: {h}")?;
             }
@@ -149,6 +159,91 @@ pub(crate) fn show(
         )?;
     }
     Ok(())
+}
+
+/// A world (the header's `meta.world` or a `world` record), one facet a line.
+fn describe_world(w: &Value) -> Vec<String> {
+    let s = |v: &Value| escape(v.as_str().unwrap_or("-")).into_owned();
+    let list = |v: &Value| {
+        escape(
+            &v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default(),
+        )
+        .into_owned()
+    };
+    let mut out = vec![format!("workspace: {}", s(&w["workspace"]))];
+    out.push(format!("built-in tools: {}", list(&w["tools"]["builtin"])));
+    for m in w["tools"]["mcp"].as_array().into_iter().flatten() {
+        let what = match (m["command"].as_str(), m["url"].as_str()) {
+            (Some(c), _) => std::iter::once(c.to_string())
+                .chain(
+                    m["args"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|a| a.as_str().map(str::to_string)),
+                )
+                .collect::<Vec<_>>()
+                .join(" "),
+            (None, Some(u)) => u.to_string(),
+            _ => "?".into(),
+        };
+        out.push(format!(
+            "MCP {}: {} ({}{}, from {})",
+            s(&m["name"]),
+            escape(&what),
+            if m["trusted"].as_bool() == Some(true) {
+                "trusted"
+            } else {
+                "not trusted: an interrupted call of it is never re-run"
+            },
+            if m["sandbox"].as_bool() == Some(true) {
+                ", sandboxed"
+            } else {
+                ""
+            },
+            s(&m["source"])
+        ));
+    }
+    let grants = list(&w["approval"]["grants"]);
+    out.push(format!(
+        "approval: {}{}",
+        s(&w["approval"]["mode"]),
+        if grants.is_empty() {
+            String::new()
+        } else {
+            format!(" (always: {grants})")
+        }
+    ));
+    out.push(format!(
+        "sandbox: {}, network {}, at most {} processes",
+        s(&w["sandbox"]["mode"]),
+        if w["sandbox"]["network"].as_bool() == Some(true) {
+            "on"
+        } else {
+            "off"
+        },
+        w["sandbox"]["max_processes"]
+    ));
+    if let Some(p) = w.get("provider").filter(|p| p.is_object()) {
+        out.push(format!(
+            "model: {} ({} at {}{})",
+            s(&p["model"]),
+            s(&p["api"]),
+            s(&p["base_url"]),
+            p["context_window"]
+                .as_u64()
+                .map(|n| format!(", window {n} tokens"))
+                .unwrap_or_default()
+        ));
+    }
+    out
 }
 
 fn describe_sandbox(v: &Value) -> String {
@@ -316,6 +411,42 @@ impl Printer {
                 d["tokens_after"],
                 indent(&escape_text(&s("summary")), "                     ")
             ),
+            "world" => {
+                writeln!(
+                    out,
+                    "{at} WORLD {} by {}{}:",
+                    if s("reason") == "changed" {
+                        "CHANGED"
+                    } else {
+                        "RECORDED"
+                    },
+                    escape(&s("by")),
+                    d["changed"]
+                        .as_array()
+                        .filter(|c| !c.is_empty())
+                        .map(|c| format!(
+                            " ({})",
+                            escape(
+                                &c.iter()
+                                    .filter_map(Value::as_str)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )
+                        ))
+                        .unwrap_or_default()
+                )?;
+                for line in describe_world(d) {
+                    writeln!(out, "                     {line}")?;
+                }
+                Ok(())
+            }
+            "needs_owner" => writeln!(
+                out,
+                "{at} LEFT ALONE by {}: {}\n                     resume it in its world with: {}",
+                escape(&s("by")),
+                escape(&s("reason")),
+                escape(&s("resume_with"))
+            ),
             // a kind this view does not know (a newer build): shown as it is
             other => writeln!(out, "{at} {}: {}", escape(other), escape(&d.to_string())),
         }
@@ -407,6 +538,19 @@ fn receipt(d: &Value) -> String {
     }
     if let Some(t) = d["open_turn"].as_u64() {
         s.push_str(&format!("; turn {t} requested again"));
+    }
+    for c in d["in_doubt"].as_array().into_iter().flatten() {
+        s.push_str(&format!(
+            "; call {} ({}) not run again: {}",
+            escape(c["call_id"].as_str().unwrap_or("?")),
+            escape(c["tool"].as_str().unwrap_or("?")),
+            escape(c["why"].as_str().unwrap_or("?"))
+        ));
+    }
+    match d["world_seq"].as_u64() {
+        Some(0) => s.push_str("; in the world the session was made with"),
+        Some(w) => s.push_str(&format!("; in the world recorded at #{w}")),
+        None => {}
     }
     if n("truncated_bytes") > 0 {
         s.push_str(&format!(

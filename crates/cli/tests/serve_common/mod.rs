@@ -30,7 +30,16 @@ impl Gateway {
     pub fn spawn(cmd: &mut Command) -> Gateway {
         let mut child = cmd
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(match std::env::var_os("LAZARUS_TEST_GATEWAY_LOG") {
+                Some(p) => Stdio::from(
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(p)
+                        .expect("open LAZARUS_TEST_GATEWAY_LOG"),
+                ),
+                None => Stdio::null(),
+            })
             .spawn()
             .expect("spawn lazarus serve");
         let mut out = BufReader::new(child.stdout.take().unwrap());

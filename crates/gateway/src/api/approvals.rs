@@ -130,7 +130,10 @@ pub async fn decide(
             let scheduled = hub.schedule(&actor, "approval");
             answer(
                 StatusCode::ACCEPTED,
-                json!({"result": "recorded", "seq": seq, "decision": approval.decision, "scope": scope, "scheduled": scheduled}),
+                super::helpers::who_runs(
+                    json!({"result": "recorded", "seq": seq, "decision": approval.decision, "scope": scope, "scheduled": scheduled}),
+                    &actor,
+                ),
             )
         }
         // Another writer holds the session: its inbox takes the decision, and that writer

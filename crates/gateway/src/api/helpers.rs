@@ -59,3 +59,27 @@ pub(super) fn check_cursor(after: u64, last: u64, what: &str) -> ApiResult<()> {
     }
     Ok(())
 }
+
+/// `v` with, for a session this gateway leaves to its owner (its world is not this
+/// gateway's), who will run what was just recorded: `"needs_owner": {"reason", "resume_with"}`
+/// and `"runs_here": false`. Otherwise `"runs_here": true`.
+pub(super) fn who_runs(
+    mut v: serde_json::Value,
+    actor: &crate::registry::OpenSession,
+) -> serde_json::Value {
+    if let Some(o) = v.as_object_mut() {
+        match actor.verdict.leaves() {
+            Some(n) => {
+                o.insert("runs_here".into(), false.into());
+                o.insert(
+                    "needs_owner".into(),
+                    serde_json::json!({"reason": n.reason, "resume_with": n.resume_with}),
+                );
+            }
+            None => {
+                o.insert("runs_here".into(), true.into());
+            }
+        }
+    }
+    v
+}

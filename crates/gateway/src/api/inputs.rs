@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::helpers::{body_json, path_id};
+use super::helpers::{body_json, path_id, who_runs};
 use crate::error::{ApiError, ApiResult};
 use crate::hub::Hub;
 
@@ -97,7 +97,10 @@ pub(super) async fn post_message(
     st.hub.schedule(&actor, "message");
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"seq": seq, "duplicate": false, "message_id": message_id})),
+        Json(who_runs(
+            json!({"seq": seq, "duplicate": false, "message_id": message_id}),
+            &actor,
+        )),
     )
         .into_response())
 }
@@ -194,7 +197,10 @@ pub(super) async fn post_event(
         let scheduled = st.hub.schedule(&actor, "event");
         return answer(
             StatusCode::ACCEPTED,
-            json!({"result": "compacting", "seq": seq, "scheduled": scheduled}),
+            who_runs(
+                json!({"result": "compacting", "seq": seq, "scheduled": scheduled}),
+                &actor,
+            ),
         );
     }
     if actor.is_running() {
@@ -226,6 +232,9 @@ pub(super) async fn post_event(
     let scheduled = st.hub.schedule(&actor, "event");
     answer(
         StatusCode::ACCEPTED,
-        json!({"result": "resumed", "seq": seq, "status_before": status, "scheduled": scheduled}),
+        who_runs(
+            json!({"result": "resumed", "seq": seq, "status_before": status, "scheduled": scheduled}),
+            &actor,
+        ),
     )
 }

@@ -110,6 +110,12 @@ fn describe(st: &SessionState, running: bool, workspace: &std::path::Path) -> Va
         // the workspace in use (the operator's policy decides, not the header)
         "workspace": workspace,
         "work_owed": st.owes_work(),
+        // what the session runs with, and the seq that recorded it (0: its header)
+        "world": st.world.as_ref().map(|w| json!({"seq": w.seq, "world": w.world})),
+        // left alone by a resumer that could not honour its world: why, and what resumes it
+        "needs_owner": st.needs_owner.as_ref().map(|(seq, n)| json!({
+            "seq": seq, "by": n.by, "reason": n.reason, "resume_with": n.resume_with,
+        })),
     })
 }
 
@@ -121,10 +127,13 @@ pub(super) async fn show_session(
     let (s, running) = st.hub.state(&id).await?;
     let workspace = match st.hub.session_if_open(&id) {
         Some(open) => open.workspace.clone(),
-        None => st
-            .hub
-            .workspaces()
-            .path_for_existing(s.header.meta.as_ref(), &id),
+        None => match s.world.as_ref().and_then(|w| w.world.workspace.as_ref()) {
+            Some(w) => w.into(),
+            None => st
+                .hub
+                .workspaces()
+                .path_for_existing(s.header.meta.as_ref(), &id),
+        },
     };
     Ok(Json(describe(&s, running, &workspace)))
 }

@@ -1,5 +1,7 @@
 //! The inbox rule over interleavings: three "processes" take turns at becoming the writer,
-//! recording their own inputs, letting go (cleanly or by dying), handing messages over
+//! recording their own inputs and messages sent to them (`Session::append_message`, how a
+//! gateway records an HTTP input or approval), letting go (cleanly or by dying), handing
+//! messages over
 //! ([`crate::handoff::hand_over`]) and delivering straight to the inbox, in random orders
 //! (a fixed seed per sequence, so a failure names a sequence that replays).
 //!
@@ -63,7 +65,7 @@ impl World<'_> {
 
     fn step(&mut self, rng: &mut Rng) {
         let p = rng.next(PROCESSES as u64) as usize;
-        match rng.next(6) {
+        match rng.next(7) {
             // become the writer (opening drains the inbox)
             0 if self.held[p].is_none() => match self.store.open(&self.id) {
                 Ok(s) => {
@@ -105,6 +107,17 @@ impl World<'_> {
                     .expect("deliver");
                 assert!(!d.duplicate);
                 self.log.push(format!("{m} delivered to the inbox"));
+                self.acked.push(m);
+            }
+            // the writer records a message it was sent as its own (a gateway recording an
+            // HTTP input or approval for a session it holds): after what waits in the inbox
+            5 if self.held[p].is_some() => {
+                let m = self.message();
+                if let Some(s) = self.held[p].as_mut() {
+                    s.append_message(&InboxMessage::input(&m, "api", &m))
+                        .expect("append_message");
+                }
+                self.log.push(format!("p{p} records {m} it was sent"));
                 self.acked.push(m);
             }
             // a sender hands a message over (records it, or queues it for a live writer)

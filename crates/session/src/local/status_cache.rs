@@ -31,6 +31,12 @@ use crate::state::Status;
 /// Name of the cache file in a session directory (a session id never starts with `.`).
 pub(crate) const FILE_NAME: &str = ".status-cache";
 
+/// The version of the status rule the cached statuses were computed by: a row of another
+/// (an older build's rule, which e.g. did not count a host program's calls in doubt) is
+/// ignored, and the session replayed again. Raise it whenever [`crate::SessionState::status`]
+/// changes its answer for a log.
+const STATUS_RULE: u32 = 2;
+
 /// Largest cache file read, in bytes (about 2,000,000 sessions); a larger one is ignored.
 const FILE_BYTES_MAX: u64 = 256 * 1024 * 1024;
 
@@ -118,11 +124,13 @@ impl PartialEq for Line {
 
 /// An entry as one line of the file: a JSON array, not an object (10⁵ of them are read for
 /// every listing, and an array parses in about two thirds of the time):
-/// `[id, created_at, size, last_seq, status, error, line]`, `line` being `null` or
+/// `[rule, id, created_at, size, last_seq, status, error, line]` (`rule`: [`STATUS_RULE`]),
+/// `line` being `null` or
 /// `[ino, size, ctime_s, ctime_ns, mtime_s, mtime_ns, first_input, updated_at, last_kind,
 /// parent, meta]`.
 #[derive(Serialize)]
 struct RowOut<'a>(
+    u32,
     &'a str,
     &'a str,
     u64,
@@ -149,6 +157,7 @@ struct LineOut<'a>(
 
 #[derive(Deserialize)]
 struct RowIn(
+    u32,
     String,
     String,
     u64,
@@ -176,6 +185,7 @@ struct LineIn(
 impl Entry {
     fn row(&self) -> RowOut<'_> {
         RowOut(
+            STATUS_RULE,
             &self.id,
             &self.key.created_at,
             self.key.size,
@@ -200,7 +210,7 @@ impl Entry {
         )
     }
 
-    fn from_row(RowIn(id, created_at, size, last_seq, status, error, line): RowIn) -> Entry {
+    fn from_row(RowIn(_, id, created_at, size, last_seq, status, error, line): RowIn) -> Entry {
         Entry {
             id,
             key: Key {
@@ -369,6 +379,8 @@ fn parse_piece(piece: &[u8]) -> Vec<Entry> {
         .filter(|l| !l.is_empty())
         // a line that does not parse is skipped: its session is read and replayed again
         .filter_map(|line| serde_json::from_slice::<RowIn>(line).ok())
+        // computed by another status rule: replayed again
+        .filter(|row| row.0 == STATUS_RULE)
         .map(Entry::from_row)
         .collect()
 }

@@ -10,8 +10,24 @@ impl SessionState {
     /// Applies a record already checked with [`SessionState::check`], written at `seq`.
     pub fn apply(&mut self, seq: u64, rec: Record) {
         self.last_seq = seq;
-        // Anything after a stop (a resume receipt included) means the stop was dealt with.
-        self.interrupted = None;
+        // A world recorded, or a resumer leaving the session alone, changes nothing of the
+        // work: a stop stays a stop. Anything else after a stop (a resume receipt included)
+        // means the stop was dealt with.
+        if !matches!(rec, Record::World(_) | Record::NeedsOwner(_)) {
+            self.interrupted = None;
+        }
+        // Someone ran the session (or recorded its world anew): its owner is back. Inputs and
+        // decisions recorded for it meanwhile wait for that owner.
+        if !matches!(
+            rec,
+            Record::Input(_)
+                | Record::Control(_)
+                | Record::Approval(_)
+                | Record::NeedsOwner(_)
+                | Record::Host(_)
+        ) {
+            self.needs_owner = None;
+        }
         match rec {
             Record::Input(i) => {
                 self.input_ids.insert(&i.input_id, seq);
@@ -163,6 +179,8 @@ impl SessionState {
                 }
             }
             Record::Host(h) => self.apply_host(seq, h),
+            Record::World(w) => self.world = Some(super::WorldAt { seq, world: *w }),
+            Record::NeedsOwner(n) => self.needs_owner = Some((seq, n)),
             Record::Header => {}
         }
     }

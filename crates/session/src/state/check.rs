@@ -326,6 +326,7 @@ impl SessionState {
                 }
             }
             Record::Host(h) => self.check_host(h)?,
+            Record::World(_) | Record::NeedsOwner(_) => {}
             Record::Header => return Err(ReplayError::MisplacedHeader),
         }
         Ok(())

@@ -16,9 +16,10 @@
 //!   tail-only twins.
 
 use lazarus_ledger::Header;
+use serde::Deserialize;
 
 use crate::ids::IdMap;
-use crate::record::{Control, Interrupted, Item, ResumeReceipt};
+use crate::record::{Control, Interrupted, Item, NeedsOwner, ResumeReceipt, World};
 use crate::window::Window;
 
 mod apply;
@@ -124,11 +125,39 @@ pub struct SessionState {
     pub session_grants: std::collections::BTreeMap<String, u64>,
     /// A host framework's history and announced calls (sessions the Python package writes).
     pub host: HostState,
+    /// What the session runs with now: the newest `world` record, else the header's
+    /// `meta.world`; `None` for a session that never recorded one (imported, or older).
+    pub world: Option<WorldAt>,
+    /// The header's `meta.world` did not read as a world (written by a newer version?):
+    /// nobody may resume the session until this build understands it.
+    pub world_unreadable: Option<String>,
+    /// A resumer left the session alone because it could not honour its world, and nobody
+    /// ran it since: the record's seq and what it said.
+    pub needs_owner: Option<(u64, NeedsOwner)>,
+}
+
+/// A world and the seq that recorded it (0: the header's `meta.world`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorldAt {
+    pub seq: u64,
+    pub world: World,
 }
 
 impl SessionState {
     /// The state of a session holding only `header`.
     pub fn new(header: Header) -> Self {
+        let (world, world_unreadable) = match header.meta.as_ref().and_then(|m| m.get("world")) {
+            None => (None, None),
+            Some(w) => match World::deserialize(w) {
+                Ok(world) => (Some(WorldAt { seq: 0, world }), None),
+                Err(e) => (
+                    None,
+                    Some(format!(
+                        "the header's meta.world does not read as a world ({e}); written by a newer version? upgrade lazarus"
+                    )),
+                ),
+            },
+        };
         SessionState {
             header,
             last_seq: 0,
@@ -153,7 +182,20 @@ impl SessionState {
             imported: None,
             session_grants: Default::default(),
             host: HostState::default(),
+            world,
+            world_unreadable,
+            needs_owner: None,
         }
+    }
+
+    /// The program that writes this session when it is not Lazarus's runner (`meta.host`:
+    /// `openai-agents`, `langgraph`, the Python package's hosts): its own program resumes it.
+    pub fn host_program(&self) -> Option<&str> {
+        self.header
+            .meta
+            .as_ref()
+            .and_then(|m| m.get("host"))
+            .and_then(|h| h.as_str())
     }
 
     pub fn id(&self) -> &str {

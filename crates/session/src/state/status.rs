@@ -28,10 +28,29 @@ impl SessionState {
             || self.last_entry_is_tool_result
     }
 
-    /// What the model will see next: the status of the work, in one word.
+    /// The session's status in one word: [`SessionState::work_status`], unless a resumer
+    /// left it alone because it could not honour its world (then `needs_owner`: the work
+    /// waits for whoever can).
     pub fn status(&self) -> Status {
+        if self.needs_owner.is_some()
+            && self.owes_work()
+            && self.awaiting_approval().next().is_none()
+        {
+            return Status::NeedsOwner;
+        }
+        self.work_status()
+    }
+
+    /// Where the work stands, whoever will do it: what a resume settles (a turn cut off, a
+    /// call in doubt, a stop), in one word.
+    pub fn work_status(&self) -> Status {
         if self.awaiting_approval().next().is_some() {
             return Status::AwaitingApproval;
+        }
+        // a host program's call announced without an outcome: it may have run (the same
+        // rule as a native call's start without an outcome)
+        if self.host.in_doubt().next().is_some() {
+            return Status::InDoubt;
         }
         if self.interrupted.is_some() {
             return Status::Stopped;
@@ -91,6 +110,10 @@ pub enum Status {
     /// A tool call waits for a person to allow or deny it (`lazarus sessions approve`);
     /// nothing else happens until then.
     AwaitingApproval,
+    /// Work is owed, and the resumer that tried could not honour the session's world (its
+    /// workspace, MCP servers or policy): it waits for one that can (its `needs_owner`
+    /// record says why and which command resumes it).
+    NeedsOwner,
 }
 
 impl Status {
@@ -111,7 +134,11 @@ impl Status {
     pub fn owes_work(self) -> bool {
         matches!(
             self,
-            Status::Pending | Status::Interrupted | Status::InDoubt | Status::Stopped
+            Status::Pending
+                | Status::Interrupted
+                | Status::InDoubt
+                | Status::Stopped
+                | Status::NeedsOwner
         )
     }
 }
@@ -129,6 +156,7 @@ impl std::fmt::Display for Status {
             Status::Stopped => "stopped",
             Status::Failed => "failed",
             Status::AwaitingApproval => "awaiting_approval",
+            Status::NeedsOwner => "needs_owner",
         };
         f.write_str(s)
     }
@@ -143,6 +171,8 @@ impl std::fmt::Display for Status {
 pub fn owes_work_from_tail(kind: &str, data: &serde_json::Value) -> bool {
     match kind {
         "header" | "approval_request" => false,
+        // a refusal is written only while work is owed; a world alone says nothing
+        "needs_owner" | "world" => true,
         // a host framework's records: its own runs, never Lazarus's runner
         k if k.starts_with(crate::record::HOST_KIND_PREFIX) => false,
         "approval" => true,
@@ -184,6 +214,8 @@ pub fn owes_work_from_records(records: &[(&str, &serde_json::Value)]) -> Option<
         };
         match kind {
             "header" => return Some(early.unwrap_or(false)),
+            // neither changes the work: the records before them decide
+            "world" | "needs_owner" => {}
             // a host framework's session (the Python package): Lazarus's runner owes it nothing
             k if k.starts_with(crate::record::HOST_KIND_PREFIX) => {
                 return Some(early.unwrap_or(false));
@@ -228,7 +260,10 @@ pub fn status_from_tail(kind: &str, data: &serde_json::Value) -> Status {
     match kind {
         "header" => Status::New,
         "input" | "control" => Status::Pending,
-        "tool_start" => Status::InDoubt,
+        "tool_start" | "host_call_intent" => Status::InDoubt,
+        "needs_owner" => Status::NeedsOwner,
+        // a world alone says nothing of the work: "maybe owed", as for a turn cut off
+        "world" => Status::Interrupted,
         "approval_request" => Status::AwaitingApproval,
         "approval" => Status::Interrupted,
         "turn_start" | "tool_intent" | "tool_outcome" | "resume" => Status::Interrupted,

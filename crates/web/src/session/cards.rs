@@ -148,7 +148,9 @@ pub(super) fn card(ctx: &Ctx, e: &Entry, t: &Turn, c: &CallCard) -> Markup {
                 @if c.in_doubt() {
                     div.notice.doubt {
                         strong { "In doubt." }
-                        " This call was cut off while it ran; Lazarus did not run it again. The model received this notice:"
+                        " This call was cut off while it ran; Lazarus did not run it again"
+                        @if let Some(why) = &c.in_doubt_why { " because " (why) }
+                        ". The model received this notice:"
                         pre.notice-text { (o.data.result) }
                     }
                 } @else {

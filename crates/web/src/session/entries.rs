@@ -25,6 +25,8 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
         Body::Compaction(_) => "entry compaction",
         Body::Unreadable { .. } => "entry unreadable",
         Body::Host { .. } => "entry host",
+        Body::World(_) => "entry world",
+        Body::NeedsOwner(_) => "entry needs-owner",
     };
     html! {
         li class=(class) id=(e.key) data-seq=(e.seq) data-touched=(e.touched) {
@@ -60,6 +62,12 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
                         div { dt { "calls reused" } dd { (r.calls_reused) } }
                         div { dt { "calls re-run" } dd { (r.calls_rerun) } }
                         div class=@if r.calls_in_doubt > 0 { "hl" } { dt { "calls in doubt" } dd { (r.calls_in_doubt) } }
+                        @for d in &r.in_doubt {
+                            div.wide.hl { dt { "not run again: " code { (d.call_id) } } dd { (d.tool) ": " (d.why) } }
+                        }
+                        @if let Some(w) = r.world_seq {
+                            div.wide { dt { "world" } dd { @if w == 0 { "the one recorded with the session" } @else { "the one recorded at #" (w) } } }
+                        }
                         div { dt { "calls not started" } dd { (r.calls_not_started) } }
                         @if let Some(m) = &r.mcp {
                             div class=@if m.calls_in_doubt > 0 { "hl" } { dt { "MCP calls" } dd { (m.calls_reused) " reused, " (m.calls_rerun) " re-run, " (m.calls_in_doubt) " in doubt" } }
@@ -133,6 +141,26 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
                     }
                     p.muted { "From here on the model gets this summary instead of the records above; they stay in the ledger." }
                     div.text { (long_text(&c.summary)) }
+                }
+                Body::World(w) => {
+                    div.banner-head {
+                        strong { @match w.reason {
+                            lazarus_session::record::WorldReason::Changed => "World changed",
+                            lazarus_session::record::WorldReason::Adopted => "World recorded",
+                            lazarus_session::record::WorldReason::Created => "World",
+                        } }
+                        " by " (w.by)
+                        @if !w.changed.is_empty() { " · " (w.changed.join(", ")) }
+                        " · " (seq_time(ctx, e.seq, &e.ts))
+                    }
+                    (super::world::facts(w))
+                }
+                Body::NeedsOwner(n) => {
+                    div.banner-head {
+                        strong { "Left alone" } " by " (n.by) " · " (seq_time(ctx, e.seq, &e.ts))
+                    }
+                    p { (n.reason) }
+                    p.muted { "Resume it in its world with " code { (n.resume_with) } }
                 }
                 Body::Host { kind, data } => {
                     div.meta { strong { (kind) } " " (seq_time(ctx, e.seq, &e.ts)) }

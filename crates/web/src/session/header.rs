@@ -11,7 +11,10 @@ pub(super) fn head(ctx: &Ctx, l: &Loaded) -> Markup {
     let s = &l.summary;
     let tl = &l.timeline;
     let calls = tl.calls().count();
-    let in_doubt = tl.in_doubt_calls();
+    // a host program's calls (the Python package) in doubt count as a native call's do
+    let host_in_doubt: Vec<(&str, &lazarus_session::state::HostCall)> =
+        tl.state.host.in_doubt().collect();
+    let in_doubt = tl.in_doubt_calls() + host_in_doubt.len();
     let model = tl.model.clone().or_else(|| {
         s.meta
             .as_ref()
@@ -58,6 +61,36 @@ pub(super) fn head(ctx: &Ctx, l: &Loaded) -> Markup {
                             " "
                         }
                     } }
+                }
+            }
+            @if let Some((seq, n)) = &tl.state.needs_owner {
+                div.warn-box.needs-owner {
+                    strong { "Left to its owner" } " (record #" (seq) ", by " (n.by) "): " (n.reason)
+                    p { "Its work waits for a resumer that can honour its world. Resume it with "
+                        code.resume-with { (n.resume_with) } }
+                }
+            }
+            @if !host_in_doubt.is_empty() {
+                div.in-doubt-box.host-in-doubt {
+                    strong { "In doubt: " (host_in_doubt.len()) " call(s) of its program may have run" }
+                    p.muted { "The program announced these calls and recorded no outcome: each may have run completely, partly or not at all. Check its effect before it is run again." }
+                    ul {
+                        @for (id, c) in &host_in_doubt {
+                            li {
+                                code { (c.tool) } " " span.muted { "(" (id) ", announced at #" (c.intent_seq) ")" }
+                                @if let Some(a) = &c.arguments { " " code.args { (a) } }
+                            }
+                        }
+                    }
+                }
+            }
+            @if let Some(w) = &tl.state.world {
+                details.world {
+                    summary {
+                        "World: what it runs with"
+                        @if w.seq == 0 { " (recorded with the session)" } @else { " (recorded at #" (w.seq) ")" }
+                    }
+                    (super::world::facts(&w.world))
                 }
             }
             @if let Some((seq, why)) = &tl.replay_error {

@@ -13,6 +13,7 @@ mod header;
 mod read;
 mod report;
 mod text;
+mod world;
 
 use std::collections::HashMap;
 
