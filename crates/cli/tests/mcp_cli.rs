@@ -257,7 +257,7 @@ fn a_run_with_the_mcp_json_next_to_it() {
     let t = text(&out);
     assert_eq!(out.status.code(), Some(0), "{t}");
     assert!(
-        t.contains("mcp: counter: lazarus-counter 1.2.3, 7 tools"),
+        t.contains("mcp: counter: lazarus-counter 1.2.3, 8 tools"),
         "{t}"
     );
     assert!(t.contains("… step 2 (2/3)"), "progress not shown: {t}");

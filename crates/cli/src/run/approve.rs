@@ -50,14 +50,15 @@ pub(super) struct ToolFacts {
 }
 
 /// The call `call_id` waits: ask on the terminal and record the answer, or say how to answer.
-/// `cancel`: the run's Ctrl-C, which ends the question at once.
+/// `cancel`: the run's Ctrl-C (or SIGTERM), which ends the question at once, and why it
+/// fired.
 pub(super) fn ask(
     session: &Arc<Mutex<lazarus_session::Session>>,
     id: &str,
     call_id: &str,
     (store, workspace): (&StoreArgs, &std::path::Path),
     json_out: bool,
-    cancel: &CancellationToken,
+    (cancel, why): (&CancellationToken, &lazarus_agent::runner::StopReason),
     facts: impl Fn(&str) -> ToolFacts,
 ) -> Result<Asked> {
     let (tool, arguments, reason, mode, turn) = {
@@ -96,16 +97,23 @@ pub(super) fn ask(
             return Ok(Asked::Left);
         }
         Read::Cancelled => {
-            // a stop like any other Ctrl-C of a run: recorded, the request left waiting
+            // a stop like any other of a run (`sigint`, `sigterm`): recorded, the request
+            // left waiting
+            let reason = why.get();
             session
                 .lock()
                 .map_err(|_| anyhow!("session lock poisoned"))?
                 .append(Record::Interrupted(Interrupted {
-                    reason: "sigint".into(),
+                    reason: reason.to_string(),
                     turn: Some(turn),
                 }))?;
             eprintln!(
-                "\napproval cancelled (Ctrl-C): call {} still waits; nothing of it ran",
+                "\napproval cancelled ({}): call {} still waits; nothing of it ran",
+                if reason == "sigterm" {
+                    "SIGTERM"
+                } else {
+                    "Ctrl-C"
+                },
                 escape(call_id)
             );
             print_how_to_answer(id, call_id, store, workspace);

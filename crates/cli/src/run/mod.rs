@@ -455,7 +455,7 @@ async fn drive_loop(
                     call_id,
                     (store, &cfg.workspace),
                     json_out,
-                    &cancel,
+                    (&cancel, &cfg.stop_reason),
                     |tool| approve::ToolFacts {
                         keyed: runner.grant_key(tool).is_some(),
                     },
