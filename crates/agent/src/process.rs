@@ -47,12 +47,68 @@ pub use lazarus_ledger::holder::parse_start_time;
 
 impl ProcessGroupRef {
     /// Reference to the group led by `pid` (which must be a group leader, e.g. spawned with
-    /// `process_group(0)`), reading the leader's start time now.
+    /// [`detach_from_caller`] or `process_group(0)`), reading the leader's start time now.
     pub fn of_leader(pid: i32) -> Result<Self, ProcessError> {
         Ok(ProcessGroupRef {
             pgid: pid,
             start_time_ticks: process_start_time(pid)?,
         })
+    }
+}
+
+/// What a child started by lazarus (a shell call, an MCP server) does between `fork` and
+/// `exec`, before anything else: it leaves the caller's session (`setsid`: a new session and
+/// process group led by itself, with no controlling terminal, so `/dev/tty` opens nothing and
+/// the terminal's keyboard signals never reach it), and marks every descriptor above stderr
+/// close-on-exec (`close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`), so only 0, 1 and 2 cross into
+/// the program whatever the caller inherited (a CI runner's log, a supervisor's socket, a
+/// directory). Marked rather than closed: the exec-error pipe `std` uses stays open until the
+/// exec itself.
+///
+/// The group it leads is the one the runner records (pgid = the child's pid), as with
+/// `process_group(0)`, which must not be set on the same command (`setsid` fails for a group
+/// leader).
+///
+/// # Safety
+/// For `pre_exec` only: async-signal-safe system calls, no allocation.
+pub unsafe fn detach_from_caller() -> std::io::Result<()> {
+    // SAFETY: plain system calls on this (forked, single-threaded) process.
+    unsafe {
+        if libc::setsid() < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        cloexec_from(3);
+    }
+    Ok(())
+}
+
+/// Marks every descriptor from `first` on close-on-exec (raw calls; for `pre_exec`).
+///
+/// # Safety
+/// Async-signal-safe; for the code between fork and exec.
+pub(crate) unsafe fn cloexec_from(first: u32) {
+    const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
+    // SAFETY: system calls on this process's own descriptor table.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) == 0 {
+            return;
+        }
+        // before Linux 5.11: one by one, up to the descriptor limit
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur.min(1 << 20) as libc::c_int
+        } else {
+            65_536
+        };
+        for fd in first as libc::c_int..max {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
     }
 }
 

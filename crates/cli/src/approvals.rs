@@ -14,7 +14,20 @@
 //! by = "cli"
 //! session = "fix-tests"
 //! call_id = "call_1"
+//!
+//! [[always]]
+//! tool = "mcp__files__write"
+//! granted_at = "2026-12-06T10:05:00.000Z"
+//! by = "web"
+//! session = "fix-tests"
+//! call_id = "call_7"
+//! fingerprint = "3f1c…"                # the server's (command and arguments, or URL)
 //! ```
+//!
+//! A grant for an MCP tool holds its server's fingerprint
+//! ([`lazarus_mcp::config::Server::fingerprint`]): the same tool name on another program is
+//! asked for again. Whoever answers writes the grant; the runner that lets the answered call
+//! go on binds it to the server that very call goes to (until then it covers nothing).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -38,6 +51,10 @@ pub struct Grant {
     /// The session and call whose answer gave it.
     pub session: String,
     pub call_id: String,
+    /// For an MCP tool: its server's fingerprint, once bound (a grant without one covers
+    /// only a tool without one: the built-ins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -50,6 +67,11 @@ struct PolicyFile {
 /// Where the policy file is: beside the configuration file.
 pub fn policy_path() -> PathBuf {
     crate::config::path().with_file_name(FILE_NAME)
+}
+
+/// The lock two writers of the policy file take, beside it.
+pub fn lock_path() -> PathBuf {
+    policy_path().with_file_name(".approvals.lock")
 }
 
 /// Reads the grants (none without a file). A file that does not parse is an error naming it.
@@ -91,7 +113,7 @@ fn update<T>(change: impl FnOnce(&mut Vec<Grant>) -> T) -> Result<T> {
         .map(PathBuf::from)
         .unwrap_or_else(|| ".".into());
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let lock_path = dir.join(".approvals.lock");
+    let lock_path = lock_path();
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -113,19 +135,54 @@ fn update<T>(change: impl FnOnce(&mut Vec<Grant>) -> T) -> Result<T> {
     Ok(out)
 }
 
-/// Adds an `always` grant for `tool` (a grant already there is kept as it is).
+/// Adds an `always` grant for `tool`, given answering `call_id` of `session` (the same
+/// answer again adds nothing). An MCP tool's grant is bound to its server by [`bind`].
 pub fn grant_always(tool: &str, by: &str, session: &str, call_id: &str) -> Result<()> {
     update(|always| {
-        if !always.iter().any(|g| g.tool == tool) {
+        if !always
+            .iter()
+            .any(|g| g.tool == tool && g.session == session && g.call_id == call_id)
+        {
             always.push(Grant {
                 tool: tool.to_string(),
                 granted_at: lazarus_ledger::clock::now_ts(),
                 by: by.to_string(),
                 session: session.to_string(),
                 call_id: call_id.to_string(),
+                fingerprint: None,
             });
         }
     })
+}
+
+/// Binds the grant given answering `call_id` of `session` to `fingerprint` (a grant of the
+/// same tool and server already there makes it redundant: it goes).
+pub fn bind(tool: &str, fingerprint: &str, session: &str, call_id: &str) -> Result<()> {
+    update(|always| {
+        let Some(i) = always.iter().position(|g| {
+            g.tool == tool
+                && g.session == session
+                && g.call_id == call_id
+                && g.fingerprint.is_none()
+        }) else {
+            return;
+        };
+        if always
+            .iter()
+            .any(|g| g.tool == tool && g.fingerprint.as_deref() == Some(fingerprint))
+        {
+            always.remove(i);
+        } else {
+            always[i].fingerprint = Some(fingerprint.to_string());
+        }
+    })
+}
+
+/// Whether `grants` cover `tool` (with `key`, its server's fingerprint for an MCP tool).
+pub fn covered(grants: &[Grant], tool: &str, key: Option<&str>) -> bool {
+    grants
+        .iter()
+        .any(|g| g.tool == tool && g.fingerprint.as_deref() == key)
 }
 
 /// The runner's view of the policy file: read at each call that would need approval.
@@ -133,9 +190,9 @@ pub fn grant_always(tool: &str, by: &str, session: &str, call_id: &str) -> Resul
 pub struct FileGrants;
 
 impl lazarus_agent::runner::AlwaysGrants for FileGrants {
-    fn covers(&self, tool: &str) -> bool {
+    fn covers(&self, tool: &str, key: Option<&str>) -> bool {
         match grants() {
-            Ok(g) => g.iter().any(|g| g.tool == tool),
+            Ok(g) => covered(&g, tool, key),
             Err(e) => {
                 // an unreadable policy grants nothing: the call is asked for
                 tracing::warn!(error = %format!("{e:#}"), "approvals policy not read");
@@ -146,6 +203,10 @@ impl lazarus_agent::runner::AlwaysGrants for FileGrants {
 
     fn grant(&self, tool: &str, by: &str, session: &str, call_id: &str) -> Result<(), String> {
         grant_always(tool, by, session, call_id).map_err(|e| format!("{e:#}"))
+    }
+
+    fn bind(&self, tool: &str, key: &str, session: &str, call_id: &str) -> Result<(), String> {
+        bind(tool, key, session, call_id).map_err(|e| format!("{e:#}"))
     }
 }
 
@@ -183,11 +244,23 @@ pub fn run(args: ApprovalsArgs) -> Result<i32> {
             } else if grants.is_empty() {
                 writeln!(out, "no `always` grants ({})", policy_path().display())?;
             } else {
+                use crate::term::escape;
                 for g in &grants {
+                    let server = match &g.fingerprint {
+                        Some(f) => format!(", server {}", escape(&f[..f.len().min(12)])),
+                        None if g.tool.starts_with("mcp__") => {
+                            ", not bound to a server yet (covers nothing)".to_string()
+                        }
+                        None => String::new(),
+                    };
                     writeln!(
                         out,
-                        "{}\tgranted {} by {} (session {}, call {})",
-                        g.tool, g.granted_at, g.by, g.session, g.call_id
+                        "{}\tgranted {} by {} (session {}, call {}{server})",
+                        escape(&g.tool),
+                        escape(&g.granted_at),
+                        escape(&g.by),
+                        escape(&g.session),
+                        escape(&g.call_id)
                     )?;
                 }
             }
@@ -218,5 +291,45 @@ pub fn run(args: ApprovalsArgs) -> Result<i32> {
             )?;
             Ok(0)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(tool: &str, fingerprint: Option<&str>) -> Grant {
+        Grant {
+            tool: tool.into(),
+            granted_at: "t".into(),
+            by: "cli".into(),
+            session: "s".into(),
+            call_id: "c".into(),
+            fingerprint: fingerprint.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_grant_covers_its_tool_on_its_server_only() {
+        let g = [
+            grant("shell", None),
+            grant("mcp__files__go", Some("sha256:a")),
+        ];
+        assert!(covered(&g, "shell", None));
+        assert!(covered(&g, "mcp__files__go", Some("sha256:a")));
+        // the same name on another program, or a grant not bound yet
+        assert!(!covered(&g, "mcp__files__go", Some("sha256:b")));
+        assert!(!covered(
+            &[grant("mcp__files__go", None)],
+            "mcp__files__go",
+            Some("sha256:a")
+        ));
+        assert!(!covered(&g, "write_file", None));
+        // an older file (no fingerprint field) still reads
+        let old: PolicyFile = toml::from_str(
+            "[[always]]\ntool = \"shell\"\ngranted_at = \"t\"\nby = \"cli\"\nsession = \"s\"\ncall_id = \"c\"\n",
+        )
+        .unwrap();
+        assert_eq!(old.always, vec![grant("shell", None)]);
     }
 }

@@ -265,6 +265,13 @@ pub struct ModelArgs {
     #[arg(long, value_name = "N", default_value_t = lazarus_agent::sandbox::DEFAULT_MAX_PROCESSES,
           value_parser = clap::value_parser!(u32).range(8..))]
     pub sandbox_max_processes: u32,
+    /// Let tool calls write the workspace's version-control metadata (`.git`, `.hg`, `.jj`,
+    /// and a worktree's git directory). By default it is read-only to them: git, hg or jj
+    /// run later by a person (or a prompt theme) would run what a call wrote there (hooks,
+    /// `core.fsmonitor`) outside the sandbox. Also `sandbox_allow_vcs_write = true` in
+    /// config.toml.
+    #[arg(long)]
+    pub sandbox_allow_vcs_write: bool,
     /// Let sandboxed shell commands connect to this Unix socket outside the workspace (a
     /// socket file, or a directory of them; repeatable). By default they may connect only to
     /// sockets in the workspace and their own $TMPDIR.
@@ -335,6 +342,24 @@ fn resolve_base_url(
 }
 
 impl ModelArgs {
+    /// Lazarus's own files, denied to every call (read or written, existing or not, inside
+    /// the workspace too): the state directory (sessions, a gateway's token and
+    /// workspaces), the configuration file (`LAZARUS_CONFIG` or the default; it names the
+    /// sandbox mode and MCP servers lazarus starts unsandboxed), the approvals policy beside
+    /// it (a command must not grant itself `always`) and its lock, and the MCP configuration
+    /// files of this command (`--mcp-config`: they name programs lazarus starts too).
+    pub fn own_files(&self) -> Vec<PathBuf> {
+        let policy = crate::approvals::policy_path();
+        let mut out = vec![
+            crate::paths::state_dir(),
+            crate::config::path(),
+            crate::approvals::lock_path(),
+            policy,
+        ];
+        out.extend(self.mcp_config.iter().cloned());
+        out
+    }
+
     /// The tools offered to the model.
     pub fn toolbox(&self) -> Result<Toolbox> {
         let all = Toolbox::standard();
@@ -480,9 +505,8 @@ impl ModelArgs {
             })
             .allow_unix_sockets(self.sandbox_allow_unix_socket.iter().cloned())
             .with_env(env)
-            // lazarus's own state: sessions, a gateway's token and workspaces; and the
-            // approvals policy (a command must not grant itself `always`)
-            .deny([crate::paths::state_dir(), crate::approvals::policy_path()]),
+            .allow_vcs_writes(self.sandbox_allow_vcs_write)
+            .deny(self.own_files()),
         );
         cfg.approval = ApprovalPolicy {
             mode: self.ask_for_approval,

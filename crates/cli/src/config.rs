@@ -12,6 +12,7 @@
 //! approval = "untrusted"               # or "never" (default), "on-request"
 //! sandbox_max_processes = 1024
 //! sandbox_allow_unix_sockets = ["/run/postgresql"]
+//! sandbox_allow_vcs_write = false      # true: calls may write .git, .hg, .jj
 //! session_dir = "~/sessions"           # or: store = "postgres://…"
 //!
 //! [shell_environment_policy]           # what a shell call's environment holds
@@ -47,6 +48,8 @@ pub struct FileConfig {
     pub sandbox_max_processes: Option<u32>,
     /// See `--sandbox-allow-unix-socket`.
     pub sandbox_allow_unix_sockets: Option<Vec<PathBuf>>,
+    /// See `--sandbox-allow-vcs-write`.
+    pub sandbox_allow_vcs_write: Option<bool>,
     /// What a shell call's environment holds (Codex's `shell_environment_policy`).
     pub shell_environment_policy: Option<lazarus_agent::sandbox::EnvPolicy>,
     pub session_dir: Option<PathBuf>,
@@ -188,6 +191,9 @@ pub fn apply_defaults(mut cmd: clap::Command, cfg: &'static FileConfig) -> clap:
                 c = c.mut_arg("sandbox_allow_unix_socket", |a| {
                     a.default_values(paths.iter().map(|p| p.as_os_str()))
                 });
+            }
+            if cfg.sandbox_allow_vcs_write == Some(true) {
+                c = c.mut_arg("sandbox_allow_vcs_write", |a| a.default_value("true"));
             }
             c
         });

@@ -153,6 +153,12 @@ pub fn run(args: ConfigArgs) -> Result<i32> {
                     Some("none (only sockets in the workspace)".into()),
                 ),
                 setting(
+                    "sandbox_allow_vcs_write",
+                    None,
+                    cfg.sandbox_allow_vcs_write.map(|b| b.to_string()),
+                    Some("false (.git, .hg, .jj read-only to calls)".into()),
+                ),
+                setting(
                     "shell_environment_policy",
                     None,
                     cfg.shell_environment_policy.as_ref().map(|p| p.describe()),

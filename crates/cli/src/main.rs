@@ -93,7 +93,7 @@ fn main() {
     let cli = match parse() {
         Ok(cli) => cli,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", term::escape_text(&format!("{e:#}")));
             std::process::exit(2);
         }
     };
@@ -128,7 +128,9 @@ fn main() {
             if is_broken_pipe(&e) {
                 std::process::exit(141);
             }
-            eprintln!("error: {e:#}");
+            // the chain carries what others wrote (an MCP server's stderr, a model's text,
+            // a file's name): shown, never obeyed by the terminal
+            eprintln!("error: {}", term::escape_text(&format!("{e:#}")));
             let usage = e.chain().any(|c| c.downcast_ref::<Usage>().is_some());
             // a session's inbox at its limit: nothing was added, try again later
             let full = e.chain().any(|c| {

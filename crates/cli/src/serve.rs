@@ -18,6 +18,12 @@ pub struct ServeArgs {
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     pub allow_remote: bool,
+    /// Answer requests for this host name too (repeatable; `.example.com` allows every name
+    /// under it). By default only an IP address the gateway is reached by and `localhost`
+    /// are answered, on every route: any other `Host` gets 421, so a web page whose name is
+    /// pointed at this machine (DNS rebinding) reads nothing.
+    #[arg(long, value_name = "NAME")]
+    pub allowed_host: Vec<String>,
     /// Sessions in local files (`--session-dir`, the default) or a PostgreSQL store shared
     /// with other gateways (`--store postgres://…`).
     #[command(flatten)]
@@ -197,6 +203,7 @@ pub fn run(args: ServeArgs) -> Result<i32> {
     let cfg = lazarus_gateway::Config {
         listen: args.listen,
         allow_remote: args.allow_remote,
+        allowed_hosts: args.allowed_host.clone(),
         store,
         takeover_interval: (shared && !args.takeover_interval.is_zero())
             .then_some(args.takeover_interval),

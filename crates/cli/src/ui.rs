@@ -21,6 +21,12 @@ pub struct UiArgs {
     /// Allow listening on a non-loopback address (a token is then required).
     #[arg(long)]
     pub allow_remote: bool,
+    /// Answer requests for this host name too (repeatable; `.example.com` allows every name
+    /// under it). By default only an IP address the view is reached by and `localhost` are
+    /// answered: any other `Host` gets 421, so a web page whose name is pointed at this
+    /// machine (DNS rebinding) reads nothing, `--no-auth` or not.
+    #[arg(long, value_name = "NAME")]
+    pub allowed_host: Vec<String>,
     /// Serve without a token. Accepted on a loopback address only (a single-user machine);
     /// the page says so in its header.
     #[arg(long)]
@@ -81,6 +87,7 @@ pub fn run(args: UiArgs) -> Result<i32> {
     eprintln!("store: {} (read-only)", store.location());
     let mut cfg = WebConfig::new(store, auth, Mode::ReadOnly);
     cfg.local = local;
+    cfg.allowed_hosts = args.allowed_host.clone();
     let no_auth = args.no_auth;
     lazarus_web::serve_blocking(cfg, args.listen, args.allow_remote, |addr| {
         println!("lazarus ui: http://{addr}/");

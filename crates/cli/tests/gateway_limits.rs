@@ -80,7 +80,7 @@ fn read_answer(r: &mut impl BufRead) -> std::io::Result<Answer> {
 
 fn req(method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> String {
     let mut r = format!(
-        "{method} {path} HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nAuthorization: Bearer {TOKEN}\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {TOKEN}\r\n"
     );
     for (k, v) in headers {
         r.push_str(&format!("{k}: {v}\r\n"));
@@ -401,7 +401,7 @@ fn connections_over_the_cap_get_429_health_answers_and_idle_ones_are_closed() {
     let mut s = connect(url);
     s.set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
-    let head = b"GET /healthz HTTP/1.1\r\nHost: gw\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     let mut closed = false;
     for b in head.iter() {
         if s.write_all(&[*b]).is_err() {
@@ -431,7 +431,7 @@ fn connections_over_the_cap_get_429_health_answers_and_idle_ones_are_closed() {
     );
     // a keep-alive connection after its answer: closed after the header timeout too
     let mut s = connect(url);
-    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         .unwrap();
     let mut r = BufReader::new(s.try_clone().unwrap());
     assert_eq!(read_answer(&mut r).unwrap().status, 200);
@@ -443,7 +443,7 @@ fn connections_over_the_cap_get_429_health_answers_and_idle_ones_are_closed() {
     let mut s = connect(url);
     s.write_all(
         format!(
-            "POST /v1/sessions/s/messages HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"text\":"
+            "POST /v1/sessions/s/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"text\":"
         )
         .as_bytes(),
     )
@@ -455,7 +455,7 @@ fn connections_over_the_cap_get_429_health_answers_and_idle_ones_are_closed() {
     // a live tail that is read is never idle: keep-alive comments come within the timeout
     let mut s = connect(url);
     s.write_all(
-        format!("GET /v1/sessions/s/stream HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer {TOKEN}\r\n\r\n")
+        format!("GET /v1/sessions/s/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n")
             .as_bytes(),
     )
     .unwrap();

@@ -50,6 +50,9 @@ pub use recovery::TakeoverReport;
 pub struct Config {
     pub listen: SocketAddr,
     pub allow_remote: bool,
+    /// Host names answered besides IP addresses and `localhost` (`--allowed-host`): every
+    /// route checks `Host` first (`lazarus_web::host`).
+    pub allowed_hosts: Vec<String>,
     /// Where sessions live: local files, or a store shared with other gateways.
     pub store: SharedStore,
     /// Shared stores only: how often to look for sessions whose gateway is gone (their
@@ -156,6 +159,11 @@ async fn serve(cfg: Config, run_rt: tokio::runtime::Handle) -> Result<()> {
         hub.clone(),
         Arc::from(cfg.token.as_str()),
         stop.clone(),
+    );
+    // every route, the API, the view and /metrics alike, answers only its own host names
+    let app = lazarus_web::host::guard(
+        app,
+        lazarus_web::host::AllowedHosts::new(cfg.listen, cfg.allowed_hosts.clone()),
     );
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await

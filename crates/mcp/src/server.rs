@@ -1,7 +1,7 @@
 //! One running MCP server, on the official Rust SDK (`rmcp`).
 //!
-//! * **stdio**: a child process started in its own process group (so everything it starts
-//!   goes with it), with a minimal environment plus the configured `env`, that dies with the
+//! * **stdio**: a child process started in its own session and process group (so everything
+//!   it starts goes with it; no controlling terminal; no descriptor of lazarus's but 0-2), with a minimal environment plus the configured `env`, that dies with the
 //!   process that started it (`PR_SET_PDEATHSIG`) and is killed, group and all, when the
 //!   server is dropped. What it prints on stderr is kept (the last 8 KiB) for error messages.
 //! * **Streamable HTTP**: the endpoint, with a bearer token read from the configured
@@ -198,11 +198,13 @@ impl McpServer {
                 let fd = crate::reaper::ReaperFd::of(&read_end);
                 cmd.args(args)
                     .current_dir(own_cwd.as_deref().unwrap_or(cwd))
-                    .process_group(0)
                     .kill_on_drop(false);
-                // SAFETY: the reaper's step makes raw system calls only (see `reaper`); it is
-                // the first pre_exec step, so a sandbox's own steps run in the server.
+                // its own session and group (no controlling terminal) and only fds 0-2 past
+                // the exec, then the reaper (see `reaper`): the first steps, so a sandbox's
+                // own steps run in the server.
+                // SAFETY: both steps make raw, async-signal-safe system calls only.
                 unsafe {
+                    cmd.pre_exec(|| lazarus_agent::process::detach_from_caller());
                     cmd.pre_exec(move || crate::reaper::enter(fd));
                 }
                 if config.sandbox {

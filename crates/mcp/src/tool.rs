@@ -137,6 +137,12 @@ impl Tool for McpTool {
             && self.tool.annotations.get("readOnlyHint") == Some(&Value::Bool(true))
     }
 
+    /// The server's fingerprint (transport, command and arguments, or URL): an `always`
+    /// grant for this tool covers it only on this very server.
+    fn grant_key(&self) -> Option<String> {
+        Some(self.server.config.fingerprint())
+    }
+
     /// From what was recorded when the call started, and only if today agrees.
     fn may_rerun(&self, recorded: &Rerun) -> bool {
         let then = recorded.basis.as_ref().is_some_and(basis_allows_rerun);

@@ -201,3 +201,65 @@ pub fn pending(state: &SessionState, inbox: &[InboxMessage]) -> Vec<Pending> {
         })
         .collect()
 }
+
+/// The argument each built-in tool acts on, shown first on every approval surface.
+const EXECUTED_ARGUMENT: &[(&str, &str)] = &[
+    ("shell", "command"),
+    ("write_file", "path"),
+    ("edit_file", "path"),
+    ("read_file", "path"),
+    ("list_dir", "path"),
+];
+
+/// A call's arguments as every approval surface shows them (the terminal prompt, `lazarus
+/// sessions approvals`, the web card): the argument the tool executes first (a shell call's
+/// `command`, a file tool's `path`), then the others in the order the model wrote them; each
+/// value whole — a string as its text, anything else as JSON — never collapsed or cut.
+/// Arguments a tool's schema does not declare never get this far (the runner refuses them
+/// before anyone is asked), so a decoy key cannot stand in front of the one that runs.
+/// Not a JSON object: one entry, `arguments`, with the text as the model wrote it.
+pub fn arguments_shown(tool: &str, arguments: &str) -> Vec<(String, String)> {
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(arguments)
+    else {
+        return vec![("arguments".to_string(), arguments.to_string())];
+    };
+    let first = EXECUTED_ARGUMENT
+        .iter()
+        .find(|(t, _)| *t == tool)
+        .map(|(_, k)| *k);
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut out: Vec<(String, String)> = Vec::with_capacity(map.len());
+    if let Some(k) = first
+        && let Some(v) = map.get(k)
+    {
+        out.push((k.to_string(), text(v)));
+    }
+    for (k, v) in &map {
+        if Some(k.as_str()) != first {
+            out.push((k.clone(), text(v)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod shown_tests {
+    use super::arguments_shown;
+
+    #[test]
+    fn the_executed_argument_comes_first_and_whole() {
+        let args = r#"{"command_preview":"ls -la","note":"x","command":"rm -rf /tmp/x\nmore","timeout_secs":5}"#;
+        let shown = arguments_shown("shell", args);
+        assert_eq!(shown[0], ("command".into(), "rm -rf /tmp/x\nmore".into()));
+        assert_eq!(shown[1].0, "command_preview");
+        assert_eq!(shown[3], ("timeout_secs".into(), "5".into()));
+        assert_eq!(
+            arguments_shown("mcp__a__b", "not json"),
+            vec![("arguments".into(), "not json".into())]
+        );
+        assert_eq!(arguments_shown("mcp__a__b", r#"{"b":1,"a":2}"#)[0].0, "b");
+    }
+}

@@ -56,6 +56,7 @@ pub mod record;
 mod spool;
 pub mod state;
 pub mod store;
+pub mod unicode;
 pub mod window;
 
 #[cfg(feature = "conformance")]

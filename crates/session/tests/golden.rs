@@ -531,6 +531,7 @@ fn world(reason: WorldReason, sandbox: &str) -> World {
             max_processes: 1024,
             allow_unix_sockets: vec![],
             environment: json!({"inherit": "core", "ignore_default_excludes": false, "exclude": [], "set": [], "include_only": []}),
+            allow_vcs_write: false,
         },
         provider: Some(WorldProvider {
             api: "chat".into(),

@@ -32,6 +32,7 @@
 pub mod anthropic;
 pub mod mcp_servers;
 pub mod pg;
+pub mod pty;
 pub mod responses;
 mod script;
 pub mod sse;

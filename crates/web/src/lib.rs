@@ -22,6 +22,7 @@ mod assets;
 mod auth;
 mod export;
 mod fmt;
+pub mod host;
 mod list;
 mod live;
 mod page;
@@ -126,6 +127,9 @@ pub struct WebConfig {
     pub limits: Limits,
     /// Ends read-only live tails (so a graceful shutdown is not held open by them).
     pub stop: CancellationToken,
+    /// Host names answered besides IP addresses and `localhost` (`--allowed-host`; see
+    /// [`host`]).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl WebConfig {
@@ -137,6 +141,7 @@ impl WebConfig {
             local: None,
             limits: Limits::default(),
             stop: CancellationToken::new(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -253,7 +258,8 @@ pub fn serve_blocking(
             }
             signals.cancel();
         });
-        axum::serve(listener, router(cfg))
+        let allowed = host::AllowedHosts::new(listen, cfg.allowed_hosts.clone());
+        axum::serve(listener, host::guard(router(cfg), allowed))
             .with_graceful_shutdown(async move { stop.cancelled().await })
             .await?;
         anyhow::Ok(())

@@ -55,12 +55,24 @@ impl ApprovalMode {
 /// beside its config). Asked at each call that would need approval, so a grant given or
 /// revoked while a run goes on counts from the next call.
 pub trait AlwaysGrants: Send + Sync + std::fmt::Debug {
-    /// Whether a grant covers every call of `tool` now.
-    fn covers(&self, tool: &str) -> bool;
+    /// Whether a grant covers every call of `tool` now. `key`: the tool's
+    /// [`Tool::grant_key`](crate::tools::Tool::grant_key) (an MCP server's fingerprint),
+    /// which the grant must hold too; a grant without one covers only a tool without one.
+    fn covers(&self, tool: &str, key: Option<&str>) -> bool;
 
     /// Keeps a new grant for `tool`, given by `by` answering call `call_id` of `session`
     /// (written durably before the decision is recorded). The error says why it could not.
+    /// Whoever answers need not know the tool's key: the runner that goes on with the call
+    /// binds it ([`AlwaysGrants::bind`]).
     fn grant(&self, tool: &str, by: &str, session: &str, call_id: &str) -> Result<(), String>;
+
+    /// Binds the grant given by answering call `call_id` of `session` to `key`, the key of
+    /// the tool that very call goes to (a grant without a key covers no keyed tool until
+    /// then). Called when an allowed `always` decision lets the call go on.
+    fn bind(&self, tool: &str, key: &str, session: &str, call_id: &str) -> Result<(), String> {
+        let _ = (tool, key, session, call_id);
+        Ok(())
+    }
 }
 
 /// What the runner asks before a call.
@@ -69,6 +81,9 @@ pub struct ApprovalPolicy {
     pub mode: ApprovalMode,
     pub always: Option<Arc<dyn AlwaysGrants>>,
 }
+
+/// The built-in tools that write the workspace, not offered under the `read-only` sandbox.
+pub const WORKSPACE_WRITERS: &[&str] = &["write_file", "edit_file"];
 
 /// The argument a model sets to ask for approval under `on-request`.
 pub const ESCALATE_ARG: &str = "escalate";
@@ -114,7 +129,12 @@ impl Runner {
         if let Some(request) = &call.approval {
             return match &request.decision {
                 None => Ok(Gate::Wait),
-                Some(d) if d.decision == Decision::Allow => Ok(Gate::Proceed),
+                Some(d) if d.decision == Decision::Allow => {
+                    if d.scope == Scope::Always {
+                        self.bind_grant(session, &call);
+                    }
+                    Ok(Gate::Proceed)
+                }
                 Some(d) => {
                     let outcome = ToolOutcome {
                         call_id: call.call_id.clone(),
@@ -155,7 +175,7 @@ impl Runner {
                 .approval
                 .always
                 .as_ref()
-                .filter(|g| g.covers(&call.name))
+                .filter(|g| g.covers(&call.name, self.grant_key(&call.name).as_deref()))
                 .map(|_| {
                     (
                         Scope::Always,
@@ -183,13 +203,35 @@ impl Runner {
         Ok(Gate::Proceed)
     }
 
+    /// What an `always` grant of `tool` must hold besides its name (its server's
+    /// fingerprint, for an MCP tool).
+    pub fn grant_key(&self, tool: &str) -> Option<String> {
+        self.toolbox.get(tool).and_then(|t| t.grant_key())
+    }
+
+    /// An `always` decision let `call` go on: its grant holds the key of the tool this very
+    /// call goes to from now on (a failure to write it leaves the grant covering nothing
+    /// keyed, so the next call asks again: logged, not fatal).
+    fn bind_grant(&self, session: &SharedSession, call: &Call) {
+        let (Some(grants), Some(key)) = (&self.cfg.approval.always, self.grant_key(&call.name))
+        else {
+            return;
+        };
+        let id = lock(session).id().to_string();
+        if let Err(e) = grants.bind(&call.name, &key, &id, &call.call_id) {
+            tracing::warn!(tool = %call.name, error = %e, "an always grant could not be bound to its server; the next call asks again");
+        }
+    }
+
     /// Why `call` needs a person's approval under the mode in force (`None`: it does not).
     fn needs_approval(&self, call: &Call) -> Option<String> {
         match self.cfg.approval.mode {
             ApprovalMode::Never => None,
             ApprovalMode::Untrusted => {
                 // a tool that is not there does nothing (the call gets an error result)
-                let harmless = self.toolbox.get(&call.name).is_none_or(|t| t.read_only());
+                let harmless = self.toolbox.get(&call.name).is_none_or(|t| t.read_only())
+                    || (!self.cfg.sandbox.workspace_writable()
+                        && WORKSPACE_WRITERS.contains(&call.name.as_str()));
                 (!harmless).then(|| format!("{} is not read-only", call.name))
             }
             ApprovalMode::OnRequest => {
@@ -210,10 +252,23 @@ impl Runner {
         }
     }
 
+    /// Why the arguments a tool would be given (the approval arguments taken out:
+    /// [`Runner::tool_arguments`]) lie outside its schema (`None`: within it, or no such
+    /// tool: that call gets its own error).
+    pub(super) fn outside_schema(&self, tool: &str, arguments: &str) -> Option<String> {
+        let tool = self.toolbox.get(tool)?;
+        crate::tools::outside_schema(tool.spec(), arguments)
+    }
+
     /// The tools offered to the model: under `on-request`, each tool that is not read-only
-    /// also takes the two arguments that ask for approval.
+    /// also takes the two arguments that ask for approval. Under the `read-only` sandbox the
+    /// tools that write the workspace (`write_file`, `edit_file`) are not offered (they would
+    /// be refused).
     pub(super) fn offered_specs(&self) -> Vec<ToolSpec> {
         let mut specs = self.toolbox.specs();
+        if !self.cfg.sandbox.workspace_writable() {
+            specs.retain(|s| !WORKSPACE_WRITERS.contains(&s.name.as_str()));
+        }
         if self.cfg.approval.mode != ApprovalMode::OnRequest {
             return specs;
         }

@@ -61,7 +61,28 @@ impl Runner {
                     .as_ref()
                     .map(|i| i.idempotency_key.clone())
                     .unwrap_or_else(|| idempotency_key(st.id(), &call.call_id));
+                // a call asked for under `on-request` keeps its meaning under another mode
+                let asked_on_request = lock(session)
+                    .state()
+                    .call(&call.call_id)
+                    .and_then(|c| c.approval.as_ref())
+                    .is_some_and(|a| a.mode == ApprovalMode::OnRequest.as_str());
+                let arguments = self.tool_arguments(&call.arguments, asked_on_request);
                 if plan == (Plan::RunFresh { has_intent: false }) {
+                    // arguments outside the tool's schema (a decoy key beside the one that
+                    // runs) are refused before anyone is asked, and never reach the tool
+                    if let Some(why) = self.outside_schema(&call.name, &arguments) {
+                        self.record_intent(session, &call, &idempotency_key, observer)?;
+                        let outcome = ToolOutcome {
+                            call_id: call.call_id.clone(),
+                            status: OutcomeStatus::Error,
+                            result: format!("error: not started: {why}"),
+                            exit_code: None,
+                            duration_ms: None,
+                        };
+                        append(session, Record::ToolOutcome(outcome), observer)?;
+                        return Ok(Step::Done);
+                    }
                     // a person may have to allow it first: asked, and answered, before the
                     // intent (the state refuses an intent before an allowing decision)
                     match self.approval_gate(session, &call.call_id, observer)? {
@@ -69,25 +90,7 @@ impl Runner {
                         Gate::Wait => return Ok(Step::AwaitingApproval),
                         Gate::Denied => return Ok(Step::Done),
                     }
-                    // decided now, with its facts, and recorded before the call can start
-                    let rerun = self
-                        .toolbox
-                        .get(&call.name)
-                        .map(|t| t.rerun())
-                        .unwrap_or_default();
-                    append(
-                        session,
-                        Record::ToolIntent(ToolIntent {
-                            call_id: call.call_id.clone(),
-                            turn: call.turn,
-                            tool: call.name.clone(),
-                            arguments: call.arguments.clone(),
-                            idempotent: rerun.idempotent,
-                            idempotency_key: idempotency_key.clone(),
-                            rerun_basis: rerun.basis,
-                        }),
-                        observer,
-                    )?;
+                    self.record_intent(session, &call, &idempotency_key, observer)?;
                 }
                 observer(RunEvent::ToolRunning {
                     call_id: &call.call_id,
@@ -111,13 +114,6 @@ impl Runner {
                     }),
                     ..ctx.clone()
                 };
-                // a call asked for under `on-request` keeps its meaning under another mode
-                let asked_on_request = lock(session)
-                    .state()
-                    .call(&call.call_id)
-                    .and_then(|c| c.approval.as_ref())
-                    .is_some_and(|a| a.mode == ApprovalMode::OnRequest.as_str());
-                let arguments = self.tool_arguments(&call.arguments, asked_on_request);
                 let out = self
                     .toolbox
                     .run(&ctx, &call.name, &arguments, &mut hooks)
@@ -142,6 +138,37 @@ impl Runner {
         };
         append(session, Record::ToolOutcome(outcome), observer)?;
         Ok(Step::Done)
+    }
+}
+
+impl Runner {
+    /// Records `call`'s intent, with whether it may be re-run and why, decided now.
+    fn record_intent(
+        &self,
+        session: &SharedSession,
+        call: &lazarus_session::Call,
+        idempotency_key: &str,
+        observer: &mut Observer<'_>,
+    ) -> Result<(), RunError> {
+        let rerun = self
+            .toolbox
+            .get(&call.name)
+            .map(|t| t.rerun())
+            .unwrap_or_default();
+        append(
+            session,
+            Record::ToolIntent(ToolIntent {
+                call_id: call.call_id.clone(),
+                turn: call.turn,
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+                idempotent: rerun.idempotent,
+                idempotency_key: idempotency_key.to_string(),
+                rerun_basis: rerun.basis,
+            }),
+            observer,
+        )?;
+        Ok(())
     }
 }
 

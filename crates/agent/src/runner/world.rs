@@ -80,6 +80,7 @@ impl RunnerConfig {
                     "set": env.set.keys().collect::<Vec<_>>(),
                     "include_only": env.include_only,
                 }),
+                allow_vcs_write: sb.vcs_writable,
             },
             provider: Some(WorldProvider {
                 api: self.provider.api.as_str().to_string(),

@@ -1,11 +1,13 @@
 //! Between `fork` and `exec` of a confined shell: the three processes of a call.
 //!
-//! 1. The **leader** (the process `spawn` made, the group leader the runner records): enters
-//!    the call's cgroup, unshares the namespaces (user first when not root; PID, mount, UTS,
+//! 1. The **leader** (the process `spawn` made, the group leader the runner records): leads a
+//!    session of its own (no controlling terminal), marks every descriptor above stderr
+//!    close-on-exec, enters the call's cgroup, unshares the namespaces (user first when not root; PID, mount, UTS,
 //!    IPC, cgroup, and network unless allowed), sets `RLIMIT_NPROC` when that is the bound,
 //!    forks the init and waits for it, exiting with its status.
 //! 2. The **init** (PID 1 of the new PID namespace): makes every mount private, mounts a
-//!    fresh `/proc`, a new `devpts` instance and the call's `/dev/shm`, restricts itself with
+//!    fresh `/proc`, a new `devpts` instance and the call's `/dev/shm`, binds the workspace's
+//!    version-control metadata read-only, restricts itself with
 //!    Landlock, drops every capability (bounding, ambient, inheritable, permitted, effective;
 //!    securebits locked) with `no_new_privs`, makes itself non-dumpable, and forks the shell.
 //!    Then it reaps orphans and answers the connect gate ([`super::gate`]) until the shell
@@ -45,6 +47,8 @@ pub(crate) struct ChildPlan {
     pub(crate) shm: Option<CString>,
     /// Files hidden under `/dev/null` (the system's credential files).
     pub(crate) hide: Vec<CString>,
+    /// Bound read-only onto themselves (the workspace's version-control metadata).
+    pub(crate) read_only: Vec<CString>,
     /// Mount a new `devpts` instance on `/dev/pts` (and its `ptmx` on `/dev/ptmx`).
     pub(crate) devpts: bool,
     /// Landlock rights for what the init mounts (`/proc`, `/dev/pts`): rules for them can
@@ -143,6 +147,13 @@ fn close_range(first: u32, last: u32) {
 pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
     // SAFETY: async-signal-safe system calls only, on data prepared before the fork.
     unsafe {
+        // Never the caller's terminal: a session of its own (the caller's `pre_exec` may have
+        // made it already; a process-group leader cannot, and is refused), and only 0, 1, 2
+        // past the exec.
+        if libc::getsid(0) != libc::getpid() && libc::setsid() < 0 {
+            return Err(last_err());
+        }
+        crate::process::cloexec_from(3);
         if let Some(fd) = plan.cgroup_procs
             && libc::write(fd, b"0\n".as_ptr().cast(), 2) != 2
         {
@@ -209,6 +220,42 @@ fn mount(
             flags,
             data.map_or(std::ptr::null(), |d| d.as_ptr().cast()),
         ) == 0
+    }
+}
+
+/// Makes `path` read-only in the call's mount namespace: a bind mount of itself, remounted
+/// read-only with the flags the kernel may have locked (`nosuid`, `nodev`, `noexec`, atime:
+/// a user namespace may not clear them). A path gone since the call was prepared is skipped.
+fn bind_read_only(path: &std::ffi::CStr) {
+    if !mount(path, path, None, libc::MS_BIND | libc::MS_REC, None) {
+        if errno() == libc::ENOENT {
+            return;
+        }
+        fail(b"bind version-control metadata read-only");
+    }
+    const KEPT: libc::c_ulong = libc::ST_NOSUID
+        | libc::ST_NODEV
+        | libc::ST_NOEXEC
+        | libc::ST_NOATIME
+        | libc::ST_NODIRATIME
+        | libc::ST_RELATIME;
+    // SAFETY: statvfs fills the struct on this stack frame.
+    let kept = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path.as_ptr(), &mut st) == 0 {
+            st.f_flag & KEPT
+        } else {
+            0
+        }
+    };
+    if !mount(
+        c"none",
+        path,
+        None,
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | kept,
+        None,
+    ) {
+        fail(b"remount version-control metadata read-only");
     }
 }
 
@@ -425,6 +472,9 @@ fn init_main(plan: &ChildPlan) -> io::Result<()> {
         if !mount(c"/dev/null", f, None, libc::MS_BIND, None) {
             fail(b"hide a system credential file under /dev/null");
         }
+    }
+    for p in &plan.read_only {
+        bind_read_only(p);
     }
     // The new mounts hide the host's /proc and devpts, whose rules the ruleset holds:
     // Landlock skips hidden mount points, so the new ones get their own rules.

@@ -50,15 +50,15 @@ pub const HIDDEN_SYSTEM: &[&str] = &[
 pub(crate) type FsRights = BitFlags<AccessFs>;
 
 /// The devices a call may open; the rest of `/dev` (disks, `/dev/kmsg`, `/dev/mem`, the host's
-/// terminals and shared memory) is denied. `/dev/pts` and `/dev/ptmx` are the call's own
-/// (a new `devpts` instance), `/dev/shm` its private directory.
+/// terminals, `/dev/tty` and `/dev/console`, and shared memory) is denied. `/dev/pts` and
+/// `/dev/ptmx` are the call's own (a new `devpts` instance), `/dev/shm` its private
+/// directory. (`/dev/tty` would open nothing anyway: a call has no controlling terminal.)
 pub const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
     "/dev/random",
     "/dev/urandom",
-    "/dev/tty",
 ];
 
 /// `path` with every symbolic link resolved, as far as it exists (like `realpath -m`): the
@@ -127,6 +127,65 @@ pub fn denied_paths(home: Option<&Path>, extra: &[PathBuf]) -> Vec<PathBuf> {
     out.sort();
     out.dedup();
     out
+}
+
+/// The version-control metadata directories a workspace's own repository keeps at its top.
+/// Programs the person runs later (git from a prompt theme, hg, jj) execute what they hold
+/// (hooks, `core.fsmonitor`, `[hooks]`, aliases), outside any sandbox.
+pub const VCS_DIRS: &[&str] = &[".git", ".hg", ".jj"];
+
+/// The user's configuration of those programs in the home directory (hooks and commands it
+/// names run for every repository): read-only like the metadata where a workspace holds it.
+pub const VCS_USER_CONFIG: &[&str] = &[
+    ".gitconfig",
+    ".config/git",
+    ".hgrc",
+    ".config/hg",
+    ".jjconfig.toml",
+    ".config/jj",
+];
+
+/// The version-control metadata of `workspace` (resolved; existing or not): `.git`, `.hg` and
+/// `.jj` at its top and, when `.git` is a file (a worktree or a submodule), the git directory
+/// it names and that one's `commondir` (the main repository's), wherever they lie. Writes to
+/// them are refused unless the operator allows them (`--sandbox-allow-vcs-write`).
+pub fn vcs_metadata(workspace: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for name in VCS_DIRS {
+        out.push(resolve(&workspace.join(name)));
+    }
+    let dot_git = resolve(&workspace.join(".git"));
+    if let Some(gitdir) = pointed_dir(&dot_git, "gitdir:") {
+        if let Some(common) = pointed_dir(&gitdir.join("commondir"), "") {
+            out.push(common);
+        }
+        out.push(gitdir);
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The directory a small pointer file names (`gitdir: PATH` in a `.git` file, a bare `PATH`
+/// in `commondir`), resolved relative to the file's directory; `None` if it is no such file.
+fn pointed_dir(file: &Path, prefix: &str) -> Option<PathBuf> {
+    use std::io::Read;
+    let meta = std::fs::symlink_metadata(file).ok()?;
+    if !meta.is_file() || meta.len() > 4096 {
+        return None;
+    }
+    let mut text = String::new();
+    std::fs::File::open(file)
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut text)
+        .ok()?;
+    let line = text.lines().next()?.strip_prefix(prefix)?.trim();
+    if line.is_empty() {
+        return None;
+    }
+    let base = file.parent()?;
+    Some(resolve(&base.join(line)))
 }
 
 /// The system's credential files that exist ([`HIDDEN_SYSTEM`] and the SSH host keys),

@@ -28,6 +28,7 @@
 //! so tests can exercise that refusal on kernels that have Landlock.
 
 mod child;
+mod describe;
 pub mod env;
 pub mod fs;
 mod gate;
@@ -47,7 +48,7 @@ use serde::{Deserialize, Serialize};
 
 pub use child::SETUP_FAILED_EXIT;
 pub use env::{EnvPolicy, Inherit, ShellEnv};
-pub use fs::{DEVICES, HIDDEN_IN_HOME, HIDDEN_SYSTEM, resolve};
+pub use fs::{DEVICES, HIDDEN_IN_HOME, HIDDEN_SYSTEM, VCS_DIRS, resolve, vcs_metadata};
 pub use pids::DEFAULT_MAX_PROCESSES;
 
 use child::ChildPlan;
@@ -149,6 +150,9 @@ pub struct Sandbox {
     pub unix_sockets: Vec<PathBuf>,
     /// What environment a call gets (applies in every mode, `off` included).
     pub env: EnvPolicy,
+    /// Whether calls may write the workspace's version-control metadata (`.git`, `.hg`,
+    /// `.jj`; [`fs::vcs_metadata`]); read-only unless the operator allows it.
+    pub vcs_writable: bool,
     pids: Option<PidsLimit>,
     filters: Option<Arc<Filters>>,
     cap_last: u32,
@@ -213,6 +217,7 @@ impl Sandbox {
             denied: Vec::new(),
             unix_sockets: Vec::new(),
             env: EnvPolicy::default(),
+            vcs_writable: false,
             pids: None,
             filters: None,
             cap_last: 0,
@@ -337,85 +342,42 @@ impl Sandbox {
         self
     }
 
+    /// Lets calls write the workspace's version-control metadata (`--sandbox-allow-vcs-write`).
+    pub fn allow_vcs_writes(mut self, yes: bool) -> Self {
+        self.vcs_writable = yes;
+        self
+    }
+
+    /// The version-control metadata of `workspace` that calls may not write (existing or
+    /// not; empty when allowed, and outside `workspace-write`). The
+    /// file tools refuse writes beneath these paths; a shell call gets the existing ones
+    /// beneath the workspace bound read-only.
+    pub fn vcs_read_only(&self, workspace: &Path) -> Vec<PathBuf> {
+        // `off` confines nothing; `read-only` writes nothing of the workspace anyway
+        if self.vcs_writable || self.policy.mode != SandboxMode::WorkspaceWrite {
+            return Vec::new();
+        }
+        let mut out = fs::vcs_metadata(workspace);
+        // the user's own configuration of those programs, which matters where the
+        // workspace holds it (a workspace that is the home directory)
+        if let Some(home) = &self.home {
+            out.extend(
+                fs::VCS_USER_CONFIG
+                    .iter()
+                    .map(|c| fs::resolve(&home.join(c))),
+            );
+        }
+        out
+    }
+
+    /// Whether the file tools may write the workspace at all (not under `read-only`).
+    pub fn workspace_writable(&self) -> bool {
+        self.policy.mode != SandboxMode::ReadOnly
+    }
+
     /// Whether confined shell calls can run (always true for `off`).
     pub fn usable(&self) -> bool {
         self.unavailable.is_none()
-    }
-
-    /// One line for the terminal: what the sandbox allows and what enforces it.
-    pub fn describe(&self) -> String {
-        let p = self.policy;
-        if p.mode == SandboxMode::Off {
-            return "sandbox: off — shell commands run unconfined (they can read, write and connect anywhere this user can, see every process, and may leave processes running)".to_string();
-        }
-        if let Some(why) = &self.unavailable {
-            return format!(
-                "sandbox: {} — UNAVAILABLE: {why}; shell calls will be refused (pass --sandbox off to run them unconfined)",
-                p.mode
-            );
-        }
-        let writes = match p.mode {
-            SandboxMode::WorkspaceWrite => "write only in the workspace and a private $TMPDIR",
-            _ => "write only in a private $TMPDIR",
-        };
-        let net = if p.network {
-            "network allowed"
-        } else {
-            "no network"
-        };
-        let sockets = if self.unix_sockets.is_empty() {
-            String::from("Unix sockets only in the workspace")
-        } else {
-            let list: Vec<String> = self
-                .unix_sockets
-                .iter()
-                .map(|s| s.display().to_string())
-                .collect();
-            format!("Unix sockets only in the workspace and {}", list.join(", "))
-        };
-        format!(
-            "sandbox: {} — shell commands read anywhere except credentials and lazarus's own state, {writes}; {net}; {sockets}; they see only their own processes, have no capabilities, at most {} processes, and nothing they start outlives the call ({})",
-            p.mode,
-            p.max_processes,
-            self.enforcement()
-        )
-    }
-
-    /// What the kernel enforces, in one line (the receipt's `detail`).
-    fn enforcement(&self) -> String {
-        let mut ns = Vec::new();
-        if !self.privileged {
-            ns.push("user");
-        }
-        ns.extend(["pid", "mount", "uts", "ipc", "cgroup"]);
-        if !self.policy.network {
-            ns.push("net");
-        }
-        let pids = self
-            .pids
-            .as_ref()
-            .map(|p| p.describe(self.policy.max_processes))
-            .unwrap_or_default();
-        format!(
-            "Landlock ABI {}; namespaces: {}; own /proc; all capabilities dropped, no_new_privs; seccomp: {} calls refused, connect gated; {pids}",
-            self.landlock_abi,
-            ns.join(","),
-            seccomp::REFUSED.len() + seccomp::NOT_IMPLEMENTED.len() + 4,
-        )
-    }
-
-    /// What the receipt and the session header record.
-    pub fn note(&self) -> SandboxNote {
-        let detail = match (&self.unavailable, self.policy.mode) {
-            (_, SandboxMode::Off) => "unconfined".to_string(),
-            (Some(why), _) => format!("unavailable: {why}; shell refused"),
-            (None, _) => self.enforcement(),
-        };
-        SandboxNote {
-            mode: self.policy.mode,
-            network: self.policy.mode == SandboxMode::Off || self.policy.network,
-            detail,
-        }
     }
 
     /// Runs `exit 0` under the sandbox, with the temporary directory as workspace.
@@ -470,6 +432,17 @@ impl Sandbox {
             writable.push(workspace.to_path_buf());
         }
         let denied = fs::denied_paths(self.home.as_deref(), &self.denied);
+        // the workspace's own version-control metadata that exists: bound read-only (the
+        // rest of it lies outside the workspace, read-only by Landlock)
+        let read_only: Vec<PathBuf> = if self.policy.mode == SandboxMode::WorkspaceWrite {
+            let ws = fs::resolve(workspace);
+            self.vcs_read_only(workspace)
+                .into_iter()
+                .filter(|p| p.starts_with(&ws) && *p != ws && p.exists())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let ruleset = fs::plan(self.landlock_abi, &denied, &writable, shm)
             .ruleset(self.landlock_abi, self.policy.network)
             .map_err(io::Error::other)?;
@@ -530,6 +503,10 @@ impl Sandbox {
                     None => None,
                 },
                 hide: fs::system_secrets()
+                    .into_iter()
+                    .map(|p| cstr(p.into_os_string().into_vec()))
+                    .collect::<io::Result<_>>()?,
+                read_only: read_only
                     .into_iter()
                     .map(|p| cstr(p.into_os_string().into_vec()))
                     .collect::<io::Result<_>>()?,

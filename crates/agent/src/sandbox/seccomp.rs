@@ -7,7 +7,8 @@
 //!   (`syslog`), file handles (`open_by_handle_at`), `acct`, `quotactl`, I/O ports; `mknod`
 //!   of character and block devices; Unix *datagram* sockets (`socket`/`socketpair` of
 //!   `AF_UNIX` with `SOCK_DGRAM` or `SOCK_RAW`: a datagram can be sent to any socket path,
-//!   which the connect gate below could not see).
+//!   which the connect gate below could not see); `ioctl` `TIOCSTI` and `TIOCLINUX` (typing
+//!   into a terminal, pasting its selection as input).
 //! - `io_uring_*` answered `ENOSYS` (programs fall back to plain system calls): io_uring's
 //!   operations are not seen by seccomp.
 //! - A third, hand-written filter hands every `connect` to the sandbox's init (a seccomp user
@@ -92,6 +93,14 @@ pub const NOT_IMPLEMENTED: &[(&str, libc::c_long)] = &[
     ("io_uring_register", libc::SYS_io_uring_register),
 ];
 
+/// `ioctl` requests refused, whatever the descriptor: they make a terminal read input
+/// nobody typed. (`libc::Ioctl` is `c_ulong` on glibc and `c_int` on musl.)
+#[allow(clippy::unnecessary_cast)]
+pub const TTY_IOCTLS: &[(&str, u64)] = &[
+    ("TIOCSTI", libc::TIOCSTI as u64),
+    ("TIOCLINUX", libc::TIOCLINUX as u64),
+];
+
 const PTRACE_ATTACH: u64 = 16;
 const PTRACE_SEIZE: u64 = 0x4206;
 
@@ -145,6 +154,16 @@ fn argument_rules() -> Result<Vec<(libc::c_long, Vec<SeccompRule>)>, String> {
     };
     out.push((libc::SYS_socket, dgram()?));
     out.push((libc::SYS_socketpair, dgram()?));
+    // a terminal's input queue (TIOCSTI: type into it) and the Linux console's selection
+    // (TIOCLINUX: paste it back as input). The kernel reads the request as an `unsigned
+    // int`, so the low 32 bits are compared (`Dword`): high bits set cannot slip past.
+    out.push((
+        libc::SYS_ioctl,
+        TTY_IOCTLS
+            .iter()
+            .map(|(_, req)| rule(vec![cond(1, SeccompCmpOp::Eq, *req)?]))
+            .collect::<Result<_, _>>()?,
+    ));
     Ok(out)
 }
 

@@ -159,3 +159,53 @@ fn the_default_environment_carries_no_secret() {
     assert!(!env::secret_value("https://example.com/a@b"));
     assert!(!env::secret_name("GIT_AUTHOR_EMAIL"));
 }
+
+#[test]
+fn a_workspaces_version_control_metadata_is_found_worktrees_included() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path().canonicalize().unwrap();
+    // a main repository with a worktree inside the workspace, and a worktree whose git
+    // directory lives elsewhere
+    let ws = r.join("ws");
+    std::fs::create_dir_all(ws.join("main/.git/worktrees/wt")).unwrap();
+    std::fs::create_dir_all(ws.join("wt")).unwrap();
+    std::fs::write(ws.join("main/.git/worktrees/wt/commondir"), "../..\n").unwrap();
+    let found = fs::vcs_metadata(&ws);
+    for d in [".git", ".hg", ".jj"] {
+        assert!(found.contains(&ws.join(d)), "{found:?}");
+    }
+    // the workspace is the worktree: its .git file names the git directory, whose
+    // commondir names the main repository's
+    std::fs::write(ws.join("wt/.git"), "gitdir: ../main/.git/worktrees/wt\n").unwrap();
+    let found = fs::vcs_metadata(&ws.join("wt"));
+    assert!(found.contains(&ws.join("wt/.git")), "{found:?}");
+    assert!(
+        found.contains(&ws.join("main/.git/worktrees/wt")),
+        "{found:?}"
+    );
+    assert!(found.contains(&ws.join("main/.git")), "{found:?}");
+    // allowed: nothing is read-only
+    let mut sb = Sandbox::off();
+    sb.policy.mode = SandboxMode::WorkspaceWrite;
+    assert!(sb.vcs_read_only(&ws).contains(&ws.join(".git")));
+    assert!(
+        sb.clone()
+            .allow_vcs_writes(true)
+            .vcs_read_only(&ws)
+            .is_empty()
+    );
+    // `off` confines nothing
+    assert!(Sandbox::off().vcs_read_only(&ws).is_empty());
+}
+
+#[test]
+fn terminal_injection_is_refused_by_request_number() {
+    let names: Vec<&str> = seccomp::TTY_IOCTLS.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, ["TIOCSTI", "TIOCLINUX"]);
+    assert!(
+        seccomp::TTY_IOCTLS
+            .iter()
+            .all(|(_, r)| *r == 0x5412 || *r == 0x541C)
+    );
+    assert!(!DEVICES.contains(&"/dev/tty"));
+}

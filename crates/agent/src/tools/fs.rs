@@ -49,6 +49,23 @@ fn kind_of(ft: FileType) -> &'static str {
     }
 }
 
+/// [`locate`] for a tool that writes: refused outright under the `read-only` sandbox (the
+/// file tools run in lazarus itself, so the sandbox's mode is held here), and beneath the
+/// workspace's version-control metadata unless the operator allowed writing it.
+fn locate_for_write(
+    ctx: &ToolContext,
+    tool: &str,
+    path: &str,
+) -> Result<(Workspace, PathBuf), String> {
+    if !ctx.sandbox.workspace_writable() {
+        return Err(format!(
+            "error: {tool} is refused: the sandbox is read-only (--sandbox read-only), so nothing in the workspace may be written"
+        ));
+    }
+    let (ws, rel) = locate(ctx, path)?;
+    Ok((ws.read_only(ctx.sandbox.vcs_read_only(&ctx.workspace)), rel))
+}
+
 /// Refuses, before anything starts, a path that leaves the workspace (a missing one is
 /// reported when the tool runs).
 fn precheck(ws: &Workspace, rel: &Path, shown: &str) -> Result<(), String> {
@@ -415,7 +432,7 @@ impl Tool for WriteFileTool {
                         ctx.limits.write_max_bytes
                     ));
                 }
-                let (ws, rel) = locate(ctx, path)?;
+                let (ws, rel) = locate_for_write(ctx, "write_file", path)?;
                 check_write_target(&ws, &rel, path)?;
                 Ok::<_, String>((path, ws, rel, content))
             })();
@@ -478,7 +495,7 @@ impl Tool for EditFileTool {
                         "error: old_string and new_string are the same; nothing to do".into(),
                     );
                 }
-                let (ws, rel) = locate(ctx, path)?;
+                let (ws, rel) = locate_for_write(ctx, "edit_file", path)?;
                 check_write_target(&ws, &rel, path)?;
                 let (file, size) = open_regular(&ws, &rel, path)?;
                 let cap = ctx.limits.write_max_bytes;

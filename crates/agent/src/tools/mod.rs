@@ -21,6 +21,7 @@ pub use path::{PathError, Workspace};
 pub use shell::{GATE_REFUSED_EXIT, ShellTool};
 pub use tool::{
     CallRef, NoHooks, Rerun, Tool, ToolContext, ToolFuture, ToolHooks, ToolOutput, ToolStatus,
+    outside_schema,
 };
 pub use toolbox::{ToolSource, Toolbox};
 

@@ -40,6 +40,10 @@ pub enum PathError {
         "path {0:?} is in a denied location (credentials or Lazarus's own state); the file tools do not touch it"
     )]
     Denied(String),
+    #[error(
+        "path {0:?} is version-control metadata (.git, .hg, .jj), read-only to the tools: git would run what is written there (hooks, config) outside the sandbox; the operator can allow it with --sandbox-allow-vcs-write"
+    )]
+    ReadOnly(String),
 }
 
 pub(crate) fn errno(e: Errno) -> io::Error {
@@ -53,6 +57,9 @@ pub struct Workspace {
     path: PathBuf,
     /// Denied paths beneath the workspace, resolved (see the module's doc).
     denied: Vec<PathBuf>,
+    /// Paths beneath the workspace that may be read and not written (its version-control
+    /// metadata), resolved.
+    read_only: Vec<PathBuf>,
 }
 
 impl Workspace {
@@ -68,21 +75,33 @@ impl Workspace {
             root,
             path: workspace.to_path_buf(),
             denied: Vec::new(),
+            read_only: Vec::new(),
         })
     }
 
     /// Refuses the paths of `denied` (resolved) that lie beneath the workspace; the others
     /// are left to the shell's sandbox.
     pub fn denying(mut self, denied: Vec<PathBuf>) -> Self {
+        self.denied = self.beneath(denied);
+        self
+    }
+
+    /// Refuses writes (a file written or made, a directory made) beneath the paths of
+    /// `paths` (resolved, existing or not) that lie beneath the workspace.
+    pub fn read_only(mut self, paths: Vec<PathBuf>) -> Self {
+        self.read_only = self.beneath(paths);
+        self
+    }
+
+    fn beneath(&self, paths: Vec<PathBuf>) -> Vec<PathBuf> {
         let real = self
             .path
             .canonicalize()
             .unwrap_or_else(|_| self.path.clone());
-        self.denied = denied
+        paths
             .into_iter()
             .filter(|d| d != &real && d.starts_with(&real))
-            .collect();
-        self
+            .collect()
     }
 
     /// The kernel's name for what `fd` reached.
@@ -100,12 +119,17 @@ impl Workspace {
     }
 
     /// Refuses a name about to be made in directory `dir` (a file written, a directory
-    /// created) when it would be a denied path.
+    /// created) when it would be a denied or read-only path.
     pub fn check_entry(&self, dir: &OwnedFd, name: &OsStr, shown: &str) -> Result<(), PathError> {
-        if self.denied.is_empty() {
+        if self.denied.is_empty() && self.read_only.is_empty() {
             return Ok(());
         }
-        self.refuse_denied(&Self::real_path(dir, shown)?.join(name), shown)
+        let real = Self::real_path(dir, shown)?.join(name);
+        self.refuse_denied(&real, shown)?;
+        if self.read_only.iter().any(|d| real.starts_with(d)) {
+            return Err(PathError::ReadOnly(shown.to_string()));
+        }
+        Ok(())
     }
 
     /// The path relative to the workspace, lexically: absolute paths must lie inside the

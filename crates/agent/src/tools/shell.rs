@@ -1,4 +1,6 @@
-//! `shell`: runs `sh -c COMMAND` in the workspace, in its own process group.
+//! `shell`: runs `sh -c COMMAND` in the workspace, in its own session and process group,
+//! without a controlling terminal and with no descriptor of lazarus's but 0, 1 and 2
+//! ([`crate::process::detach_from_caller`]).
 //!
 //! The command must not start before the runner has recorded the start with the process
 //! group. `std::process::Command::spawn` waits for the child to exec (it reads the exec-error
@@ -240,10 +242,15 @@ async fn spawn_gated(ctx: &ToolContext, req: &ShellRequest<'_>) -> Result<Gated,
         .arg("lazarus-shell")
         .arg(req.command)
         .current_dir(&workspace)
-        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::from(OwnedFd::from(writer)))
         .stderr(Stdio::from(OwnedFd::from(writer2)));
+    // its own session (no terminal) and group, and nothing but 0, 1, 2 inherited; first, so
+    // the sandbox's steps run in that session
+    // SAFETY: `detach_from_caller` makes only async-signal-safe system calls.
+    unsafe {
+        cmd.pre_exec(|| crate::process::detach_from_caller());
+    }
     // the environment the policy gives (it replaces the runner's), then the call's own
     sandbox.apply(&mut cmd);
     cmd.env("PAGER", "cat").env("GIT_PAGER", "cat");

@@ -386,3 +386,95 @@ async fn shell_output_is_capped_head_and_tail() {
     );
     assert!(o.text.len() < 400);
 }
+
+#[test]
+fn arguments_outside_the_schema_are_named() {
+    let tb = Toolbox::standard();
+    let shell = tb.get("shell").unwrap();
+    let spec = shell.spec();
+    assert_eq!(outside_schema(spec, r#"{"command":"ls"}"#), None);
+    assert_eq!(
+        outside_schema(spec, r#"{"command":"ls","timeout_secs":5}"#),
+        None
+    );
+    let why = outside_schema(spec, r#"{"command_preview":"ls -la","command":"rm -rf x"}"#).unwrap();
+    assert!(
+        why.contains("command_preview") && why.contains("additionalProperties"),
+        "{why}"
+    );
+    let why = outside_schema(spec, r#"{"timeout_secs":5}"#).unwrap();
+    assert!(why.contains("needs the argument command"), "{why}");
+    assert!(outside_schema(spec, "[1,2]").is_some());
+    // a schema without additionalProperties: false takes other keys
+    let open = crate::model::ToolSpec {
+        name: "open".into(),
+        description: String::new(),
+        parameters: json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+    };
+    assert_eq!(outside_schema(&open, r#"{"a":"x","b":1}"#), None);
+}
+
+#[tokio::test]
+async fn file_tools_refuse_version_control_metadata_and_read_only_workspaces() {
+    let (d, c) = ctx();
+    std::fs::create_dir_all(d.path().join(".git/hooks")).unwrap();
+    std::fs::write(d.path().join(".git/config"), "[core]\n").unwrap();
+    let tb = Toolbox::standard();
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"path": ".git/hooks/post-commit", "content": "#!/bin/sh\n"}),
+        ),
+        (
+            "write_file",
+            json!({"path": ".hg/hgrc", "content": "[hooks]\n"}),
+        ),
+        (
+            "write_file",
+            json!({"path": ".jj/repo/config.toml", "content": "x"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": ".git/config", "old_string": "[core]", "new_string": "[core]\n\tfsmonitor = x"}),
+        ),
+    ] {
+        let (o, _) = run(&tb, &c, tool, args.clone()).await;
+        assert_eq!(o.status, ToolStatus::Error, "{tool} {args}: {}", o.text);
+        assert!(o.text.contains("version-control metadata"), "{}", o.text);
+    }
+    assert!(!d.path().join(".git/hooks/post-commit").exists());
+    assert!(!d.path().join(".hg").exists() && !d.path().join(".jj").exists());
+    assert_eq!(
+        std::fs::read_to_string(d.path().join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    // allowed by the operator
+    let mut allowed = c.clone();
+    allowed.sandbox = std::sync::Arc::new(
+        (*crate::sandbox::default_probed())
+            .clone()
+            .allow_vcs_writes(true),
+    );
+    let (o, _) = run(
+        &tb,
+        &allowed,
+        "write_file",
+        json!({"path": ".git/hooks/post-commit", "content": "#!/bin/sh\n"}),
+    )
+    .await;
+    assert_eq!(o.status, ToolStatus::Ok, "{}", o.text);
+    // read-only: nothing written, anywhere
+    let mut ro = c.clone();
+    let mut sb = crate::sandbox::Sandbox::off();
+    sb.policy.mode = crate::sandbox::SandboxMode::ReadOnly;
+    ro.sandbox = std::sync::Arc::new(sb);
+    let (o, _) = run(
+        &tb,
+        &ro,
+        "write_file",
+        json!({"path": "a.txt", "content": "x"}),
+    )
+    .await;
+    assert!(o.text.contains("the sandbox is read-only"), "{}", o.text);
+    assert!(!d.path().join("a.txt").exists());
+}

@@ -225,4 +225,70 @@ pub trait Tool: Send + Sync {
     fn name(&self) -> &str {
         &self.spec().name
     }
+
+    /// What an `always` grant for this tool must also hold, beyond its name, to cover it:
+    /// for a tool of a source configured at run time (an MCP server), that source's
+    /// fingerprint, so the same name on another program asks again. `None` (the built-ins):
+    /// the name is the tool.
+    fn grant_key(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Why `arguments` lie outside `spec`'s schema, checked before a person is asked about the
+/// call and before the tool is given it: not a JSON object, a key the schema does not
+/// declare where it says `"additionalProperties": false` (a decoy a person would read instead
+/// of the argument that runs), or a required key missing. `None`: within it. (Types and
+/// formats are each tool's to check.)
+pub fn outside_schema(spec: &ToolSpec, arguments: &str) -> Option<String> {
+    let schema = &spec.parameters;
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return None;
+    }
+    let Ok(Value::Object(args)) = serde_json::from_str::<Value>(arguments) else {
+        return Some(format!(
+            "the arguments of {} must be a JSON object",
+            spec.name
+        ));
+    };
+    let declared = schema.get("properties").and_then(Value::as_object);
+    if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+        let mut unknown: Vec<&str> = args
+            .keys()
+            .filter(|k| declared.is_none_or(|d| !d.contains_key(*k)))
+            .map(String::as_str)
+            .collect();
+        if !unknown.is_empty() {
+            unknown.truncate(8);
+            let known: Vec<&str> = declared
+                .map(|d| d.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            return Some(format!(
+                "{} takes only {} (its schema says additionalProperties: false); refused: {}",
+                spec.name,
+                if known.is_empty() {
+                    "no arguments".to_string()
+                } else {
+                    known.join(", ")
+                },
+                unknown.join(", ")
+            ));
+        }
+    }
+    if let Some(required) = schema.get("required").and_then(Value::as_array) {
+        let missing: Vec<&str> = required
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|k| !args.contains_key(*k))
+            .collect();
+        if !missing.is_empty() {
+            return Some(format!(
+                "{} needs the argument{} {}",
+                spec.name,
+                if missing.len() == 1 { "" } else { "s" },
+                missing.join(", ")
+            ));
+        }
+    }
+    None
 }

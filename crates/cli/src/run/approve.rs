@@ -1,14 +1,23 @@
 //! A call that waits for approval, as `lazarus run` meets it: on a terminal the person is
 //! asked (y / n / s / a) and the answer is recorded before the call can start; off a terminal
 //! the run prints the commands that answer and exits with [`EXIT_AWAITING_APPROVAL`].
+//!
+//! What the person reads is what runs: the argument the tool executes first and whole, every
+//! argument escaped (`term::arguments_block`), and what `[a]` grants said before it is
+//! chosen. What the prompt reads is what the person typed: it opens the terminal itself
+//! (`/dev/tty`, never an inherited descriptor), throws away whatever input is pending before
+//! each question (`tcflush(TCIFLUSH)`: text pushed into the terminal earlier, by anything,
+//! is not an answer), and Ctrl-C cancels it at once.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
+use lazarus_agent::provider::CancellationToken;
 use lazarus_session::InboxMessage;
 use lazarus_session::approval::REASON_BYTES_MAX;
-use lazarus_session::record::{Approval, Decision, Scope, approval_input_id};
+use lazarus_session::record::{Approval, Decision, Interrupted, Record, Scope, approval_input_id};
 use serde_json::json;
 
 use super::live::print_line;
@@ -24,6 +33,9 @@ pub(super) enum Asked {
     Decided,
     /// No terminal, or the person left (end of input): the run ends, the request stays.
     Left,
+    /// Ctrl-C at the prompt: the run stops at once (recorded as a stop by `sigint`); the
+    /// request stays.
+    Cancelled,
 }
 
 /// Whether the person at this terminal can be asked.
@@ -31,15 +43,25 @@ pub(super) fn can_ask() -> bool {
     std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
 }
 
+/// What the run knows of the call's tool, for the question.
+pub(super) struct ToolFacts {
+    /// The tool is an MCP server's: an `always` grant holds that server.
+    pub keyed: bool,
+}
+
 /// The call `call_id` waits: ask on the terminal and record the answer, or say how to answer.
+/// `cancel`: the run's Ctrl-C (or SIGTERM), which ends the question at once, and why it
+/// fired.
 pub(super) fn ask(
     session: &Arc<Mutex<lazarus_session::Session>>,
     id: &str,
     call_id: &str,
     (store, workspace): (&StoreArgs, &std::path::Path),
     json_out: bool,
+    (cancel, why): (&CancellationToken, &lazarus_agent::runner::StopReason),
+    facts: impl Fn(&str) -> ToolFacts,
 ) -> Result<Asked> {
-    let (tool, arguments, reason, mode) = {
+    let (tool, arguments, reason, mode, turn) = {
         let s = session
             .lock()
             .map_err(|_| anyhow!("session lock poisoned"))?;
@@ -53,23 +75,52 @@ pub(super) fn ask(
             call.arguments.clone(),
             a.map(|a| a.reason.clone()).unwrap_or_default(),
             a.map(|a| a.mode.clone()).unwrap_or_default(),
+            call.turn,
         )
     };
-    eprintln!(
-        "approval needed: {} {}\n  call {} of session {id}; why: {} (--ask-for-approval {mode})",
+    eprint!(
+        "approval needed: {} (call {} of session {id})\n{}  why: {} (--ask-for-approval {mode})\n",
         escape(&tool),
-        escape(&arguments),
         escape(call_id),
+        crate::term::arguments_block(&tool, &arguments, "  "),
         escape(&reason)
     );
     if !can_ask() {
         print_how_to_answer(id, call_id, store, workspace);
         return Ok(Asked::Left);
     }
-    let Some((decision, scope, why)) = read_answer()? else {
-        print_how_to_answer(id, call_id, store, workspace);
-        return Ok(Asked::Left);
+    let tty = Tty::open()?;
+    let answer = match read_answer(&tty, id, &tool, facts(&tool).keyed, cancel)? {
+        Read::Answer(a) => a,
+        Read::End => {
+            print_how_to_answer(id, call_id, store, workspace);
+            return Ok(Asked::Left);
+        }
+        Read::Cancelled => {
+            // a stop like any other of a run (`sigint`, `sigterm`): recorded, the request
+            // left waiting
+            let reason = why.get();
+            session
+                .lock()
+                .map_err(|_| anyhow!("session lock poisoned"))?
+                .append(Record::Interrupted(Interrupted {
+                    reason: reason.to_string(),
+                    turn: Some(turn),
+                }))?;
+            eprintln!(
+                "\napproval cancelled ({}): call {} still waits; nothing of it ran",
+                if reason == "sigterm" {
+                    "SIGTERM"
+                } else {
+                    "Ctrl-C"
+                },
+                escape(call_id)
+            );
+            print_how_to_answer(id, call_id, store, workspace);
+            return Ok(Asked::Cancelled);
+        }
     };
+    let (decision, scope, why) = answer;
     if scope == Scope::Always {
         crate::approvals::grant_always(&tool, "cli", id, call_id)?;
         eprintln!(
@@ -108,18 +159,130 @@ pub(super) fn ask(
     Ok(Asked::Decided)
 }
 
-/// Reads y / n / s / a (and a reason for n) from the terminal; `None` at end of input.
-fn read_answer() -> Result<Option<(Decision, Scope, Option<String>)>> {
-    let stdin = std::io::stdin();
-    let mut line = String::new();
-    loop {
-        eprint!("allow it? [y] yes, once  [s] yes, for this session  [a] yes, always  [n] no > ");
-        std::io::stderr().flush()?;
-        line.clear();
-        if stdin.lock().read_line(&mut line)? == 0 {
-            eprintln!();
-            return Ok(None);
+/// What the terminal gave.
+enum Read<T> {
+    Answer(T),
+    /// End of input (Ctrl-D, the terminal gone).
+    End,
+    /// Ctrl-C.
+    Cancelled,
+}
+
+/// The terminal, opened by the prompt itself: never an inherited descriptor, never standard
+/// input (which a pipe or anything else may stand for).
+struct Tty {
+    fd: OwnedFd,
+}
+
+impl Tty {
+    fn open() -> Result<Tty> {
+        use std::os::unix::fs::OpenOptionsExt;
+        // O_NOCTTY: opening a terminal never makes it ours to control
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOCTTY)
+            .open("/dev/tty")
+            .context("opening the terminal (/dev/tty) to ask")?;
+        Ok(Tty { fd: f.into() })
+    }
+
+    /// One line typed after the question was asked: pending input (typed, or pushed into
+    /// the terminal before) is thrown away first. Ctrl-C (the run's `cancel`) ends it.
+    fn line(&self, cancel: &CancellationToken) -> Result<Read<String>> {
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: tcflush on a terminal descriptor this function owns.
+        unsafe {
+            libc::tcflush(fd, libc::TCIFLUSH);
         }
+        let mut line: Vec<u8> = Vec::new();
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(Read::Cancelled);
+            }
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one pollfd on this stack frame.
+            let r = unsafe { libc::poll(&mut p, 1, 100) };
+            if r < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(anyhow::Error::from(e).context("waiting for the terminal"));
+            }
+            if r == 0 {
+                continue;
+            }
+            let mut buf = [0u8; 1024];
+            // SAFETY: reading into a stack buffer of its size.
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(anyhow::Error::from(e).context("reading the terminal"));
+            }
+            if n == 0 {
+                return Ok(if line.is_empty() {
+                    Read::End
+                } else {
+                    Read::Answer(String::from_utf8_lossy(&line).into_owned())
+                });
+            }
+            line.extend_from_slice(&buf[..n as usize]);
+            if let Some(end) = line.iter().position(|b| *b == b'\n') {
+                line.truncate(end);
+                return Ok(Read::Answer(String::from_utf8_lossy(&line).into_owned()));
+            }
+            if line.len() > 64 * 1024 {
+                line.clear();
+            }
+        }
+    }
+}
+
+/// What each answer allows, said before it is chosen.
+fn choices(session: &str, tool: &str, keyed: bool) -> String {
+    let tool = escape(tool);
+    let always = if keyed {
+        format!(
+            "every {tool} call to this MCP server as configured now (the same command and arguments, or URL; another program of that name is asked again), in every session and workspace, until `lazarus approvals revoke {tool}`"
+        )
+    } else {
+        format!(
+            "every {tool} call, in every session and every workspace, until `lazarus approvals revoke {tool}`"
+        )
+    };
+    format!(
+        "  [y] yes, once: this call only\n  [s] yes, for this session: this call and every later {tool} call of session {session}\n  [a] yes, always: {always}\n  [n] no: this call does not run (you may give the model a reason)\n"
+    )
+}
+
+/// Reads y / n / s / a (and a reason for n) from the terminal.
+fn read_answer(
+    tty: &Tty,
+    session: &str,
+    tool: &str,
+    keyed: bool,
+    cancel: &CancellationToken,
+) -> Result<Read<(Decision, Scope, Option<String>)>> {
+    eprint!("{}", choices(session, tool, keyed));
+    loop {
+        eprint!("allow it? [y/s/a/n] > ");
+        std::io::stderr().flush()?;
+        let line = match tty.line(cancel)? {
+            Read::Answer(l) => l,
+            Read::End => {
+                eprintln!();
+                return Ok(Read::End);
+            }
+            Read::Cancelled => return Ok(Read::Cancelled),
+        };
         let answer = match line.trim().to_ascii_lowercase().as_str() {
             "y" | "yes" => (Decision::Allow, Scope::Once),
             "s" | "session" => (Decision::Allow, Scope::Session),
@@ -134,8 +297,11 @@ fn read_answer() -> Result<Option<(Decision, Scope, Option<String>)>> {
         if answer.0 == Decision::Deny {
             eprint!("reason, for the model (Enter for none) > ");
             std::io::stderr().flush()?;
-            line.clear();
-            stdin.lock().read_line(&mut line)?;
+            let line = match tty.line(cancel)? {
+                Read::Answer(l) => l,
+                Read::End => String::new(),
+                Read::Cancelled => return Ok(Read::Cancelled),
+            };
             let mut r = line.trim().to_string();
             if r.len() > REASON_BYTES_MAX {
                 let mut end = REASON_BYTES_MAX;
@@ -146,7 +312,7 @@ fn read_answer() -> Result<Option<(Decision, Scope, Option<String>)>> {
             }
             reason = (!r.is_empty()).then_some(r);
         }
-        return Ok(Some((answer.0, answer.1, reason)));
+        return Ok(Read::Answer((answer.0, answer.1, reason)));
     }
 }
 

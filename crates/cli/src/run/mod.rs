@@ -449,10 +449,21 @@ async fn drive_loop(
         if let RunOutcome::AwaitingApproval { call_id } = &outcome {
             // the question is recorded; the answer is recorded before the call can start
             let asked = tokio::task::block_in_place(|| {
-                approve::ask(session, id, call_id, (store, &cfg.workspace), json_out)
+                approve::ask(
+                    session,
+                    id,
+                    call_id,
+                    (store, &cfg.workspace),
+                    json_out,
+                    (&cancel, &cfg.stop_reason),
+                    |tool| approve::ToolFacts {
+                        keyed: runner.grant_key(tool).is_some(),
+                    },
+                )
             })?;
             match asked {
                 approve::Asked::Decided if !cancel.is_cancelled() => continue,
+                approve::Asked::Cancelled => return Ok(EXIT_INTERRUPTED),
                 _ => return Ok(EXIT_AWAITING_APPROVAL),
             }
         }

@@ -114,6 +114,9 @@ pub fn plan(
     if !given("sandbox_max_processes") {
         m.sandbox_max_processes = sb.max_processes;
     }
+    if !given("sandbox_allow_vcs_write") {
+        m.sandbox_allow_vcs_write = sb.allow_vcs_write;
+    }
     if !given("sandbox_allow_unix_socket") {
         m.sandbox_allow_unix_socket = sb.allow_unix_sockets.iter().map(PathBuf::from).collect();
     }

@@ -46,13 +46,13 @@ pub(super) fn list(
         } else {
             writeln!(
                 out,
-                "{}  {}  {} {}  ({}, asked {})",
+                "{}  {}  {}  ({}, asked {})\n{}",
                 p.session,
                 escape(&p.call_id),
                 escape(&p.tool),
-                escape(&p.arguments),
                 escape(&p.reason),
-                p.requested_at
+                escape(&p.requested_at),
+                crate::term::arguments_block(&p.tool, &p.arguments, "    ").trim_end()
             )?;
         }
     }

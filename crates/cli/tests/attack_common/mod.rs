@@ -354,4 +354,5 @@ fn wait_until(mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
+pub mod edges;
 pub mod list;

@@ -126,6 +126,10 @@ pub struct WorldSandbox {
     /// The environment a call gets (`[shell_environment_policy]`), as configured.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub environment: serde_json::Value,
+    /// Calls may write the workspace's version-control metadata (`--sandbox-allow-vcs-write`;
+    /// absent: read-only to them).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_vcs_write: bool,
 }
 
 /// The model a session talks to. Never the key: only the name of the variable holding it.
@@ -285,6 +289,15 @@ impl World {
                 format!(
                     "sandbox network: recorded {}, here {}",
                     a.network, b.network
+                ),
+            );
+        }
+        if a.allow_vcs_write != b.allow_vcs_write {
+            differ(
+                "sandbox",
+                format!(
+                    "version-control metadata writable by calls: recorded {}, here {}",
+                    a.allow_vcs_write, b.allow_vcs_write
                 ),
             );
         }

@@ -57,7 +57,7 @@ pub(super) fn card(ctx: &Ctx, e: &Entry, t: &Turn, c: &CallCard) -> Markup {
     html! {
         div class=(class) id={ (e.key) "-call" (idx) } data-call-id=(c.call_id) {
             div.call-head {
-                span.tool { (c.name) }
+                span.tool { (marked(&c.name)) }
                 " " code.callid title="call id" { (c.call_id) }
                 @if let Some(i) = &c.intent {
                     " " span.idem { @if i.data.idempotent { "idempotent" } @else { "not idempotent" } }
@@ -74,6 +74,9 @@ pub(super) fn card(ctx: &Ctx, e: &Entry, t: &Turn, c: &CallCard) -> Markup {
                                 " by " (d.data.by) " (" (d.data.scope.as_str()) ")"
                                 @if let Some(w) = waited(&r.data.requested_at, &d.data.decided_at) { " after " (w) }
                                 " " (seq_time(ctx, d.seq, &d.ts))
+                                @if let Some(why) = d.data.reason.as_deref().filter(|w| !w.trim().is_empty()) {
+                                    " · reason: " q.decision-reason { (marked(why)) }
+                                }
                             }
                             None => { " · " span.muted { "no decision yet" } }
                         }
@@ -105,11 +108,16 @@ pub(super) fn card(ctx: &Ctx, e: &Entry, t: &Turn, c: &CallCard) -> Markup {
                     }
                 }
             }
-            div.args { (arguments(&c.arguments)) }
+            @if c.approval_request.is_some() {
+                // what a person decides on: the argument that runs first, every one whole
+                div.args.approval-args { (arguments_whole(&c.name, &c.arguments)) }
+            } @else {
+                div.args { (arguments(&c.arguments)) }
+            }
             @if let (Some(r), true) = (&c.approval_request, c.awaits_decision()) {
                 div.notice.awaiting-approval {
                     strong { "Waits for approval." }
-                    " " (r.data.reason) " (" (r.data.mode) "). Nothing of this call runs until a person allows it; denied, it never runs and the model is told why."
+                    " " (marked(&r.data.reason)) " (" (r.data.mode) "). Nothing of this call runs until a person allows it; denied, it never runs and the model is told why."
                     @if ctx.gateway {
                         form.approval-form data-session=(ctx.id) data-call=(c.call_id) {
                             input type="text" name="reason" maxlength="4096" placeholder="reason (optional)" {}
@@ -126,7 +134,7 @@ pub(super) fn card(ctx: &Ctx, e: &Entry, t: &Turn, c: &CallCard) -> Markup {
             @if let Some(d) = c.approval.as_ref().filter(|d| d.data.decision == Decision::Deny) {
                 div.notice.denied {
                     strong { "Denied" } " by " (d.data.by)
-                    @if let Some(why) = &d.data.reason { ": " (why) }
+                    @if let Some(why) = &d.data.reason { ": " (marked(why)) }
                     ". It never ran."
                 }
             }
@@ -172,6 +180,49 @@ pub(super) fn duration(ms: u64) -> String {
         format!("{:.1} s", ms as f64 / 1000.0)
     } else {
         format!("{} min {} s", ms / 60_000, (ms / 1000) % 60)
+    }
+}
+
+/// The arguments of a call a person decides (or decided) on, as every approval surface
+/// shows them (`lazarus_session::approval::arguments_shown`): the one the tool executes
+/// first, each whole in its own block — never collapsed, never cut — with invisible format
+/// characters marked.
+fn arguments_whole(tool: &str, raw: &str) -> Markup {
+    let shown = lazarus_session::approval::arguments_shown(tool, raw);
+    html! {
+        dl.arguments {
+            @for (i, (key, value)) in shown.iter().enumerate() {
+                dt class=@if i == 0 { "arg executed" } @else { "arg" } { (marked(key)) }
+                dd { pre { (marked(value)) } }
+            }
+        }
+    }
+}
+
+/// `text` with each Unicode format character (bidirectional controls, zero-width
+/// characters: `lazarus_session::unicode::is_format`) shown as a visible mark naming it, so
+/// what a person reads is what the text holds.
+pub(super) fn marked(text: &str) -> Markup {
+    if !text.chars().any(lazarus_session::unicode::is_format) {
+        return html! { (text) };
+    }
+    let mut parts: Vec<(&str, Option<char>)> = Vec::new();
+    let mut start = 0;
+    for (at, c) in text.char_indices() {
+        if lazarus_session::unicode::is_format(c) {
+            parts.push((&text[start..at], Some(c)));
+            start = at + c.len_utf8();
+        }
+    }
+    parts.push((&text[start..], None));
+    html! {
+        @for (plain, mark) in &parts {
+            (plain)
+            @if let Some(c) = mark {
+                @let code = format!("U+{:04X}", *c as u32);
+                span.format-char title={ "an invisible format character (" (code) ") is here" } { "⟨" (code) "⟩" }
+            }
+        }
     }
 }
 
