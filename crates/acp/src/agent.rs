@@ -17,14 +17,13 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, Implementation, InitializeRequest,
-    InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
-    LoadSessionResponse, McpCapabilities, NewSessionRequest, NewSessionResponse,
-    PermissionOption, PermissionOptionKind, PromptCapabilities, PromptRequest, PromptResponse,
-    RequestPermissionOutcome, RequestPermissionRequest, ResumeSessionRequest,
-    ResumeSessionResponse, SessionCapabilities, SessionInfo, SessionListCapabilities,
-    SessionNotification, SessionResumeCapabilities, SessionUpdate, StopReason, ToolCallStatus,
-    ToolCallUpdate, ToolCallUpdateFields,
+    AgentCapabilities, CancelNotification, Implementation, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
+    McpCapabilities, NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind,
+    PromptCapabilities, PromptRequest, PromptResponse, RequestPermissionOutcome,
+    RequestPermissionRequest, ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities,
+    SessionInfo, SessionListCapabilities, SessionNotification, SessionResumeCapabilities,
+    SessionUpdate, StopReason, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error};
 use lazarus_agent::provider::CancellationToken;
@@ -74,7 +73,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Serves ACP v1 on `transport` (stdio for `lazarus acp`) until the client goes.
-pub async fn serve<H: Host>(host: Arc<H>, transport: impl ConnectTo<Agent> + 'static) -> Result<(), Error> {
+pub async fn serve<H: Host>(
+    host: Arc<H>,
+    transport: impl ConnectTo<Agent> + 'static,
+) -> Result<(), Error> {
     let state = Arc::new(State {
         host,
         sessions: Mutex::new(HashMap::new()),
@@ -361,7 +363,9 @@ impl<H: Host> State<H> {
             ))
         })?;
         if live.prompting.swap(true, Ordering::SeqCst) {
-            return Err(invalid(format!("session {id} is already answering a prompt")));
+            return Err(invalid(format!(
+                "session {id} is already answering a prompt"
+            )));
         }
         let r = self.turn(&live, req, cx).await;
         live.prompting.store(false, Ordering::SeqCst);
@@ -369,7 +373,12 @@ impl<H: Host> State<H> {
         r
     }
 
-    async fn turn(&self, live: &Arc<Live>, req: &PromptRequest, cx: &Cx) -> Result<StopReason, Error> {
+    async fn turn(
+        &self,
+        live: &Arc<Live>,
+        req: &PromptRequest,
+        cx: &Cx,
+    ) -> Result<StopReason, Error> {
         let text = convert::prompt_text(&req.prompt).map_err(invalid)?;
         let cancel = CancellationToken::new();
         *lock(&live.cancel) = Some(cancel.clone());
@@ -473,7 +482,11 @@ impl<H: Host> State<H> {
             PermissionOption::new("reject_once", "Reject", PermissionOptionKind::RejectOnce),
         ];
         let asked = cx
-            .send_request(RequestPermissionRequest::new(sid.clone(), tool_call, options))
+            .send_request(RequestPermissionRequest::new(
+                sid.clone(),
+                tool_call,
+                options,
+            ))
             .block_task();
         let answer = tokio::select! {
             a = asked => a?,

@@ -21,7 +21,9 @@ pub fn prompt_text(blocks: &[ContentBlock]) -> Result<String, String> {
         }
         match b {
             ContentBlock::Text(t) => out.push_str(&t.text),
-            ContentBlock::ResourceLink(l) => out.push_str(&format!("[resource {}: {}]", l.name, l.uri)),
+            ContentBlock::ResourceLink(l) => {
+                out.push_str(&format!("[resource {}: {}]", l.name, l.uri))
+            }
             ContentBlock::Resource(r) => match &r.resource {
                 EmbeddedResourceResource::TextResourceContents(t) => {
                     out.push_str(&format!("[{}]\n{}", t.uri, t.text));
@@ -44,7 +46,13 @@ pub fn prompt_text(blocks: &[ContentBlock]) -> Result<String, String> {
 fn server_name(name: &str) -> String {
     let mut n: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     while n.contains("__") {
         n = n.replace("__", "_");

@@ -3,11 +3,11 @@
 //! off by a crash is shown `failed`, with the words that say its effect is unknown — never
 //! left `in_progress` for good.
 
+use agent_client_protocol::v1::schema::SessionUpdate;
 use agent_client_protocol::v1::schema::{
     Content, ContentBlock, ContentChunk, TextContent, ToolCall, ToolCallContent, ToolCallStatus,
     ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
-use agent_client_protocol::v1::schema::SessionUpdate;
 use serde_json::Value;
 
 /// What the editor is told of a call cut off by a crash, before a resume settles it.
@@ -120,16 +120,16 @@ fn notable(d: &Value) -> bool {
 pub fn of_record(kind: &str, data: &Value, live: bool) -> Vec<SessionUpdate> {
     let s = |k: &str| data[k].as_str().unwrap_or_default();
     match kind {
-        "input" if !live => vec![SessionUpdate::UserMessageChunk(ContentChunk::new(text(
-            s("text"),
-        )))],
+        "input" if !live => vec![SessionUpdate::UserMessageChunk(ContentChunk::new(text(s(
+            "text",
+        ))))],
         "response" => {
             let mut out = Vec::new();
             for item in data["items"].as_array().into_iter().flatten() {
                 match item["type"].as_str() {
-                    Some("text") if !live => out.push(agent_text(
-                        item["text"].as_str().unwrap_or_default(),
-                    )),
+                    Some("text") if !live => {
+                        out.push(agent_text(item["text"].as_str().unwrap_or_default()))
+                    }
                     Some("reasoning" | "provider_reasoning") if !live => {
                         let t = item["text"].as_str().unwrap_or_default();
                         if !t.is_empty() {
@@ -178,8 +178,14 @@ mod tests {
 
     #[test]
     fn a_title_says_what_the_call_does_in_one_short_line() {
-        assert_eq!(title_of("shell", r#"{"command":"ls\n-la"}"#), "shell: ls -la");
-        assert_eq!(title_of("read_file", r#"{"path":"a.rs"}"#), "read_file: a.rs");
+        assert_eq!(
+            title_of("shell", r#"{"command":"ls\n-la"}"#),
+            "shell: ls -la"
+        );
+        assert_eq!(
+            title_of("read_file", r#"{"path":"a.rs"}"#),
+            "read_file: a.rs"
+        );
         assert_eq!(title_of("mcp__x__y", "not json"), "mcp__x__y");
         let long = format!(r#"{{"command":"{}"}}"#, "x".repeat(500));
         assert_eq!(title_of("shell", &long).chars().count(), TITLE_CHARS_MAX);

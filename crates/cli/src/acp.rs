@@ -71,12 +71,7 @@ impl CliHost {
     ) -> Result<Prepared> {
         let mut cfg = self.model.runner_config(workspace.to_path_buf(), false)?;
         cfg.api_key_env = Some(self.model.api_key_var().to_string());
-        cfg.sandbox = Arc::new(
-            cfg.sandbox
-                .as_ref()
-                .clone()
-                .deny(self.session_dir.clone()),
-        );
+        cfg.sandbox = Arc::new(cfg.sandbox.as_ref().clone().deny(self.session_dir.clone()));
         let mut toolbox = self.model.toolbox()?;
         let builtin = toolbox.clone();
         // the configuration file's servers, then the editor's
@@ -117,7 +112,10 @@ pub fn run(mut args: AcpArgs) -> Result<i32> {
     // the editor's person is asked: calls that are not read-only wait for a decision, unless
     // the command line or the configuration file says otherwise
     if !given("ask_for_approval")
-        && crate::config::load().ok().and_then(|c| c.approval.as_ref()).is_none()
+        && crate::config::load()
+            .ok()
+            .and_then(|c| c.approval.as_ref())
+            .is_none()
     {
         args.model.ask_for_approval = ApprovalMode::Untrusted;
     }
@@ -136,7 +134,10 @@ pub fn run(mut args: AcpArgs) -> Result<i32> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    rt.block_on(lazarus_acp::serve(host, agent_client_protocol::Stdio::new()))
-        .map_err(|e| anyhow::anyhow!("ACP connection: {e}"))?;
+    rt.block_on(lazarus_acp::serve(
+        host,
+        agent_client_protocol::Stdio::new(),
+    ))
+    .map_err(|e| anyhow::anyhow!("ACP connection: {e}"))?;
     Ok(0)
 }

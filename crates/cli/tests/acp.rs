@@ -49,12 +49,27 @@ fn text(t: &str) -> Vec<ContentBlock> {
 /// The process of `lazarus acp` serving `dir`'s sessions.
 fn agent_pid(dir: &Path) -> Option<i32> {
     let needle = dir.join("sessions").display().to_string();
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        (cmd.starts_with(BIN) && cmd.contains(" acp ") && cmd.contains(&needle)).then_some(pid)
-    })
+    let all: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let ppid: i32 = stat[stat.rfind(')')? + 2..]
+                .split(' ')
+                .nth(1)?
+                .parse()
+                .ok()?;
+            (cmd.starts_with(BIN) && cmd.contains(" acp ") && cmd.contains(&needle))
+                .then_some((pid, ppid))
+        })
+        .collect();
+    // the agent, not the processes its shell call forked (they share its command line)
+    all.iter()
+        .find(|(_, ppid)| !all.iter().any(|(p, _)| p == ppid))
+        .map(|(p, _)| *p)
 }
 
 fn lines(p: &Path) -> usize {
@@ -244,7 +259,8 @@ fn an_acp_session_survives_kill_9_mid_tool_and_the_call_never_runs_twice() {
     assert!(
         closed
             .iter()
-            .any(|(s, c)| *s == ToolCallStatus::Failed && c.contains("interrupted before its result")),
+            .any(|(s, c)| *s == ToolCallStatus::Failed
+                && c.contains("interrupted before its result")),
         "the call closed in doubt: {closed:?}"
     );
     assert_eq!(lines(&effect), 1, "the side effect happened once");
