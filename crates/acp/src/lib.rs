@@ -21,6 +21,7 @@ pub mod agent;
 pub mod convert;
 pub mod host;
 pub mod proxy;
+pub mod stdio;
 pub mod updates;
 
 pub use agent::serve;

@@ -170,11 +170,12 @@ pub fn run(mut args: AcpArgs) -> Result<i32> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    rt.block_on(lazarus_acp::serve(
-        host,
-        agent_client_protocol::Stdio::new(),
-    ))
-    .map_err(|e| anyhow::anyhow!("ACP connection: {e}"))?;
+    let (transport, drained) = lazarus_acp::stdio::lines();
+    let served = rt.block_on(lazarus_acp::serve(host, transport));
+    // what was answered last is on its way out: let it leave before the process does
+    drop(rt);
+    drained.wait(std::time::Duration::from_secs(5));
+    served.map_err(|e| anyhow::anyhow!("ACP connection: {e}"))?;
     Ok(0)
 }
 
