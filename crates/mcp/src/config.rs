@@ -204,6 +204,7 @@ impl Server {
             trusted: self.trusted,
             sandbox: self.sandbox,
             source: self.source.clone(),
+            protocol_version: None,
         };
         match &self.transport {
             Transport::Stdio {
