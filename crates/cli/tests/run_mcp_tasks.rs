@@ -772,3 +772,53 @@ fn a_gateway_killed_while_a_task_works_polls_it_again_when_it_starts() {
         OutcomeStatus::Ok
     );
 }
+
+#[test]
+fn a_gateway_drained_by_sigterm_cancels_the_task_it_still_waits_for() {
+    use serve_common::*;
+    let rt = rt();
+    let port = free_port();
+    let state = tempdir();
+    let counter = state.path().join("counter.txt");
+    let log = state.path().join("requests.log");
+    let _server = start_server(port, &counter, &log, 200);
+    let config = state.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[mcp_servers.tasks]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"),
+    )
+    .unwrap();
+    let m = model(&rt, "task_bump", json!({"tag": "d1", "secs": 60}));
+    let mut gw = Gateway::start(
+        serve_cmd(state.path(), &m.base_url(), &["--drain-timeout", "1"])
+            .env("LAZARUS_CONFIG", &config),
+    );
+    let (st, v) = call(&gw.url, "POST", "/v1/sessions", Some(json!({"id": "d"})));
+    assert_eq!(st, 201, "{v}");
+    let (st, v) = call(
+        &gw.url,
+        "POST",
+        "/v1/sessions/d/messages",
+        Some(json!({"text": "go"})),
+    );
+    assert!(st == 200 || st == 202, "{st} {v}");
+    let store = LocalStore::open(&state.path().join("sessions")).unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let recs = store.records(&sid("d"), 0, usize::MAX).unwrap();
+        if let Some(t) = recs.iter().find(|r| r.kind == "tool_task") {
+            break t.data["task_id"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < until, "no task recorded");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // the drain lets the call run for its budget, then cancels it: tasks/cancel for it
+    let status = gw.term();
+    assert!(status.success(), "the gateway drained: {status}");
+    assert_eq!(task_requests(&log, "tasks/cancel"), [id]);
+    let recs = store.records(&sid("d"), 0, usize::MAX).unwrap();
+    let outcome = &of_kind(&recs, "tool_outcome")[0].data;
+    assert_eq!(outcome["status"], "cancelled", "{outcome}");
+    assert_eq!(of_kind(&recs, "interrupted")[0].data["reason"], "shutdown");
+    assert_eq!(effects(&counter, "task_bump d1"), 0);
+}
