@@ -629,7 +629,9 @@ fn kill_9_at_every_step_between_the_request_and_the_first_recorded_poll_never_ca
         .unwrap_or(1);
     let rt = rt();
     let port = free_port();
-    let s = setup(port, "");
+    // trusted, and the tool says it is idempotent: a plain call cut off would run again; a
+    // call that may have become a task never does
+    let s = setup(port, "trusted = true\n");
     let log = s.tmp.path().join("requests.log");
     let _server = start_server(port, &s.counter, &log, 100);
     let mut kills = 0;
@@ -638,7 +640,7 @@ fn kill_9_at_every_step_between_the_request_and_the_first_recorded_poll_never_ca
         for (k, (point, recorded)) in KILL_POINTS.iter().enumerate() {
             let session = format!("k{round}-{k}");
             let label = format!("{point} round {round}");
-            let m = model(&rt, "task_bump", json!({"tag": session, "secs": 0.4}));
+            let m = model(&rt, "task_set", json!({"tag": session, "secs": 0.4}));
             let out = lazarus(&s, &session, &m.base_url(), &["-p", "go"])
                 .env("LAZARUS_FAILPOINTS", point)
                 .output()
@@ -652,7 +654,17 @@ fn kill_9_at_every_step_between_the_request_and_the_first_recorded_poll_never_ca
             kills += 1;
             finish(&s, &session, &m.base_url());
             let recs = records(&s, &session);
-            let calls = tool_calls(&log, "task_bump", &session);
+            let basis = &of_kind(&recs, "tool_intent")[0].data["rerun_basis"];
+            assert_eq!(
+                (
+                    &basis["trusted"],
+                    &basis["annotations"]["idempotentHint"],
+                    &basis["tasks"]
+                ),
+                (&json!(true), &json!(true), &json!(true)),
+                "{label}: {basis}"
+            );
+            let calls = tool_calls(&log, "task_set", &session);
             assert!(calls <= 1, "{label}: {calls} tools/call");
             let outcome = &of_kind(&recs, "tool_outcome")[0].data;
             let r = receipt(&recs);
@@ -661,7 +673,7 @@ fn kill_9_at_every_step_between_the_request_and_the_first_recorded_poll_never_ca
                 assert_eq!(outcome["status"], "ok", "{label}: {outcome}");
                 assert_eq!(r["mcp"]["tasks_reattached"], 1, "{label}: {r}");
                 assert_eq!(
-                    effects(&s.counter, &format!("task_bump {session}")),
+                    effects(&s.counter, &format!("task_set {session}")),
                     1,
                     "{label}"
                 );
@@ -683,7 +695,7 @@ fn kill_9_at_every_step_between_the_request_and_the_first_recorded_poll_never_ca
     std::thread::sleep(Duration::from_millis(800));
     for round in 0..rounds {
         for k in 0..KILL_POINTS.len() {
-            let line = format!("task_bump k{round}-{k}");
+            let line = format!("task_set k{round}-{k}");
             assert!(effects(&s.counter, &line) <= 1, "{line} ran twice");
         }
     }

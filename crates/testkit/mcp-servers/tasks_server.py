@@ -6,6 +6,8 @@ memory (`memory://`): a restarted server knows none of the old ones.
 
 * `task_bump(tag, secs)`: runs only as a task (mode `required`); works `secs` seconds, then
   appends `task_bump <tag>` to $COUNTER_FILE. Polled every $POLL_MS (default 200) ms.
+* `task_set(tag, secs)`: as `task_bump`, annotated `idempotentHint: true` (appends
+  `task_set <tag>`).
 * `maybe_task(tag)`: may run as a task (mode `optional`): a client that declared the tasks
   extension gets one; appends `maybe_task <tag>` at once.
 * `plain_wait(tag, secs)`: an ordinary tool (never a task): waits `secs` seconds, then appends
@@ -50,6 +52,18 @@ async def task_bump(tag: str = "-", secs: float = 1.0) -> str:
     await asyncio.sleep(secs)
     effect(f"task_bump {tag}")
     return f"task bumped {tag}"
+
+
+@mcp.tool(
+    task=TaskConfig(mode="required", poll_interval=POLL),
+    annotations={"idempotentHint": True, "destructiveHint": False},
+)
+async def task_set(tag: str = "-", secs: float = 1.0) -> str:
+    """Works secs seconds as a background task, then appends a line to the counter; says it
+    is idempotent (a trusted server's word would let a plain call run again)."""
+    await asyncio.sleep(secs)
+    effect(f"task_set {tag}")
+    return f"task set {tag}"
 
 
 @mcp.tool(task=TaskConfig(mode="optional", poll_interval=POLL))
