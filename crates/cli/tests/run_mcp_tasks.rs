@@ -652,6 +652,20 @@ fn kill_9_at_every_step_between_the_request_and_the_first_recorded_poll_never_ca
                 String::from_utf8_lossy(&out.stderr)
             );
             kills += 1;
+            if *point == "mcp/task-recorded" {
+                // durable before the first poll: killed right after the record, the server
+                // has not been asked about the task yet
+                let recs = records(&s, &session);
+                let task = of_kind(&recs, "tool_task");
+                let id = task.first().expect("the handle recorded").data["task_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                assert!(
+                    !task_requests(&log, "tasks/get").contains(&id),
+                    "{label}: polled before its handle was recorded"
+                );
+            }
             finish(&s, &session, &m.base_url());
             let recs = records(&s, &session);
             let basis = &of_kind(&recs, "tool_intent")[0].data["rerun_basis"];
