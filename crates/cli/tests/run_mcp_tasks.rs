@@ -196,8 +196,18 @@ fn of_kind<'a>(recs: &'a [StoredRecord], kind: &str) -> Vec<&'a StoredRecord> {
 /// Spawns `cmd`, reads its JSON lines until one of `kind` is printed (returned), and sends
 /// `signal` then; waits for it to end and returns how.
 fn run_until(
+    cmd: Command,
+    kind: &str,
+    signal: rustix::process::Signal,
+) -> (Value, std::process::ExitStatus, String) {
+    run_until_then(cmd, kind, || {}, signal)
+}
+
+/// As [`run_until`], waiting for `ready` between the record and the signal.
+fn run_until_then(
     mut cmd: Command,
     kind: &str,
+    ready: impl Fn(),
     signal: rustix::process::Signal,
 ) -> (Value, std::process::ExitStatus, String) {
     let mut child = cmd.spawn().unwrap();
@@ -210,6 +220,7 @@ fn run_until(
         let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
         if v["kind"] == kind {
             seen = v;
+            ready();
             let _ = rustix::process::kill_process(pid, signal);
             break;
         }
@@ -574,9 +585,17 @@ fn sigint_during_an_ordinary_call_tells_the_server_and_records_cancelled() {
     let _server = start_server(port, &s.counter, &log, 200);
     let m = model(&rt, "plain_wait", json!({"tag": "p1", "secs": 3}));
     let t0 = Instant::now();
-    let (_, status, err) = run_until(
+    // stopped once the server has the call
+    let (_, status, err) = run_until_then(
         lazarus(&s, "s", &m.base_url(), &["-p", "go"]),
         "tool_start",
+        || {
+            let until = Instant::now() + Duration::from_secs(30);
+            while tool_calls(&log, "plain_wait", "p1") == 0 {
+                assert!(Instant::now() < until, "the call never reached the server");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        },
         rustix::process::Signal::INT,
     );
     assert_eq!(status.code(), Some(130), "{err}");
