@@ -11,12 +11,16 @@
 //! * [`updates`]: the one mapping from records to `session/update`s (live and replayed).
 //! * [`convert`]: prompts and MCP servers as the client sends them, in Lazarus's terms.
 //! * [`host`]: what the program serving ACP provides (the store, a runner per session).
+//! * [`proxy`]: `lazarus acp --wrap -- AGENT`, a durable proxy in front of any ACP agent:
+//!   every message journaled, the agent started again when it dies, its sessions taken back,
+//!   the calls it was running named in doubt to it and to the editor.
 //!
 //! See docs/acp.md.
 
 pub mod agent;
 pub mod convert;
 pub mod host;
+pub mod proxy;
 pub mod updates;
 
 pub use agent::serve;

@@ -22,10 +22,17 @@ const AFTER_HELP: &str = "\
 Examples (the editor starts it; it speaks ACP v1 on standard input and output):
   Zed settings.json:  \"agent_servers\": {\"Lazarus\": {\"command\": \"lazarus\", \"args\": [\"acp\"]}}
   acpx:               acpx --agent 'lazarus acp' 'fix the failing test'
+  another agent:      lazarus acp --wrap -- gemini --acp
+                      lazarus acp --wrap -- opencode acp
 
 Every ACP session is a Lazarus session: `lazarus sessions list` shows it, and it survives
 kill -9 (session/load replays it; a call cut off is shown failed, in doubt). Calls that are
-not read-only ask the editor first (--ask-for-approval untrusted unless given). See docs/acp.md.";
+not read-only ask the editor first (--ask-for-approval untrusted unless given).
+
+With --wrap, another ACP agent answers and Lazarus is a durable proxy in front of it: every
+message is journaled (a Lazarus session per ACP session, `lazarus sessions list` shows them),
+and when the agent dies it is started again, its sessions taken back, and the calls it was
+running named in doubt to it and to the editor. See docs/acp.md.";
 
 /// Arguments of `lazarus acp`.
 #[derive(Debug, Args)]
@@ -35,7 +42,24 @@ pub struct AcpArgs {
     pub store: StoreArgs,
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Be a durable proxy in front of another ACP agent, whose command follows `--`
+    #[arg(long)]
+    pub wrap: bool,
+    /// The wrapped agent's command and arguments (with --wrap)
+    #[arg(last = true, value_name = "AGENT")]
+    pub agent: Vec<String>,
 }
+
+/// The `lazarus run` flags that mean nothing to a proxy (the wrapped agent has its own).
+const NOT_FOR_WRAP: &[&str] = &[
+    "model",
+    "base_url",
+    "api",
+    "system_prompt",
+    "tools",
+    "sandbox",
+    "ask_for_approval",
+];
 
 /// What the CLI gives the ACP agent: its store and a runner per session.
 struct CliHost {
@@ -109,6 +133,18 @@ impl CliHost {
 
 pub fn run(mut args: AcpArgs) -> Result<i32> {
     args.store.check()?;
+    match (args.wrap, args.agent.is_empty()) {
+        (true, true) => anyhow::bail!(
+            "--wrap needs the agent's command after `--`: lazarus acp --wrap -- gemini --acp"
+        ),
+        (false, false) => anyhow::bail!(
+            "an agent command ({:?}) without --wrap: to put Lazarus in front of it, lazarus acp --wrap -- {}",
+            args.agent.join(" "),
+            args.agent.join(" ")
+        ),
+        (true, false) => return wrap(args),
+        (false, true) => {}
+    }
     // the editor's person is asked: calls that are not read-only wait for a decision, unless
     // the command line or the configuration file says otherwise
     if !given("ask_for_approval")
@@ -139,5 +175,32 @@ pub fn run(mut args: AcpArgs) -> Result<i32> {
         agent_client_protocol::Stdio::new(),
     ))
     .map_err(|e| anyhow::anyhow!("ACP connection: {e}"))?;
+    Ok(0)
+}
+
+/// `lazarus acp --wrap -- AGENT ARGS…`.
+fn wrap(args: AcpArgs) -> Result<i32> {
+    if let Some(flag) = NOT_FOR_WRAP.iter().find(|f| given(f)) {
+        anyhow::bail!(
+            "--{} does not apply with --wrap: the wrapped agent runs with its own settings (give them in its command after `--`)",
+            flag.replace('_', "-")
+        );
+    }
+    let store: SharedStore = Arc::from(args.store.open()?);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let cfg = lazarus_acp::proxy::ProxyConfig {
+        agent: args.agent,
+        store,
+    };
+    rt.block_on(lazarus_acp::proxy::run(
+        cfg,
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    ))
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(0)
 }
