@@ -197,11 +197,11 @@ fn wrap(args: AcpArgs) -> Result<i32> {
         agent: args.agent,
         store,
     };
-    rt.block_on(lazarus_acp::proxy::run(
-        cfg,
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-    ))
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (out, drained) = lazarus_acp::stdio::Stdout::new().context("starting the stdout writer")?;
+    let ran = rt.block_on(lazarus_acp::proxy::run(cfg, tokio::io::stdin(), out));
+    drop(rt);
+    // what the proxy wrote last leaves before the process does
+    drained.wait(std::time::Duration::from_secs(5));
+    ran.map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(0)
 }
