@@ -91,6 +91,8 @@ pub const KINDS: &[&str] = &[
     "host_writes",
     "world",
     "needs_owner",
+    "host_pending_writes",
+    "host_forget",
 ];
 
 impl Record {

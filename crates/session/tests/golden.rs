@@ -13,6 +13,9 @@ use serde_json::json;
 
 const TS: &str = "2026-12-02T10:00:00.000Z";
 
+#[path = "golden/graph5.rs"]
+mod graph5;
+
 fn records() -> Vec<Record> {
     vec![
         Record::Fork(ForkPoint {
@@ -723,6 +726,7 @@ fn golden_session_is_pinned() {
         ("host.jsonl", render_host(), host_records()),
         ("graph.jsonl", render_graph(), graph_records()),
         ("world.jsonl", render_world(), world_records()),
+        ("graph5.jsonl", graph5::render(), graph5::records()),
     ] {
         if std::env::var_os("LAZARUS_BLESS").is_some() {
             std::fs::write(golden_path(name), &rendered).unwrap();
@@ -746,6 +750,7 @@ fn golden_session_is_pinned() {
         .chain(host_records().iter())
         .chain(graph_records().iter())
         .chain(world_records().iter())
+        .chain(graph5::records().iter())
         .map(|r| r.kind())
         .collect();
     for k in KINDS {
@@ -1005,6 +1010,19 @@ fn format_doc_shows_every_golden_line() {
         );
     }
     assert_eq!(host_lines.len(), 7);
+    // revision 5's graph golden: its header (a thread id kept) and its own kinds
+    let graph5 = graph5::render();
+    host_lines.extend(
+        graph5
+            .lines()
+            .filter(|l| {
+                l.contains(r#""kind":"header""#)
+                    || l.contains(r#""kind":"host_forget""#)
+                    || l.contains(r#""checkpoint_id":"cp-2","task_id":"task-a""#)
+            })
+            .map(str::to_string),
+    );
+    assert_eq!(host_lines.len(), 10);
     // the world golden: its header (the world a session is made with) and its own kinds
     let world = render_world();
     let world_lines: Vec<&str> = world

@@ -61,6 +61,8 @@ host_kinds!(
     CallOutcome(HostCallOutcome) = "host_call_outcome",
     Checkpoint(HostCheckpoint) = "host_checkpoint",
     Writes(HostWrites) = "host_writes",
+    PendingWrites(HostPendingWrites) = "host_pending_writes",
+    Forget(HostForget) = "host_forget",
 );
 
 /// One item of a host framework's conversation history (an OpenAI Agents SDK
@@ -166,4 +168,34 @@ pub struct HostWrite {
     pub idx: i64,
     pub channel: String,
     pub value: HostBlob,
+}
+
+/// Writes a task made against a checkpoint, recorded in the order they arrive, whether or not
+/// that checkpoint is recorded yet (record kinds revision 5). LangGraph puts a step's writes
+/// while the checkpoint they name may still be on its way (`durability="async"`), or never
+/// comes (`"exit"` saves only the last one): its own savers key writes by checkpoint id, task
+/// and index and accept them in any order. The same data as [`HostWrites`], which needs its
+/// checkpoint first; the package writes this kind since revision 5.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct HostPendingWrites(pub HostWrites);
+
+/// Checkpoints that leave a host's graph, with their writes (LangGraph's `prune` and
+/// `delete_for_runs`; record kinds revision 5). Nothing is deleted: the ledger keeps the
+/// records, as it does after a `host_clear`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostForget {
+    pub checkpoints: Vec<HostCheckpointRef>,
+    /// Why, in the host's words (`prune keep_latest`, `delete_for_runs`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub why: String,
+}
+
+/// A checkpoint by namespace and id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCheckpointRef {
+    pub ns: String,
+    pub checkpoint_id: String,
 }

@@ -94,6 +94,10 @@ pub enum ReplayError {
         "host writes against checkpoint {checkpoint_id:?} in namespace {ns:?}, which no host_checkpoint recorded"
     )]
     HostWritesWithoutCheckpoint { ns: String, checkpoint_id: String },
+    #[error(
+        "host_forget of checkpoint {checkpoint_id:?} in namespace {ns:?}, which the thread does not hold"
+    )]
+    HostForgetUnknown { ns: String, checkpoint_id: String },
     #[error("header record outside line 1")]
     MisplacedHeader,
     #[error("compaction of seqs {from_seq}..={through_seq} does not fit: {why}")]

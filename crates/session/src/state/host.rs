@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::record::{Host, HostBlob, HostCheckpoint};
+use crate::record::{Host, HostBlob, HostCheckpoint, HostPendingWrites};
 
 use super::{ReplayError, SessionState};
 
@@ -108,6 +108,19 @@ impl SessionState {
                     checkpoint_id: w.checkpoint_id.clone(),
                 })
             }
+            Host::Forget(f) => match f.checkpoints.iter().find(|c| {
+                !h.graph
+                    .checkpoints
+                    .contains_key(&(c.ns.clone(), c.checkpoint_id.clone()))
+            }) {
+                Some(c) => Err(ReplayError::HostForgetUnknown {
+                    ns: c.ns.clone(),
+                    checkpoint_id: c.checkpoint_id.clone(),
+                }),
+                None => Ok(()),
+            },
+            // revision 5: a task's writes in the order they came, before, after or without
+            // their checkpoint (LangGraph's own savers key them the same way)
             _ => Ok(()),
         }
     }
@@ -140,7 +153,7 @@ impl SessionState {
                 g.checkpoints
                     .insert((c.ns.clone(), c.checkpoint_id.clone()), (seq, c));
             }
-            Host::Writes(w) => {
+            Host::Writes(w) | Host::PendingWrites(HostPendingWrites(w)) => {
                 let by_task = h.graph.writes.entry((w.ns, w.checkpoint_id)).or_default();
                 for one in w.writes {
                     by_task.insert(
@@ -152,6 +165,14 @@ impl SessionState {
                             value: one.value,
                         },
                     );
+                }
+            }
+            Host::Forget(f) => {
+                let g = &mut h.graph;
+                for c in f.checkpoints {
+                    let key = (c.ns, c.checkpoint_id);
+                    g.checkpoints.remove(&key);
+                    g.writes.remove(&key);
                 }
             }
             Host::CallIntent(i) => {
