@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use lazarus_session::record::{
     HostCallIntent, HostCallOutcome, HostChannelValue, HostCheckpoint, HostCheckpointRef,
-    HostClear, HostForget, HostItem, HostPendingWrites, HostPop, HostWrite, HostWrites, Record,
+    HostClear, HostForget, HostItem, HostItems, HostPendingWrites, HostPop, HostWrite, HostWrites,
+    Record,
 };
 use lazarus_session::state::SessionState;
 use lazarus_session::{Session, SessionError, SessionId, Store};
@@ -144,16 +145,27 @@ impl NativeSession {
         })
     }
 
-    /// Appends items (JSON object texts), each a durable record before this returns.
+    /// Appends items (JSON object texts), durable before this returns: one record for them
+    /// all (`host_items`; one item alone: `host_item`), several only when they are too large
+    /// for one line.
     fn add_items(&self, py: Python<'_>, items: Vec<String>) -> PyResult<()> {
         let parsed: Vec<serde_json::Value> = items
             .iter()
             .map(|t| parse_record("an item", t))
             .collect::<PyResult<_>>()?;
+        let sizes: Vec<usize> = items.iter().map(String::len).collect();
         py.detach(|| {
             self.with(|s| {
-                for item in parsed {
-                    s.append(Record::from(HostItem { item }))?;
+                for batch in batches(parsed, &sizes) {
+                    let mut batch = batch;
+                    let rec = if batch.len() == 1 {
+                        Record::from(HostItem {
+                            item: batch.remove(0),
+                        })
+                    } else {
+                        Record::from(HostItems { items: batch })
+                    };
+                    s.append(rec)?;
                 }
                 Ok(())
             })
@@ -401,6 +413,30 @@ impl NativeSession {
         }
         Ok(())
     }
+}
+
+/// The most item bytes one `host_items` record takes: well under a line's limit (16 MiB), so
+/// a batch never fails for its size when its items one by one would not.
+const BATCH_BYTES_MAX: usize = 4 << 20;
+
+/// `items` in order, as few records as hold them: together while they fit in
+/// [`BATCH_BYTES_MAX`], an item larger than that alone.
+fn batches(items: Vec<serde_json::Value>, sizes: &[usize]) -> Vec<Vec<serde_json::Value>> {
+    let mut out: Vec<Vec<serde_json::Value>> = Vec::new();
+    let mut bytes = 0;
+    for (item, size) in items.into_iter().zip(sizes) {
+        match out.last_mut() {
+            Some(last) if bytes + size <= BATCH_BYTES_MAX => {
+                last.push(item);
+                bytes += size;
+            }
+            _ => {
+                out.push(vec![item]);
+                bytes = *size;
+            }
+        }
+    }
+    out
 }
 
 /// The records that rebuild `st`'s graph as it is now: each checkpoint in the order it was

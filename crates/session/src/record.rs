@@ -93,6 +93,7 @@ pub const KINDS: &[&str] = &[
     "needs_owner",
     "host_pending_writes",
     "host_forget",
+    "host_items",
 ];
 
 impl Record {

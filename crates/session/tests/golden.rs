@@ -13,8 +13,8 @@ use serde_json::json;
 
 const TS: &str = "2026-12-02T10:00:00.000Z";
 
-#[path = "golden/graph5.rs"]
-mod graph5;
+#[path = "golden/revision5.rs"]
+mod revision5;
 
 fn records() -> Vec<Record> {
     vec![
@@ -726,7 +726,16 @@ fn golden_session_is_pinned() {
         ("host.jsonl", render_host(), host_records()),
         ("graph.jsonl", render_graph(), graph_records()),
         ("world.jsonl", render_world(), world_records()),
-        ("graph5.jsonl", graph5::render(), graph5::records()),
+        (
+            "graph5.jsonl",
+            revision5::render_graph(),
+            revision5::graph_records(),
+        ),
+        (
+            "host5.jsonl",
+            revision5::render_host(),
+            revision5::host_records(),
+        ),
     ] {
         if std::env::var_os("LAZARUS_BLESS").is_some() {
             std::fs::write(golden_path(name), &rendered).unwrap();
@@ -750,7 +759,8 @@ fn golden_session_is_pinned() {
         .chain(host_records().iter())
         .chain(graph_records().iter())
         .chain(world_records().iter())
-        .chain(graph5::records().iter())
+        .chain(revision5::graph_records().iter())
+        .chain(revision5::host_records().iter())
         .map(|r| r.kind())
         .collect();
     for k in KINDS {
@@ -1011,7 +1021,7 @@ fn format_doc_shows_every_golden_line() {
     }
     assert_eq!(host_lines.len(), 7);
     // revision 5's graph golden: its header (a thread id kept) and its own kinds
-    let graph5 = graph5::render();
+    let graph5 = revision5::render_graph();
     host_lines.extend(
         graph5
             .lines()
@@ -1023,6 +1033,13 @@ fn format_doc_shows_every_golden_line() {
             .map(str::to_string),
     );
     assert_eq!(host_lines.len(), 10);
+    host_lines.extend(
+        revision5::render_host()
+            .lines()
+            .find(|l| l.contains(r#""kind":"host_items""#))
+            .map(str::to_string),
+    );
+    assert_eq!(host_lines.len(), 11);
     // the world golden: its header (the world a session is made with) and its own kinds
     let world = render_world();
     let world_lines: Vec<&str> = world

@@ -55,6 +55,7 @@ macro_rules! host_kinds {
 
 host_kinds!(
     Item(HostItem) = "host_item",
+    Items(HostItems) = "host_items",
     Pop(HostPop) = "host_pop",
     Clear(HostClear) = "host_clear",
     CallIntent(HostCallIntent) = "host_call_intent",
@@ -73,6 +74,17 @@ host_kinds!(
 pub struct HostItem {
     /// A JSON object, exactly as the host gave it.
     pub item: serde_json::Value,
+}
+
+/// Several items of the history added at once (one `add_items` call: a turn's input, calls,
+/// results and answer), each verbatim, in one record: durable together with one sync, and
+/// after a crash all there or none (record kinds revision 5). Each counts as an item recorded
+/// at this record's seq.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostItems {
+    /// JSON objects, exactly as the host gave them, oldest first.
+    pub items: Vec<serde_json::Value>,
 }
 
 /// The newest item of the host's history left it (the host popped it): the item recorded at

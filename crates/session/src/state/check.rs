@@ -80,7 +80,7 @@ pub enum ReplayError {
     IntentBeforeDecision { call_id: String },
     #[error("tool intent for call {call_id:?}, which was denied at seq {seq}")]
     IntentAfterDenial { call_id: String, seq: u64 },
-    #[error("a host item must be a JSON object")]
+    #[error("a host item must be a JSON object (and host_items holds at least one)")]
     HostItemNotObject,
     #[error("host_pop of seq {seq}, but the newest item of the history is at {newest:?}")]
     HostPopNotNewest { seq: u64, newest: Option<u64> },

@@ -12,7 +12,8 @@ use super::{ReplayError, SessionState};
 /// What a host's records built.
 #[derive(Debug, Clone, Default)]
 pub struct HostState {
-    /// The items in the history now, oldest first, with the seq that recorded each.
+    /// The items in the history now, oldest first, with the seq that recorded each (the items
+    /// of one `host_items` record share its seq).
     pub items: Vec<(u64, serde_json::Value)>,
     /// Every call the host's hooks announced, by its call id.
     pub calls: BTreeMap<String, HostCall>,
@@ -70,6 +71,9 @@ impl SessionState {
         let h = &self.host;
         match rec {
             Host::Item(i) if !i.item.is_object() => Err(ReplayError::HostItemNotObject),
+            Host::Items(i) if i.items.is_empty() || !i.items.iter().all(|v| v.is_object()) => {
+                Err(ReplayError::HostItemNotObject)
+            }
             Host::Pop(p) => match h.items.last() {
                 Some(&(seq, _)) if seq == p.seq => Ok(()),
                 newest => Err(ReplayError::HostPopNotNewest {
@@ -130,6 +134,7 @@ impl SessionState {
         let h = &mut self.host;
         match rec {
             Host::Item(i) => h.items.push((seq, i.item)),
+            Host::Items(i) => h.items.extend(i.items.into_iter().map(|v| (seq, v))),
             Host::Pop(_) => {
                 h.items.pop();
             }
