@@ -437,6 +437,15 @@ fn ext_view(code: i8, data: &[u8], allow: &Allowlist, depth: usize) -> Value {
     }
 }
 
+fn is_unset(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Object(o) => o.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
+
 /// An allowed value as plain JSON where it has an obvious one (a UUID, a time, a set), else
 /// its type and its data.
 fn plain(code: i8, m: &str, n: &str, arg: Value) -> Value {
@@ -452,6 +461,14 @@ fn plain(code: i8, m: &str, n: &str, arg: Value) -> Value {
         ("datetime", "datetime", Value::String(iso)) if code == EXT_METHOD_SINGLE_ARG => {
             Value::String(iso)
         }
+        ("datetime", "date", Value::Array(ymd))
+            if code == EXT_CONSTRUCTOR_POS_ARGS
+                && ymd.len() == 3
+                && ymd.iter().all(Value::is_u64) =>
+        {
+            let n = |i: usize| ymd[i].as_u64().unwrap_or_default();
+            Value::String(format!("{:04}-{:02}-{:02}", n(0), n(1), n(2)))
+        }
         ("builtins", "set" | "frozenset", a) | ("collections", "deque", a) => a,
         (_, _, Value::Object(kwargs))
             if matches!(
@@ -461,7 +478,13 @@ fn plain(code: i8, m: &str, n: &str, arg: Value) -> Value {
         {
             let mut o = Map::new();
             o.insert("$type".into(), Value::String(format!("{m}.{n}")));
-            o.extend(kwargs);
+            // a pydantic model's unset fields (a LangChain message's dozen): left out
+            let pydantic = matches!(code, EXT_PYDANTIC_V1 | EXT_PYDANTIC_V2);
+            o.extend(
+                kwargs
+                    .into_iter()
+                    .filter(|(_, v)| !(pydantic && is_unset(v))),
+            );
             Value::Object(o)
         }
         (_, _, a) => {

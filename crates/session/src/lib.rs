@@ -49,6 +49,7 @@ pub mod approval;
 pub mod error;
 pub mod handoff;
 pub mod host_blob;
+pub mod host_view;
 pub mod id;
 pub mod ids;
 pub mod inbox;
