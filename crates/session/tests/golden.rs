@@ -13,8 +13,8 @@ use serde_json::json;
 
 const TS: &str = "2026-12-02T10:00:00.000Z";
 
-#[path = "golden/revision5.rs"]
-mod revision5;
+#[path = "golden/revision6.rs"]
+mod revision6;
 
 fn records() -> Vec<Record> {
     vec![
@@ -727,14 +727,14 @@ fn golden_session_is_pinned() {
         ("graph.jsonl", render_graph(), graph_records()),
         ("world.jsonl", render_world(), world_records()),
         (
-            "graph5.jsonl",
-            revision5::render_graph(),
-            revision5::graph_records(),
+            "graph6.jsonl",
+            revision6::render_graph(),
+            revision6::graph_records(),
         ),
         (
-            "host5.jsonl",
-            revision5::render_host(),
-            revision5::host_records(),
+            "host6.jsonl",
+            revision6::render_host(),
+            revision6::host_records(),
         ),
     ] {
         if std::env::var_os("LAZARUS_BLESS").is_some() {
@@ -759,8 +759,8 @@ fn golden_session_is_pinned() {
         .chain(host_records().iter())
         .chain(graph_records().iter())
         .chain(world_records().iter())
-        .chain(revision5::graph_records().iter())
-        .chain(revision5::host_records().iter())
+        .chain(revision6::graph_records().iter())
+        .chain(revision6::host_records().iter())
         .map(|r| r.kind())
         .collect();
     for k in KINDS {
@@ -1020,10 +1020,10 @@ fn format_doc_shows_every_golden_line() {
         );
     }
     assert_eq!(host_lines.len(), 7);
-    // revision 5's graph golden: its header (a thread id kept) and its own kinds
-    let graph5 = revision5::render_graph();
+    // revision 6's graph golden: its header (a thread id kept) and its own kinds
+    let graph6 = revision6::render_graph();
     host_lines.extend(
-        graph5
+        graph6
             .lines()
             .filter(|l| {
                 l.contains(r#""kind":"header""#)
@@ -1034,7 +1034,7 @@ fn format_doc_shows_every_golden_line() {
     );
     assert_eq!(host_lines.len(), 10);
     host_lines.extend(
-        revision5::render_host()
+        revision6::render_host()
             .lines()
             .find(|l| l.contains(r#""kind":"host_items""#))
             .map(str::to_string),

@@ -78,7 +78,7 @@ pub struct HostItem {
 
 /// Several items of the history added at once (one `add_items` call: a turn's input, calls,
 /// results and answer), each verbatim, in one record: durable together with one sync, and
-/// after a crash all there or none (record kinds revision 5). Each counts as an item recorded
+/// after a crash all there or none (record kinds revision 6). Each counts as an item recorded
 /// at this record's seq.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -183,17 +183,17 @@ pub struct HostWrite {
 }
 
 /// Writes a task made against a checkpoint, recorded in the order they arrive, whether or not
-/// that checkpoint is recorded yet (record kinds revision 5). LangGraph puts a step's writes
+/// that checkpoint is recorded yet (record kinds revision 6). LangGraph puts a step's writes
 /// while the checkpoint they name may still be on its way (`durability="async"`), or never
 /// comes (`"exit"` saves only the last one): its own savers key writes by checkpoint id, task
 /// and index and accept them in any order. The same data as [`HostWrites`], which needs its
-/// checkpoint first; the package writes this kind since revision 5.
+/// checkpoint first; the package writes this kind since revision 6.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct HostPendingWrites(pub HostWrites);
 
 /// Checkpoints that leave a host's graph, with their writes (LangGraph's `prune` and
-/// `delete_for_runs`; record kinds revision 5). Nothing is deleted: the ledger keeps the
+/// `delete_for_runs`; record kinds revision 6). Nothing is deleted: the ledger keeps the
 /// records, as it does after a `host_clear`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

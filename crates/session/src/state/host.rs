@@ -123,7 +123,7 @@ impl SessionState {
                 }),
                 None => Ok(()),
             },
-            // revision 5: a task's writes in the order they came, before, after or without
+            // revision 6: a task's writes in the order they came, before, after or without
             // their checkpoint (LangGraph's own savers key them the same way)
             _ => Ok(()),
         }

@@ -1,8 +1,8 @@
-//! Record kinds revision 5 of the host sessions. A LangGraph thread (`graph5.jsonl`) whose id is
+//! Record kinds revision 6 of the host sessions. A LangGraph thread (`graph6.jsonl`) whose id is
 //! not a session id (its header keeps it, `meta.host_id`), a task's writes recorded before the
 //! checkpoint they name (`host_pending_writes`, as LangGraph's default durability puts them),
 //! and checkpoints that leave the thread (`host_forget`, its `prune`). An Agents SDK session
-//! (`host5.jsonl`) whose turns are added whole (`host_items`).
+//! (`host6.jsonl`) whose turns are added whole (`host_items`).
 
 use lazarus_ledger::Header;
 use lazarus_session::record::*;
@@ -80,7 +80,7 @@ pub fn render_graph() -> String {
 }
 
 #[test]
-fn golden_graph5_takes_writes_before_their_checkpoint_and_forgets_what_was_pruned() {
+fn golden_graph6_takes_writes_before_their_checkpoint_and_forgets_what_was_pruned() {
     assert_eq!(SessionId::for_host_name("user:42/chat").0, ID);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(format!("{ID}.jsonl")), render_graph()).unwrap();
@@ -154,7 +154,7 @@ pub fn render_host() -> String {
     let header = Header {
         format: lazarus_session::FORMAT.into(),
         version: 1,
-        id: "golden-host5".into(),
+        id: "golden-host6".into(),
         created_at: TS.into(),
         parent: None,
         meta: Some(json!({"host": "openai-agents"})),
@@ -164,11 +164,11 @@ pub fn render_host() -> String {
 }
 
 #[test]
-fn golden_host5_adds_a_turn_whole_and_pops_its_items_one_by_one() {
+fn golden_host6_adds_a_turn_whole_and_pops_its_items_one_by_one() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("golden-host5.jsonl"), render_host()).unwrap();
+    std::fs::write(dir.path().join("golden-host6.jsonl"), render_host()).unwrap();
     let store = LocalStore::open(dir.path()).unwrap();
-    let st = store.load(&SessionId::literal("golden-host5")).unwrap();
+    let st = store.load(&SessionId::literal("golden-host6")).unwrap();
     let items: Vec<(u64, &str)> = st
         .host
         .items
