@@ -228,9 +228,16 @@ fn host_fixtures() -> tempfile::TempDir {
 #[test]
 fn a_langgraph_thread_shows_its_steps_with_values_as_json() {
     let d = host_fixtures();
-    let out = show(d.path(), "h.user_42_weather.fa0736964c72c6c2605d483556f23d98");
+    let out = show(
+        d.path(),
+        "h.user_42_weather.fa0736964c72c6c2605d483556f23d98",
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for needle in [
         "thread user:42/weather now: 10 checkpoint(s)",
         "step 0 (loop) after __start__",
