@@ -4,7 +4,7 @@ a LangGraph thread (LangChain messages, a date, a UUID, a subgraph, a Send, an i
 value of the program's own type and a value naming os.system written by someone else) and an
 OpenAI Agents SDK session (a turn with a tool call, a call announced and never finished).
 
-    scripts/bench-python.sh --fixtures        # installs what it needs, then runs this
+    scripts/python-run.sh scripts/python-fixtures.py
 
 Output: crates/session/tests/fixtures/host/, a session directory: the thread
 (`h.user_42_weather.<hash>.jsonl`) and the chat (`chat-paris.jsonl`) as LazarusSaver and

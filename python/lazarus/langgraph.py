@@ -32,9 +32,15 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     get_checkpoint_id,
     get_checkpoint_metadata,
-    writes_sort_key,
 )
 from langgraph.checkpoint.memory import InMemorySaver
+
+try:
+    from langgraph.checkpoint.base import writes_sort_key
+except ImportError:  # langgraph-checkpoint before 3: the same order, LangGraph's own
+
+    def writes_sort_key(task_path: str, task_id: str = "", idx: int = 0) -> tuple[str, str, int]:
+        return (task_path, task_id, idx)
 
 from lazarus import report_open, store_for
 from lazarus._native import NativeAllowlist, NativeSession, UnsafeValueError
