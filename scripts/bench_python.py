@@ -12,7 +12,7 @@ best round of each is compared (the machine is shared: the best is the least dis
 Prints ``RESULT`` lines, the ratio Lazarus/baseline last (>= 1.0: as fast or faster).
 
     scripts/bench-python.sh [--quick]      # installs what it needs, then runs this
-    python scripts/bench_python.py [--quick] [--rounds N]   # with lazarus and the frameworks installed
+    scripts/python-run.sh scripts/bench_python.py [--quick]   # the same, BENCH_DIR your choice
 """
 
 from __future__ import annotations
@@ -110,20 +110,26 @@ TURN = [
 ]
 
 
-async def run_items(session, turns: int) -> tuple[int, float]:
+async def run_items(session, turns: int, one_by_one: bool = False) -> tuple[int, float]:
     start = time.perf_counter()
     for _ in range(turns):
-        await session.add_items(TURN)
+        if one_by_one:
+            for item in TURN:
+                await session.add_items([item])
+        else:
+            await session.add_items(TURN)
     return turns * len(TURN), time.perf_counter() - start
 
 
-def lazarus_items(turns: int) -> tuple[int, float]:
+def lazarus_items(turns: int, one_by_one: bool = False) -> tuple[int, float]:
+    """`one_by_one`: each item its own record and sync, as the package wrote a turn before
+    `host_items` (the first approach, kept for the comparison)."""
     from lazarus.agents import LazarusSession
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as d:
         s = LazarusSession("bench", directory=d)
         try:
-            return asyncio.run(run_items(s, turns))
+            return asyncio.run(run_items(s, turns, one_by_one))
         finally:
             s.close()
 
@@ -175,7 +181,16 @@ def main() -> None:
     )
     a = best(
         rounds,
-        {"lazarus": lambda: lazarus_items(turns), "sqlite": lambda: sqlite_items(turns)},
+        {
+            "lazarus": lambda: lazarus_items(turns),
+            "one_by_one": lambda: lazarus_items(turns, one_by_one=True),
+            "sqlite": lambda: sqlite_items(turns),
+        },
+    )
+    print(
+        f"RESULT agents_add_items_one_record_per_item items_per_s lazarus={a['one_by_one']:.1f} "
+        f"sqlite_session={a['sqlite']:.1f} ratio={a['one_by_one'] / a['sqlite']:.2f}",
+        flush=True,
     )
     print(
         f"RESULT agents_add_items_4_per_call items_per_s lazarus={a['lazarus']:.1f} "
