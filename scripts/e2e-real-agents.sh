@@ -12,7 +12,11 @@
 #     runs each, and checks each was continued to its final answer exactly once (for Gemini
 #     CLI and OpenCode also: the tool's side effect counted once, and the resume message
 #     saying the running call's effect is unknown) while OpenClaw's self-recovered gateway
-#     session was left alone.
+#     session was left alone;
+#  4. puts `lazarus acp --wrap` in front of `gemini --acp` and `opencode acp`, kills the agent
+#     (or the proxy) at each step of a shell call, and checks the editor's view: the history
+#     back, the cut-off call failed and in doubt, the next prompt going on, the effect once
+#     (scripts/capture-real/acp_wrap.py).
 # Every program talks only to scripted model servers on 127.0.0.1.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,5 +59,8 @@ python3 scripts/capture-real/check.py "$out"
 
 echo "== e2e-real-agents: resume killed sessions with lazarus boot-resume"
 python3 scripts/capture-real/e2e.py claude claude-mcp openclaw pi codex gemini opencode claude-thinking
+
+echo "== e2e-real-agents: lazarus acp --wrap in front of Gemini CLI and OpenCode, each killed at every step of a call"
+python3 scripts/capture-real/acp_wrap.py
 
 echo "== e2e-real-agents: done in $((SECONDS - t0)) s"

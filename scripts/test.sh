@@ -33,6 +33,9 @@ bash scripts/otel-receiver/setup.sh >/dev/null
 echo "== the MCP servers the tests run against (npm's reference servers, the Python SDK)"
 bash scripts/mcp-servers/setup.sh >/dev/null
 
+echo "== the ACP clients the tests drive lazarus acp with (acpx, the TypeScript SDK; npm)"
+bash scripts/acp/setup.sh >/dev/null
+
 echo "== end-to-end: a real model, kill -9 mid-tool, resume"
 bash scripts/demo.sh </dev/null   # not a terminal: it ends after printing the page's URL
 

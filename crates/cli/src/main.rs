@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 // jemalloc for the whole process (why: the crate's docs)
 use lazarus_allocator as _;
 
+mod acp;
 mod approvals;
 mod args;
 mod boot_resume;
@@ -73,6 +74,8 @@ enum Command {
     Config(config_cmd::ConfigArgs),
     /// MCP servers: list the configured ones, check what each offers.
     Mcp(mcp::McpArgs),
+    /// Serve Lazarus sessions to an editor over the Agent Client Protocol (stdio).
+    Acp(Box<acp::AcpArgs>),
     /// The `always` approval grants: list them, revoke one.
     Approvals(approvals::ApprovalsArgs),
     /// The web view of a store, read-only (sessions, timelines, receipts, fork trees).
@@ -120,6 +123,7 @@ fn main() {
         Command::Config(args) => config_cmd::run(args),
         Command::Mcp(args) => mcp::run(args),
         Command::Approvals(args) => approvals::run(args),
+        Command::Acp(args) => acp::run(*args),
         Command::Ui(args) => ui::run(*args),
     };
     match result {

@@ -363,6 +363,7 @@ fn report(server: &Arc<McpServer>, json_out: bool) -> Result<()> {
             "protocol_version".into(),
             json!(server.info.protocol_version),
         );
+        m.insert("tasks".into(), json!(server.info.tasks));
         m.insert("tools".into(), Value::Array(rows));
         println!("{}", Value::Object(m));
         return Ok(());

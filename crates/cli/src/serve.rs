@@ -176,13 +176,19 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         .map(|g| g.into_iter().map(|g| g.tool).collect())
         .unwrap_or_default();
     runner.api_key_env = Some(args.model.api_key_var().to_string());
-    let world = runner.world(
+    if lazarus_telemetry::live::enabled() {
+        runner.trace_context = Some(lazarus_telemetry::spans::traceparent);
+    }
+    let mut world = runner.world(
         &builtin,
         mcp.servers.iter().map(|s| s.world_entry()).collect(),
         grants,
         "serve",
         lazarus_session::record::WorldReason::Created,
     );
+    if let Some(source) = &mcp_source {
+        source.record_protocol_versions(&mut world.tools.mcp);
+    }
     let store_flag = match args.store.choice()? {
         crate::paths::StoreChoice::Local(dir) => Some(format!(
             "--session-dir {}",

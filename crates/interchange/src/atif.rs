@@ -189,9 +189,12 @@ pub fn trajectory(
                 Record::NeedsOwner(n) => {
                     notes.push(format!("left alone by {}: {}", n.by, n.reason))
                 }
+                // a call's task is a step of the call, whose result is its outcome's
                 Record::TurnStart(_)
                 | Record::ToolIntent(_)
                 | Record::ToolStart(_)
+                | Record::ToolTask(_)
+                | Record::ToolTaskStatus(_)
                 | Record::Header => {}
             }
         }

@@ -3,7 +3,8 @@
 //! * `config.toml` tables in Codex's shape, `[mcp_servers.NAME]` with `command`, `args`,
 //!   `env`, `cwd` (a server started as a child process, spoken to over stdio) or `url`,
 //!   `bearer_token_env_var`, `http_headers` (Streamable HTTP); `enabled_tools`,
-//!   `disabled_tools`, `startup_timeout_sec` (default 10), `tool_timeout_sec` (default 60);
+//!   `disabled_tools`, `startup_timeout_sec` (default 10), `tool_timeout_sec` (default 60;
+//!   for a call the server made a task, how long it is waited for), `cancel_task_on_timeout`;
 //!   and Lazarus's own `trusted` (default false: its annotations are never acted on) and
 //!   `sandbox` (default false: a stdio server runs under the shell's workspace sandbox).
 //! * Claude Code's and Cursor's `.mcp.json`: `{"mcpServers": {NAME: {command, args, env} |
@@ -64,6 +65,10 @@ pub struct ServerConfig {
     pub startup_timeout_sec: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_timeout_sec: Option<u64>,
+    /// For a call the server made a task: send `tasks/cancel` when `tool_timeout_sec`
+    /// passes (default: stop waiting and leave the task running).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel_task_on_timeout: bool,
     /// Whether the server's tool annotations are believed: only a trusted server's
     /// `readOnlyHint` / `idempotentHint` may let an interrupted call run again.
     #[serde(default)]
@@ -104,7 +109,11 @@ pub struct Server {
     pub enabled_tools: Option<Vec<String>>,
     pub disabled_tools: Vec<String>,
     pub startup_timeout: Duration,
+    /// One call's bound: how long a `tools/call` may take, and how long a task it became
+    /// is waited for.
     pub tool_timeout: Duration,
+    /// When a task's wait passes `tool_timeout`: `tasks/cancel` it (else it is left running).
+    pub cancel_task_on_timeout: bool,
     pub trusted: bool,
     pub sandbox: bool,
     /// Where it was configured (a file, or `config.toml`), for messages.
@@ -204,6 +213,7 @@ impl Server {
             trusted: self.trusted,
             sandbox: self.sandbox,
             source: self.source.clone(),
+            protocol_version: None,
         };
         match &self.transport {
             Transport::Stdio {
@@ -330,6 +340,7 @@ impl ServerConfig {
                 TOOL_TIMEOUT_SECS_DEFAULT,
                 "tool_timeout_sec",
             )?,
+            cancel_task_on_timeout: self.cancel_task_on_timeout,
             trusted: self.trusted,
             sandbox: self.sandbox,
             source: source.to_string(),

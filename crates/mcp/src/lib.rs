@@ -8,6 +8,8 @@
 //!   die with the runner), or a Streamable HTTP endpoint; its tools, listed
 //!   page by page and again when it says they changed; calls with progress, timeout and
 //!   cancellation.
+//! * [`task`]: a call the server made a task (MCP 2026-07-28, the Tasks extension), polled
+//!   to its end, its handle and status changes recorded; cancelled on a stop.
 //! * [`tool`]: each server tool as a [`lazarus_agent::tools::Tool`], with the re-run rule:
 //!   an interrupted call runs again only when its server is trusted **and** the annotations
 //!   recorded when it started say `readOnlyHint` or `idempotentHint`; otherwise it is closed
@@ -15,9 +17,12 @@
 
 pub mod config;
 pub mod content;
+mod lifecycle;
+mod listen;
 pub mod names;
 pub mod reaper;
 pub mod server;
+pub mod task;
 pub mod tool;
 
 /// What can go wrong with an MCP server: each error names the server (or the file) and

@@ -7,11 +7,14 @@
 //! * **Streamable HTTP**: the endpoint, with a bearer token read from the configured
 //!   environment variable and the extra headers.
 //!
-//! Starting sends `initialize` and lists the tools page by page, within the server's
-//! `startup_timeout`. A `notifications/tools/list_changed` makes it list them again.
-//! [`McpServer::call`] sends one `tools/call` with the idempotency key and a progress token in
-//! `_meta`; progress notifications are passed on; a call that outlives `tool_timeout`, or is
-//! abandoned (Ctrl-C), is cancelled with `notifications/cancelled`.
+//! Starting speaks MCP 2026-07-28 to a server that offers it (`server/discover`, the Tasks
+//! extension declared) and falls back to `initialize` at 2025-11-25 for an older one; then it
+//! lists the tools page by page, within the server's `startup_timeout`. A
+//! `notifications/tools/list_changed` makes it list them again. [`McpServer::call`] sends one
+//! `tools/call` with the idempotency key, a progress token and (OpenTelemetry on) the
+//! `traceparent` in `_meta`; progress notifications are passed on; a call that outlives
+//! `tool_timeout`, or is abandoned (Ctrl-C), is cancelled with `notifications/cancelled`. A
+//! server that answers with a task handle ([`CallEnd::Task`]) is polled by [`crate::task`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,11 +22,12 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
-    CustomResult, Implementation, ListToolsRequest, NumberOrString, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, RequestMetaObject, ServerResult, Tool,
+    CustomResult, ExtensionCapabilities, Implementation, ListToolsRequest, NumberOrString,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, RequestMetaObject,
+    ServerResult, TASKS_EXTENSION_ID, Tool,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
@@ -51,12 +55,19 @@ pub use crate::content::{ListedTool, RESULT_BYTES_MAX};
 /// The `_meta` key of the idempotency key every call carries.
 pub const IDEMPOTENCY_KEY_META: &str = "lazarus/idempotency-key";
 
+/// The `_meta` key of the W3C trace context a call carries when OpenTelemetry is on (SEP-414).
+pub const TRACEPARENT_META: &str = "traceparent";
+
 /// Who the server says it is.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ServerInfo {
     pub name: String,
     pub version: String,
+    /// The protocol version agreed on (`2026-07-28`, or an older one through `initialize`).
     pub protocol_version: String,
+    /// Both sides declared the Tasks extension (`io.modelcontextprotocol/tasks`): the server
+    /// may answer any `tools/call` with a task handle.
+    pub tasks: bool,
 }
 
 /// How a call ended, as far as the server told.
@@ -73,19 +84,21 @@ pub enum CallEnd {
     Abandoned,
     /// The connection broke or the server died while the call ran: its effect is unknown.
     Lost(String),
+    /// The server made the call a task (the Tasks extension): poll it ([`crate::task`]).
+    Task(rmcp::model::Task),
 }
 
 /// Notifications the server sends, for the calls waiting on them.
 #[derive(Default)]
-struct Notes {
+pub(crate) struct Notes {
     /// Progress senders by progress token.
     progress: Mutex<HashMap<String, mpsc::UnboundedSender<String>>>,
     /// The tool list changed since it was last listed.
-    tools_changed: AtomicBool,
+    pub(crate) tools_changed: AtomicBool,
 }
 
 #[derive(Clone)]
-struct Handler {
+pub(crate) struct Handler {
     notes: Arc<Notes>,
 }
 
@@ -112,8 +125,13 @@ impl ClientHandler for Handler {
     }
 
     fn get_info(&self) -> ClientConfig {
+        // the Tasks extension, declared: rmcp sends it with every 2026-07-28 request
+        let mut capabilities = ClientCapabilities::default();
+        let mut extensions = ExtensionCapabilities::new();
+        extensions.insert(TASKS_EXTENSION_ID.to_string(), Default::default());
+        capabilities.extensions = Some(extensions);
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("lazarus", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -134,8 +152,8 @@ fn token_key(t: &ProgressToken) -> String {
 pub struct McpServer {
     pub config: Server,
     pub info: ServerInfo,
-    client: RunningService<RoleClient, Handler>,
-    notes: Arc<Notes>,
+    pub(crate) client: RunningService<RoleClient, Handler>,
+    pub(crate) notes: Arc<Notes>,
     tools: RwLock<Vec<ListedTool>>,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
     /// A stdio server's reaper: dropped with the server, it kills the server and everything
@@ -145,6 +163,18 @@ pub struct McpServer {
     _child: Option<tokio::process::Child>,
     /// The sandbox a stdio server runs in, if it does (kept while it runs).
     _confinement: Option<Confinement>,
+    /// On 2026-07-28, the `subscriptions/listen` stream that brings `list_changed` (a
+    /// notification is only sent to a client that listens): ended with the server.
+    _listener: Option<Listener>,
+}
+
+/// A background task ended when dropped.
+pub(crate) struct Listener(pub(crate) tokio::task::JoinHandle<()>);
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl std::fmt::Debug for McpServer {
@@ -266,13 +296,17 @@ impl McpServer {
                         let _ = tokio::time::timeout(STDERR_WAIT, reader).await;
                     }
                 };
-                let served = tokio::time::timeout(startup, handler.serve(transport)).await;
+                let served = tokio::time::timeout(
+                    startup,
+                    handler.serve_with_lifecycle(transport, crate::lifecycle::mode()),
+                )
+                .await;
                 match served {
                     Ok(Ok(c)) => c,
                     Ok(Err(e)) => {
                         stderr_read().await;
                         return Err(fail(with_stderr(
-                            &format!("initialize failed: {e}"),
+                            &format!("initialize failed: {}", crate::lifecycle::start_error(&e)),
                             &stderr_tail,
                         )));
                     }
@@ -316,9 +350,19 @@ impl McpServer {
                 }
                 cfg = cfg.custom_headers(custom);
                 let transport = StreamableHttpClientTransport::from_config(cfg);
-                match tokio::time::timeout(startup, handler.serve(transport)).await {
+                match tokio::time::timeout(
+                    startup,
+                    handler.serve_with_lifecycle(transport, crate::lifecycle::mode()),
+                )
+                .await
+                {
                     Ok(Ok(c)) => c,
-                    Ok(Err(e)) => return Err(fail(format!("initialize at {url} failed: {e}"))),
+                    Ok(Err(e)) => {
+                        return Err(fail(format!(
+                            "initialize at {url} failed: {}",
+                            crate::lifecycle::start_error(&e)
+                        )));
+                    }
                     Err(_) => {
                         return Err(fail(format!(
                             "no answer from {url} to initialize within {} s (startup_timeout_sec)",
@@ -342,9 +386,10 @@ impl McpServer {
                     .map(|i| i.version.clone())
                     .unwrap_or_default(),
                 protocol_version: p.protocol_version.to_string(),
+                tasks: !p.protocol_version.has_initialize() && p.capabilities.supports_tasks(),
             })
             .unwrap_or_default();
-        let server = McpServer {
+        let mut server = McpServer {
             config,
             info,
             client,
@@ -354,6 +399,7 @@ impl McpServer {
             _reaper: reaper,
             _child: child,
             _confinement: confinement,
+            _listener: None,
         };
         match tokio::time::timeout(startup, server.list_tools()).await {
             Ok(Ok(tools)) => *server.tools.write().unwrap_or_else(|p| p.into_inner()) = tools,
@@ -366,6 +412,7 @@ impl McpServer {
             }
         }
         server.notes.tools_changed.store(false, Ordering::SeqCst);
+        server._listener = server.listen_for_tool_changes().await;
         Ok(server)
     }
 
@@ -469,22 +516,29 @@ impl McpServer {
         self.notes.tools_changed.load(Ordering::SeqCst)
     }
 
-    /// Calls `tool` with `arguments`, carrying `idempotency_key` in `_meta`; `progress`
-    /// gets each progress notification; `cancel` abandons the call.
+    /// Calls `tool` with `arguments`, carrying `idempotency_key` and `traceparent` in
+    /// `_meta`; `progress` gets each progress notification; `cancel` abandons the call.
     pub async fn call(
         &self,
         tool: &str,
         arguments: Map<String, Value>,
         idempotency_key: Option<&str>,
+        traceparent: Option<&str>,
         progress: &mut (dyn FnMut(&str) + Send),
         cancel: &tokio_util::sync::CancellationToken,
     ) -> CallEnd {
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = Some(arguments);
+        let mut meta = RequestMetaObject::default();
         if let Some(key) = idempotency_key {
-            let mut meta = RequestMetaObject::default();
             meta.0
                 .insert(IDEMPOTENCY_KEY_META.into(), Value::String(key.into()));
+        }
+        if let Some(tp) = traceparent {
+            meta.0
+                .insert(TRACEPARENT_META.into(), Value::String(tp.into()));
+        }
+        if !meta.0.is_empty() {
             params.meta = Some(meta);
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -500,6 +554,7 @@ impl McpServer {
                 return CallEnd::Lost(self.with_stderr(&format!("cannot send the call: {e}")));
             }
         };
+        lazarus_agent::failpoint::hit("mcp/request-sent");
         let token = token_key(&handle.progress_token);
         let (tx, mut rx) = mpsc::unbounded_channel();
         lock(&self.notes.progress).insert(token.clone(), tx);
@@ -548,6 +603,7 @@ impl McpServer {
                 text: content::render(&result),
                 is_error: result.is_error == Some(true),
             },
+            Ok(ServerResult::CreateTaskResult(created)) => CallEnd::Task(created.task),
             Ok(other) => CallEnd::Lost(format!(
                 "the server answered with something that is not a tool result: {}",
                 snippet(&serde_json::to_string(&other).unwrap_or_default())
@@ -560,7 +616,7 @@ impl McpServer {
     }
 
     /// `what`, with the server's last stderr lines when it has some.
-    fn with_stderr(&self, what: &str) -> String {
+    pub(crate) fn with_stderr(&self, what: &str) -> String {
         with_stderr(what, &self.stderr_tail)
     }
 

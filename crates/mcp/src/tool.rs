@@ -13,13 +13,16 @@ use std::time::Duration;
 
 use lazarus_agent::model::ToolSpec;
 use lazarus_agent::tools::{
-    Rerun, Tool, ToolContext, ToolFuture, ToolHooks, ToolOutput, ToolSource, ToolStatus,
+    Reattached, Rerun, TaskHandle, TaskStatus, Tool, ToolContext, ToolFuture, ToolHooks,
+    ToolOutput, ToolSource, ToolStatus,
 };
+use lazarus_session::state::TaskInfo;
 use serde_json::{Map, Value, json};
 
 use crate::McpError;
 use crate::names::{assign, model_name};
 use crate::server::{CallEnd, ListedTool, McpServer};
+use crate::task::{self, Follow};
 
 /// One tool of one server.
 pub struct McpTool {
@@ -58,10 +61,23 @@ impl McpTool {
             "trusted": self.server.config.trusted,
         });
         match v {
-            Value::Object(m) => m,
+            Value::Object(mut m) => {
+                // the server may answer with a task: a call cut off before its task id was
+                // recorded is never sent again (it may be running there still)
+                if self.server.info.tasks {
+                    m.insert("tasks".into(), Value::Bool(true));
+                }
+                m
+            }
             _ => Map::new(),
         }
     }
+}
+
+/// Whether a basis says the server may answer a call with a task (it declared the Tasks
+/// extension when the call started).
+fn basis_tasks(basis: &Map<String, Value>) -> bool {
+    basis.get("tasks") == Some(&Value::Bool(true))
 }
 
 /// Whether a basis (recorded or current) allows a re-run: a trusted server, and a tool that
@@ -69,6 +85,7 @@ impl McpTool {
 pub fn basis_allows_rerun(basis: &Map<String, Value>) -> bool {
     let hint = |k: &str| basis["annotations"].get(k) == Some(&Value::Bool(true));
     basis.get("source") == Some(&Value::String("mcp".into()))
+        && !basis_tasks(basis)
         && basis.get("trusted") == Some(&Value::Bool(true))
         && (hint("readOnlyHint") || hint("idempotentHint"))
 }
@@ -80,6 +97,11 @@ pub fn rerun_refused_why(basis: &Map<String, Value>) -> Option<String> {
         return None;
     }
     let server = basis["server"].as_str().unwrap_or("?");
+    if basis_tasks(basis) {
+        return Some(format!(
+            "MCP server {server} may answer a call with a task: when no task id was recorded (a crash between the request and the record of its task), the call may still be running there, so it is never sent again"
+        ));
+    }
     let hint = |k: &str| basis["annotations"].get(k) == Some(&Value::Bool(true));
     let says = if hint("readOnlyHint") {
         "read-only"
@@ -149,6 +171,37 @@ impl Tool for McpTool {
         then && recorded.idempotent && self.rerun().idempotent
     }
 
+    /// The call's task, asked for again on the same server (never a second `tools/call`).
+    fn reattach<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        task: &'a TaskInfo,
+        hooks: &'a mut dyn ToolHooks,
+    ) -> Option<ToolFuture<'a>> {
+        Some(Box::pin(async move {
+            let fingerprint = self.server.config.fingerprint();
+            if task.fingerprint != fingerprint {
+                let why = format!(
+                    "MCP server {} is another program now (fingerprint {fingerprint}, the task was made on {}): it cannot know task {}",
+                    self.server.config.name, task.fingerprint, task.task_id
+                );
+                hooks.task_reattached(Reattached::Lost(why.clone()));
+                return task::lost(&why);
+            }
+            Follow {
+                server: &self.server,
+                task_id: task.task_id.clone(),
+                status: task.status,
+                interval: task::poll_interval(task.poll_interval_ms),
+                reattach: true,
+                wait: self.server.config.tool_timeout,
+                ttl_note: ttl_note(&task.created_at, task.ttl_ms),
+            }
+            .run(hooks, &ctx.cancel)
+            .await
+        }))
+    }
+
     fn run<'a>(
         &'a self,
         ctx: &'a ToolContext,
@@ -168,12 +221,15 @@ impl Tool for McpTool {
             }
             lazarus_agent::failpoint::hit("mcp/before-request");
             let key = ctx.call.as_ref().map(|c| c.idempotency_key());
+            let traceparent = ctx.call.as_ref().and_then(|c| c.traceparent.clone());
+            let began = std::time::Instant::now();
             let end = self
                 .server
                 .call(
                     &self.tool.name,
                     args.clone(),
                     key.as_deref(),
+                    traceparent.as_deref(),
                     &mut |text: &str| hooks.progress(text),
                     &ctx.cancel,
                 )
@@ -182,6 +238,14 @@ impl Tool for McpTool {
                 lazarus_agent::failpoint::hit("mcp/after-answer");
             }
             match end {
+                CallEnd::Task(task) => {
+                    let wait = self
+                        .server
+                        .config
+                        .tool_timeout
+                        .saturating_sub(began.elapsed());
+                    self.follow_new(task, wait, hooks, &ctx.cancel).await
+                }
                 CallEnd::Answered {
                     text,
                     is_error: false,
@@ -200,9 +264,13 @@ impl Tool for McpTool {
                         self.server.config.tool_timeout.as_secs()
                     ))
                 },
+                // told to stop (notifications/cancelled): recorded as cancelled
                 CallEnd::Abandoned => ToolOutput {
                     status: ToolStatus::Cancelled,
-                    ..ToolOutput::error("cancelled")
+                    settled: true,
+                    ..ToolOutput::error(format!(
+                        "cancelled: the run was stopped while the MCP server {server:?} worked on this call, and the server was told to stop (MCP cancellation). Its effect is unknown: it may have run completely, partly, or not at all. Check before trying again."
+                    ))
                 },
                 CallEnd::Lost(why) => ToolOutput {
                     status: ToolStatus::InDoubt,
@@ -212,6 +280,75 @@ impl Tool for McpTool {
                 },
             }
         })
+    }
+}
+
+impl McpTool {
+    /// A call the server just made a task: the handle is recorded (before any poll), then
+    /// the task is followed to its end within `wait`.
+    async fn follow_new(
+        &self,
+        task: rmcp::model::Task,
+        wait: Duration,
+        hooks: &mut dyn ToolHooks,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> ToolOutput {
+        lazarus_agent::failpoint::hit("mcp/task-answered");
+        let status = match task.status {
+            rmcp::model::TaskStatus::InputRequired => TaskStatus::InputRequired,
+            rmcp::model::TaskStatus::Completed => TaskStatus::Completed,
+            rmcp::model::TaskStatus::Failed => TaskStatus::Failed,
+            rmcp::model::TaskStatus::Cancelled => TaskStatus::Cancelled,
+            _ => TaskStatus::Working,
+        };
+        let handle = TaskHandle {
+            server: self.server.config.name.clone(),
+            fingerprint: self.server.config.fingerprint(),
+            task_id: task.task_id.clone(),
+            status,
+            ttl_ms: task.ttl_ms,
+            poll_interval_ms: task.poll_interval_ms,
+        };
+        if let Err(e) = hooks.task_created(&handle) {
+            // unrecorded, it could never be found again: stop it while it can be told
+            let _ = self
+                .server
+                .cancel_task(&task.task_id, Duration::from_secs(10))
+                .await;
+            return task::lost(&format!(
+                "its task {} could not be recorded ({e}) and was sent tasks/cancel",
+                task.task_id
+            ));
+        }
+        lazarus_agent::failpoint::hit("mcp/task-recorded");
+        Follow {
+            server: &self.server,
+            task_id: task.task_id,
+            status,
+            interval: task::poll_interval(task.poll_interval_ms),
+            reattach: false,
+            wait,
+            ttl_note: String::new(),
+        }
+        .run(hooks, cancel)
+        .await
+    }
+}
+
+/// `, past its TTL of N s` when a task recorded at `created_at` with `ttl_ms` has outlived
+/// it by now.
+fn ttl_note(created_at: &str, ttl_ms: Option<u64>) -> String {
+    let now = lazarus_ledger::clock::now_ts();
+    match (
+        ttl_ms,
+        lazarus_ledger::clock::millis_between(created_at, &now),
+    ) {
+        (Some(ttl), Some(age)) if age > ttl => format!(
+            "; it was recorded {} s ago, past its TTL of {} s",
+            age / 1000,
+            ttl / 1000
+        ),
+        _ => String::new(),
     }
 }
 
@@ -256,6 +393,17 @@ async fn watch_tool_lists(source: Weak<McpSource>) {
                 let before = server.tools_now().len();
                 let now = server.tools().await.len();
                 tracing::info!(server = %server.config.name, before, now, "MCP tool list changed; offered from the next request on");
+            }
+        }
+    }
+}
+
+impl McpSource {
+    /// Fills in each server's negotiated protocol version (a world's `protocol_version`).
+    pub fn record_protocol_versions(&self, world: &mut [lazarus_session::record::WorldMcpServer]) {
+        for w in world {
+            if let Some(s) = self.servers.iter().find(|s| s.config.name == w.name) {
+                w.protocol_version = Some(s.info.protocol_version.clone());
             }
         }
     }

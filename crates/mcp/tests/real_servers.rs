@@ -66,6 +66,7 @@ async fn call(server: &McpServer, tool: &str, a: Value) -> CallEnd {
             tool,
             args(a),
             Some("s/c1"),
+            None,
             &mut |_: &str| {},
             &CancellationToken::new(),
         )
@@ -122,6 +123,9 @@ async fn filesystem_server_lists_annotated_tools_and_writes_files() {
     );
     let server = McpServer::start(s, &ws, None).await.expect("starts");
     assert_eq!(server.info.name, "secure-filesystem-server");
+    // it knows only `initialize`: the 2026-07-28 probe falls back, and no tasks
+    assert_eq!(server.info.protocol_version, "2025-11-25");
+    assert!(!server.info.tasks);
     let tools = server.tools_now();
     let write = tools
         .iter()
@@ -176,6 +180,7 @@ async fn everything_server_reports_progress_and_structured_results() {
             "trigger-long-running-operation",
             args(json!({"duration": 1, "steps": 3})),
             Some("s/c9"),
+            None,
             &mut |t: &str| progress.push(t.to_string()),
             &CancellationToken::new(),
         )
@@ -320,6 +325,7 @@ async fn python_sdk_server_over_streamable_http() {
             "slow",
             args(json!({"steps": 3})),
             Some("s/c2"),
+            None,
             &mut |t: &str| progress.push(t.to_string()),
             &CancellationToken::new(),
         )
@@ -420,7 +426,14 @@ async fn an_abandoned_call_is_cancelled() {
         c2.cancel();
     });
     let end = server
-        .call("work", Map::new(), Some("s/c1"), &mut |_: &str| {}, &cancel)
+        .call(
+            "work",
+            Map::new(),
+            Some("s/c1"),
+            None,
+            &mut |_: &str| {},
+            &cancel,
+        )
         .await;
     assert_eq!(end, CallEnd::Abandoned);
     for _ in 0..100 {
@@ -493,6 +506,7 @@ async fn hostile_tool(
         session: "s".into(),
         call_id: "c1".into(),
         idempotency_key: "s/c1".into(),
+        traceparent: None,
     });
     (tool, ctx)
 }

@@ -9,8 +9,10 @@ use serde::de::{Deserializer, IgnoredAny};
 use serde::{Deserialize, Serialize};
 
 mod host;
+mod mcp;
 mod world;
 pub use host::*;
+pub use mcp::*;
 pub use world::*;
 
 /// The format name in every session header.
@@ -61,6 +63,10 @@ pub enum Record {
     World(Box<World>),
     /// A resumer could not honour the session's world and left it alone.
     NeedsOwner(NeedsOwner),
+    /// A started MCP call became a task on its server: the handle (revision 5).
+    ToolTask(ToolTask),
+    /// A recorded task's status changed.
+    ToolTaskStatus(ToolTaskStatus),
     /// A header record; only valid as line 1, so seeing one here is an error the ledger names.
     #[doc(hidden)]
     Header,
@@ -91,6 +97,8 @@ pub const KINDS: &[&str] = &[
     "host_writes",
     "world",
     "needs_owner",
+    "tool_task",
+    "tool_task_status",
     "host_pending_writes",
     "host_forget",
     "host_items",
@@ -117,6 +125,8 @@ impl Record {
             Record::Host(h) => h.kind(),
             Record::World(_) => "world",
             Record::NeedsOwner(_) => "needs_owner",
+            Record::ToolTask(_) => "tool_task",
+            Record::ToolTaskStatus(_) => "tool_task_status",
             Record::Header => "header",
         }
     }
@@ -141,6 +151,8 @@ impl Record {
             Record::Host(h) => h.data_json(),
             Record::World(d) => serde_json::to_vec(d),
             Record::NeedsOwner(d) => serde_json::to_vec(d),
+            Record::ToolTask(d) => serde_json::to_vec(d),
+            Record::ToolTaskStatus(d) => serde_json::to_vec(d),
             Record::Header => Ok(b"{}".to_vec()),
         }
     }
@@ -174,6 +186,8 @@ impl<'de> lazarus_ledger::Payload<'de> for Record {
             k if k.starts_with(HOST_KIND_PREFIX) => Record::Host(Host::deserialize_kind(k, d)?),
             "world" => Record::World(Box::new(Deserialize::deserialize(d)?)),
             "needs_owner" => Record::NeedsOwner(Deserialize::deserialize(d)?),
+            "tool_task" => Record::ToolTask(Deserialize::deserialize(d)?),
+            "tool_task_status" => Record::ToolTaskStatus(Deserialize::deserialize(d)?),
             "header" => {
                 IgnoredAny::deserialize(d)?;
                 Record::Header
@@ -494,15 +508,6 @@ pub struct ApprovalWait {
     /// From the request to the decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waited_ms: Option<u64>,
-}
-
-/// The MCP tool calls a resume reused, re-ran and closed in doubt.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpCalls {
-    pub calls_reused: u64,
-    pub calls_rerun: u64,
-    pub calls_in_doubt: u64,
 }
 
 /// How `shell` commands were confined.

@@ -15,6 +15,9 @@ const TS: &str = "2026-12-02T10:00:00.000Z";
 
 #[path = "golden/revision6.rs"]
 mod revision6;
+#[path = "support/tasks.rs"]
+mod tasks;
+use tasks::{render_tasks, task_records};
 
 fn records() -> Vec<Record> {
     vec![
@@ -522,6 +525,7 @@ fn world(reason: WorldReason, sandbox: &str) -> World {
                 trusted: false,
                 sandbox: false,
                 source: "/home/dana/project/.mcp.json".into(),
+                protocol_version: None,
             }],
         },
         approval: WorldApproval {
@@ -726,6 +730,7 @@ fn golden_session_is_pinned() {
         ("host.jsonl", render_host(), host_records()),
         ("graph.jsonl", render_graph(), graph_records()),
         ("world.jsonl", render_world(), world_records()),
+        ("tasks.jsonl", render_tasks(), task_records()),
         (
             "graph6.jsonl",
             revision6::render_graph(),
@@ -759,6 +764,7 @@ fn golden_session_is_pinned() {
         .chain(host_records().iter())
         .chain(graph_records().iter())
         .chain(world_records().iter())
+        .chain(task_records().iter())
         .chain(revision6::graph_records().iter())
         .chain(revision6::host_records().iter())
         .map(|r| r.kind())
@@ -1051,12 +1057,20 @@ fn format_doc_shows_every_golden_line() {
         })
         .collect();
     assert_eq!(world_lines.len(), 3);
+    // the tasks golden: its own kinds, and the receipt that counts the task reattached
+    let tasks = render_tasks();
+    let task_lines: Vec<&str> = tasks
+        .lines()
+        .filter(|l| l.contains(r#""kind":"tool_task"#) || l.contains(r#""kind":"resume""#))
+        .collect();
+    assert_eq!(task_lines.len(), 3);
     for line in render()
         .lines()
         .chain(import_line.as_deref())
         .chain(approval_lines.iter().map(String::as_str))
         .chain(host_lines.iter().map(String::as_str))
         .chain(world_lines.iter().copied())
+        .chain(task_lines.iter().copied())
     {
         assert!(
             doc.contains(line),
@@ -1163,4 +1177,63 @@ fn a_header_world_this_build_cannot_read_is_named_not_guessed() {
     assert!(st.world.is_none());
     let why = st.world_unreadable.expect("named");
     assert!(why.contains("upgrade lazarus"), "{why}");
+}
+
+#[test]
+fn golden_tasks_replay_the_handle_and_refuse_a_task_out_of_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = render_tasks();
+    let path = dir.path().join("golden-tasks.jsonl");
+    let store = LocalStore::open(dir.path()).unwrap();
+    let id = SessionId::literal("golden-tasks");
+    let lines: Vec<&str> = text.lines().collect();
+    let upto = |n: usize| {
+        std::fs::write(&path, lines[..=n].join("\n") + "\n").unwrap();
+        store.load(&id).unwrap()
+    };
+    // the handle recorded, no outcome: cut off mid-call, the task to be polled again
+    let st = upto(6);
+    assert_eq!(st.status(), Status::InDoubt);
+    assert!(st.owes_work());
+    let task = st.call("call_1").unwrap().task.as_deref().unwrap().clone();
+    assert_eq!(
+        (task.task_id.as_str(), task.status, task.seq, task.ttl_ms),
+        (tasks::TASK_ID, TaskStatus::Working, 6, Some(900_000))
+    );
+    assert_eq!(task.fingerprint, tasks::FINGERPRINT);
+    // a second handle for the call, and a status naming another task, are refused
+    let again = Record::ToolTask(match &task_records()[5] {
+        Record::ToolTask(t) => t.clone(),
+        _ => unreachable!(),
+    });
+    let err = st.check(&again).unwrap_err();
+    assert!(err.to_string().contains("a task already"), "{err}");
+    let other = Record::ToolTaskStatus(ToolTaskStatus {
+        call_id: "call_1".into(),
+        task_id: "another".into(),
+        status: TaskStatus::Completed,
+        message: None,
+    });
+    let err = st.check(&other).unwrap_err();
+    assert!(err.to_string().contains("another"), "{err}");
+    // a handle before the call started is refused
+    let before = upto(4);
+    let err = before.check(&again).unwrap_err();
+    assert!(err.to_string().contains("no tool_start"), "{err}");
+    // the status change, then the outcome: the call is finished; a status after it refused
+    let st = upto(7);
+    let t = st.call("call_1").unwrap().task.as_deref().unwrap();
+    assert_eq!((t.status, t.status_seq), (TaskStatus::Completed, 7));
+    let st = upto(9);
+    assert_eq!(st.status(), Status::Interrupted);
+    assert!(st.every_call_has_one_result());
+    let late = Record::ToolTaskStatus(ToolTaskStatus {
+        call_id: "call_1".into(),
+        task_id: tasks::TASK_ID.into(),
+        status: TaskStatus::Completed,
+        message: None,
+    });
+    assert!(st.check(&late).is_err());
+    let m = st.last_receipt.as_ref().unwrap().mcp.clone().unwrap();
+    assert_eq!((m.tasks_reattached, m.tasks_still_working), (1, 1));
 }

@@ -76,16 +76,26 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
+/// The OTLP endpoint the environment names, unless telemetry is turned off
+/// (`OTEL_SDK_DISABLED=true`): `Some` exactly when [`Live::from_env`] builds an exporter.
+fn endpoint() -> Option<String> {
+    if env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        return None;
+    }
+    env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
+}
+
+/// Whether the environment turns live telemetry on (then calls carry their span's
+/// `traceparent`: [`crate::spans::traceparent`]).
+pub fn enabled() -> bool {
+    endpoint().is_some()
+}
+
 impl Live {
     /// The exporter the environment asks for, or `None` when telemetry is off (no endpoint
     /// set, or `OTEL_SDK_DISABLED=true`). `model` is the model requests ask for.
     pub fn from_env(model: Option<String>) -> Result<Option<Live>, LiveError> {
-        if env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
-            return Ok(None);
-        }
-        let Some(endpoint) = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
-        else {
+        let Some(endpoint) = endpoint() else {
             return Ok(None);
         };
         if let Some(p) =

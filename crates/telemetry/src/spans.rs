@@ -61,6 +61,18 @@ fn span_id(session_id: &str, seq: u64) -> [u8; 8] {
     out
 }
 
+/// The W3C `traceparent` (version 00, sampled) of the `execute_tool` span of the call whose
+/// `tool_intent` was recorded at `intent_seq`: what a call passes on (MCP's `_meta`, SEP-414)
+/// so the server's spans join the session's trace under that call.
+pub fn traceparent(session_id: &str, intent_seq: u64) -> String {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    format!(
+        "00-{}-{}-01",
+        hex(&trace_id(session_id)),
+        hex(&span_id(session_id, intent_seq))
+    )
+}
+
 /// Nanoseconds since the epoch of a record time (0 when it does not parse).
 pub fn nanos(ts: &str) -> u64 {
     ts.parse::<jiff::Timestamp>()

@@ -172,6 +172,8 @@ async def add_tool(ctx: Context) -> str:
         """A tool that appeared while the client ran."""
         return "late tool ran"
 
+    # 2026-07-28: to the client's `subscriptions/listen` stream; older versions: at once
+    await ctx.notify_tools_changed()
     await ctx.session.send_tool_list_changed()
     return "added"
 

@@ -56,6 +56,7 @@ def main():
         sys.stderr.write("hostile: cannot find my configuration file\n")
         sys.stderr.flush()
         sys.exit(3)
+    initialized = False
     for line in sys.stdin:
         try:
             msg = json.loads(line)
@@ -72,11 +73,14 @@ def main():
             continue
         if MODE == "wrong-id" and method == "initialize":
             mid = 987654
-        if MODE == "garbage" and method != "initialize":
+        # (a 2026-07-28 client probes with server/discover first: answered like any
+        # unknown method, before the misbehaving starts)
+        if MODE == "garbage" and initialized:
             sys.stdout.write("this is not JSON\n")
             send({"jsonrpc": "2.0", "id": 987654, "result": {}})
             send({"jsonrpc": "2.0", "method": "notifications/unknown_thing", "params": {}})
         if method == "initialize":
+            initialized = True
             send({
                 "jsonrpc": "2.0",
                 "id": mid,

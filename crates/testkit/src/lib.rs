@@ -29,6 +29,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod acp_clients;
 pub mod anthropic;
 pub mod mcp_servers;
 pub mod pg;

@@ -48,6 +48,12 @@ pub fn python() -> PathBuf {
     present(cache().join("venv/bin/python"))
 }
 
+/// The Python of the virtualenv holding FastMCP with its Tasks extension (`fastmcp`,
+/// `fastmcp-tasks`, on the official SDK), for `tasks_server.py`.
+pub fn tasks_python() -> PathBuf {
+    present(cache().join("venv-tasks/bin/python"))
+}
+
 /// A test server script in `crates/testkit/mcp-servers/` (e.g. `counter_server.py`).
 pub fn script(name: &str) -> PathBuf {
     present(

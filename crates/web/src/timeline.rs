@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use lazarus_ledger::{FORMAT_VERSION, Header, Parent, Payload};
 use lazarus_session::record::{
     Approval, ApprovalRequest, Compaction, Control, ForkPoint, Input, Interrupted, Record,
-    Response, ResumeReceipt, ToolIntent, ToolOutcome, ToolStart,
+    Response, ResumeReceipt, ToolIntent, ToolOutcome, ToolStart, ToolTask, ToolTaskStatus,
 };
 use lazarus_session::{FORMAT, SessionState, SessionSummary, Status, StoredRecord};
 use serde_json::Value;
@@ -105,6 +105,9 @@ pub struct CallCard {
     pub approval: Option<Stamped<Approval>>,
     /// Why a resume did not run it again (the receipt's words), when it closed it in doubt.
     pub in_doubt_why: Option<String>,
+    /// The task it became on its MCP server, and the latest status recorded for it.
+    pub task: Option<Stamped<ToolTask>>,
+    pub task_status: Option<Stamped<ToolTaskStatus>>,
 }
 
 /// Where a call stands.
@@ -401,6 +404,8 @@ impl Builder {
                         approval_request: None,
                         approval: None,
                         in_doubt_why: None,
+                        task: None,
+                        task_status: None,
                     })
                     .collect();
                 let turn = self.turn_mut(i);
@@ -422,6 +427,8 @@ impl Builder {
             Record::ToolOutcome(d) => self.call_step(&r, d.call_id.clone(), Step::Outcome(d)),
             Record::ApprovalRequest(d) => self.call_step(&r, d.call_id.clone(), Step::Request(d)),
             Record::Approval(d) => self.call_step(&r, d.call_id.clone(), Step::Decision(d)),
+            Record::ToolTask(d) => self.call_step(&r, d.call_id.clone(), Step::Task(d)),
+            Record::ToolTaskStatus(d) => self.call_step(&r, d.call_id.clone(), Step::Status(d)),
             Record::Fork(f) => {
                 self.tl.fork = Some(f.clone());
                 self.push_entry(format!("r{seq}"), seq, ts, Body::Fork(f));
@@ -482,6 +489,8 @@ impl Builder {
             Step::Outcome(d) => c.outcome = Some(Stamped { seq, ts, data: d }),
             Step::Request(d) => c.approval_request = Some(Stamped { seq, ts, data: d }),
             Step::Decision(d) => c.approval = Some(Stamped { seq, ts, data: d }),
+            Step::Task(d) => c.task = Some(Stamped { seq, ts, data: d }),
+            Step::Status(d) => c.task_status = Some(Stamped { seq, ts, data: d }),
         }
         self.touch(entry, seq);
     }
@@ -493,6 +502,8 @@ enum Step {
     Outcome(ToolOutcome),
     Request(ApprovalRequest),
     Decision(Approval),
+    Task(ToolTask),
+    Status(ToolTaskStatus),
 }
 
 /// Builds the timeline of `records` (seq order) for the session `summary` describes.

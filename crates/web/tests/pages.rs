@@ -506,3 +506,73 @@ async fn a_session_left_to_its_owner_says_why_and_what_resumes_it() {
     assert!(!html.contains(XSS), "unescaped: {html}");
     assert_no_inline_code(&html);
 }
+
+#[tokio::test]
+async fn a_calls_task_shows_its_status_and_age_and_the_receipt_counts_it() {
+    let (_d, store) = store();
+    let mut s = store
+        .create(CreateOptions {
+            id: Some("tasks".parse().unwrap()),
+            meta: None,
+        })
+        .unwrap();
+    s.append_input("m1", "user", "build it").unwrap();
+    let call = |id: &str| json!({"call_id": id, "turn": 1, "tool": "mcp__reports__build", "arguments": "{}", "idempotent": false, "idempotency_key": id});
+    let task = |id: &str, t: &str, created: &str| json!({"call_id": id, "server": "reports", "fingerprint": "sha256:ab", "task_id": t, "status": "working", "ttl_ms": 900000, "poll_interval_ms": 500, "created_at": created});
+    for (kind, data) in [
+        ("turn_start", json!({"turn":1,"prev_seq":null,"inputs":[1]})),
+        (
+            "response",
+            json!({"turn":1,"items":[
+                {"type":"tool_call","call_id":"done","name":"mcp__reports__build","arguments":"{}"},
+                {"type":"tool_call","call_id":"live","name":"mcp__reports__build","arguments":"{}"}]}),
+        ),
+        ("tool_intent", call("done")),
+        ("tool_start", json!({"call_id":"done"})),
+        (
+            "tool_task",
+            task("done", "task-finished", "2026-12-02T10:00:00.000Z"),
+        ),
+        (
+            "tool_task_status",
+            json!({"call_id":"done","task_id":"task-finished","status":"completed"}),
+        ),
+        (
+            "tool_outcome",
+            json!({"call_id":"done","status":"ok","result":"built"}),
+        ),
+        (
+            "resume",
+            json!({"trigger":"run","truncated_bytes":0,"records_replayed":7,"calls_reused":0,"calls_rerun":0,"calls_in_doubt":0,"calls_not_started":0,"inputs_pending":0,"every_call_has_one_result":true,"mcp":{"calls_reused":0,"calls_rerun":0,"calls_in_doubt":0,"tasks_reattached":1,"tasks_finished_while_away":1}}),
+        ),
+        ("tool_intent", call("live")),
+        ("tool_start", json!({"call_id":"live"})),
+        (
+            "tool_task",
+            task("live", "task-working", "2026-12-02T10:00:00.000Z"),
+        ),
+    ] {
+        s.append(rec(kind, data)).unwrap();
+    }
+    drop(s);
+    let app = app(&store, Auth::None);
+    let (st, _, html) = get(&app, "/sessions/tasks", &[]).await;
+    assert_eq!(st, StatusCode::OK);
+    // the finished task: its id, its last status, and how long it took (its records' times)
+    assert!(html.contains("task-finished"), "{html}");
+    assert!(
+        html.contains("<strong class=\"task-status\">completed</strong>"),
+        "{html}"
+    );
+    // the one cut off while working: its status, its age from when it was recorded, and that
+    // a resume asks for it again
+    assert!(html.contains("task-working"), "{html}");
+    assert!(
+        html.contains("<strong class=\"task-status\">working</strong>"),
+        "{html}"
+    );
+    assert!(html.contains(" min "), "its age, from 2026-12-02: {html}");
+    assert!(html.contains("Its task is recorded"), "{html}");
+    assert!(html.contains("MCP tasks reattached"), "{html}");
+    assert!(html.contains("1 finished while away"), "{html}");
+}

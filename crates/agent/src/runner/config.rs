@@ -46,6 +46,10 @@ pub struct RunnerConfig {
     /// The name of the environment variable the API key came from (recorded in a session's
     /// world; the key never is).
     pub api_key_env: Option<String>,
+    /// When OpenTelemetry is on: the W3C `traceparent` of a call's `execute_tool` span, from
+    /// the session id and the seq of the call's `tool_intent` (the telemetry crate's mapping),
+    /// passed to the tool (MCP puts it in `_meta`). `None`: off, nothing passed.
+    pub trace_context: Option<fn(&str, u64) -> String>,
 }
 
 /// Why runs are being stopped; shared by a runner's configuration and whoever cancels it.
@@ -89,6 +93,7 @@ impl RunnerConfig {
             },
             approval: ApprovalPolicy::default(),
             api_key_env: None,
+            trace_context: None,
         }
     }
 }

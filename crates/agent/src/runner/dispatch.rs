@@ -5,20 +5,25 @@ use std::time::{Duration, Instant};
 
 use lazarus_session::SessionState;
 use lazarus_session::record::{
-    OutcomeStatus, ProcessRef, Record, ToolIntent, ToolOutcome, ToolStart,
+    OutcomeStatus, ProcessRef, Record, ToolIntent, ToolOutcome, ToolStart, ToolTask, ToolTaskStatus,
 };
 
 use super::approval::{ApprovalMode, Gate};
 use super::transcript::repeats_note;
 use super::{IN_DOUBT_NOTICE, Observer, RunError, RunEvent, Runner, SharedSession, append, lock};
 use crate::process::ProcessGroupRef;
-use crate::tools::{CallRef, ToolContext, ToolHooks, ToolOutput, ToolStatus};
+use crate::tools::{
+    CallRef, Reattached, TaskHandle, TaskStatus, ToolContext, ToolHooks, ToolOutput, ToolStatus,
+};
 
 /// How far one call got.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Step {
     /// Its outcome is recorded (or, stopped by a signal, it is left for resume).
     Done,
+    /// Its recorded task was polled again; what the first poll found (`None`: no poll
+    /// answered, e.g. the run was stopped first).
+    Reattached(Option<Reattached>),
     /// It waits for a person's decision (its request is recorded).
     AwaitingApproval,
 }
@@ -26,8 +31,12 @@ pub(super) enum Step {
 /// What resume must do with one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Plan {
-    RunFresh { has_intent: bool },
+    RunFresh {
+        has_intent: bool,
+    },
     Rerun,
+    /// Cut off after its task was recorded: ask the server for that task again.
+    Reattach,
     InDoubt,
 }
 
@@ -54,6 +63,50 @@ impl Runner {
                 exit_code: None,
                 duration_ms: None,
             },
+            Plan::Reattach => {
+                let Some(task) = call.task.as_deref().cloned() else {
+                    return Err(RunError::Internal(format!(
+                        "call {call_id} has no recorded task to reattach"
+                    )));
+                };
+                observer(RunEvent::ToolRunning {
+                    call_id: &call.call_id,
+                    name: &call.name,
+                    arguments: &call.arguments,
+                });
+                let mut hooks = StartRecorder {
+                    session,
+                    call_id: &call.call_id,
+                    record: false,
+                    reattached: None,
+                    observer: &mut *observer,
+                };
+                let began = Instant::now();
+                let ctx = self.call_context(ctx, st, &call, None);
+                let tool = self.toolbox.get(&call.name);
+                let out = match tool
+                    .as_ref()
+                    .and_then(|t| t.reattach(&ctx, &task, &mut hooks))
+                {
+                    Some(polling) => polling.await,
+                    None => ToolOutput {
+                        status: ToolStatus::InDoubt,
+                        ..ToolOutput::error(format!(
+                            "{IN_DOUBT_NOTICE} (Its task {} on MCP server {} could not be asked for again: {} does not poll tasks here.)",
+                            task.task_id, task.server, call.name
+                        ))
+                    },
+                };
+                let seen = hooks.reattached.take();
+                if out.status == ToolStatus::Cancelled && ctx.cancel.is_cancelled() && !out.settled
+                {
+                    // stopped before the task's end was known: the next resume polls it again
+                    return Ok(Step::Reattached(seen));
+                }
+                let outcome = to_outcome(&call.call_id, out, began.elapsed());
+                append(session, Record::ToolOutcome(outcome), observer)?;
+                return Ok(Step::Reattached(seen));
+            }
             Plan::RunFresh { .. } | Plan::Rerun => {
                 // a call whose intent is recorded keeps the key recorded there
                 let idempotency_key = call
@@ -68,6 +121,7 @@ impl Runner {
                     .and_then(|c| c.approval.as_ref())
                     .is_some_and(|a| a.mode == ApprovalMode::OnRequest.as_str());
                 let arguments = self.tool_arguments(&call.arguments, asked_on_request);
+                let mut intent_seq = None;
                 if plan == (Plan::RunFresh { has_intent: false }) {
                     // arguments outside the tool's schema (a decoy key beside the one that
                     // runs) are refused before anyone is asked, and never reach the tool
@@ -90,7 +144,8 @@ impl Runner {
                         Gate::Wait => return Ok(Step::AwaitingApproval),
                         Gate::Denied => return Ok(Step::Done),
                     }
-                    self.record_intent(session, &call, &idempotency_key, observer)?;
+                    intent_seq =
+                        Some(self.record_intent(session, &call, &idempotency_key, observer)?);
                 }
                 observer(RunEvent::ToolRunning {
                     call_id: &call.call_id,
@@ -102,25 +157,21 @@ impl Runner {
                     call_id: &call.call_id,
                     // a re-run's start is already recorded
                     record: plan != Plan::Rerun,
+                    reattached: None,
                     observer: &mut *observer,
                 };
                 let began = Instant::now();
                 // the call's own context: which call of which session (for idempotency keys)
-                let ctx = ToolContext {
-                    call: Some(CallRef {
-                        session: st.id().to_string(),
-                        call_id: call.call_id.clone(),
-                        idempotency_key,
-                    }),
-                    ..ctx.clone()
-                };
+                let ctx = self.call_context(ctx, st, &call, intent_seq);
                 let out = self
                     .toolbox
                     .run(&ctx, &call.name, &arguments, &mut hooks)
                     .await;
-                if out.status == ToolStatus::Cancelled && ctx.cancel.is_cancelled() {
+                if out.status == ToolStatus::Cancelled && ctx.cancel.is_cancelled() && !out.settled
+                {
                     // Stopped by a signal: leave the call for resume (started → in doubt,
-                    // or not started → runs again).
+                    // or not started → runs again). A tool that settled the call with its
+                    // server (an MCP call told to stop) has its outcome recorded.
                     return Ok(Step::Done);
                 }
                 let mut outcome = to_outcome(&call.call_id, out, began.elapsed());
@@ -142,14 +193,45 @@ impl Runner {
 }
 
 impl Runner {
-    /// Records `call`'s intent, with whether it may be re-run and why, decided now.
+    /// The context one call runs in: which call of which session (its idempotency key, the
+    /// one its intent recorded), and its span's `traceparent` when OpenTelemetry is on.
+    fn call_context(
+        &self,
+        ctx: &ToolContext,
+        st: &SessionState,
+        call: &lazarus_session::Call,
+        intent_seq: Option<u64>,
+    ) -> ToolContext {
+        let idempotency_key = call
+            .intent
+            .as_ref()
+            .map(|i| i.idempotency_key.clone())
+            .unwrap_or_else(|| idempotency_key(st.id(), &call.call_id));
+        let intent_seq = intent_seq.or(call.intent.as_ref().map(|i| i.seq));
+        let traceparent = self
+            .cfg
+            .trace_context
+            .zip(intent_seq)
+            .map(|(f, seq)| f(st.id(), seq));
+        ToolContext {
+            call: Some(CallRef {
+                session: st.id().to_string(),
+                call_id: call.call_id.clone(),
+                idempotency_key,
+                traceparent,
+            }),
+            ..ctx.clone()
+        }
+    }
+
+    /// Records `call`'s intent, with whether it may be re-run and why, decided now; its seq.
     fn record_intent(
         &self,
         session: &SharedSession,
         call: &lazarus_session::Call,
         idempotency_key: &str,
         observer: &mut Observer<'_>,
-    ) -> Result<(), RunError> {
+    ) -> Result<u64, RunError> {
         let rerun = self
             .toolbox
             .get(&call.name)
@@ -167,8 +249,7 @@ impl Runner {
                 rerun_basis: rerun.basis,
             }),
             observer,
-        )?;
-        Ok(())
+        )
     }
 }
 
@@ -195,12 +276,30 @@ fn to_outcome(call_id: &str, out: ToolOutput, took: Duration) -> ToolOutcome {
     }
 }
 
-/// Records `tool_start` durably before the tool's side effect begins.
+/// Records `tool_start` durably before the tool's side effect begins, and a task's handle
+/// and status changes before the tool goes on.
 struct StartRecorder<'a, 'o> {
     session: &'a SharedSession,
     call_id: &'a str,
     record: bool,
+    /// What the first poll of a reattached task found.
+    reattached: Option<Reattached>,
     observer: &'a mut Observer<'o>,
+}
+
+impl StartRecorder<'_, '_> {
+    fn append(&mut self, rec: Record) -> Result<(), String> {
+        let kind = rec.kind();
+        let data = rec.data_value();
+        let stored = lock(self.session).append(rec).map_err(|e| e.to_string())?;
+        (self.observer)(RunEvent::Record {
+            seq: stored.seq,
+            ts: &stored.ts,
+            kind,
+            data,
+        });
+        Ok(())
+    }
 }
 
 impl ToolHooks for StartRecorder<'_, '_> {
@@ -208,22 +307,13 @@ impl ToolHooks for StartRecorder<'_, '_> {
         if !self.record {
             return Ok(());
         }
-        let rec = Record::ToolStart(ToolStart {
+        self.append(Record::ToolStart(ToolStart {
             call_id: self.call_id.to_string(),
             process: process.map(|p| ProcessRef {
                 pgid: p.pgid,
                 start_time_ticks: p.start_time_ticks,
             }),
-        });
-        let data = rec.data_value();
-        let stored = lock(self.session).append(rec).map_err(|e| e.to_string())?;
-        (self.observer)(RunEvent::Record {
-            seq: stored.seq,
-            ts: &stored.ts,
-            kind: "tool_start",
-            data,
-        });
-        Ok(())
+        }))
     }
 
     fn progress(&mut self, text: &str) {
@@ -231,5 +321,36 @@ impl ToolHooks for StartRecorder<'_, '_> {
             call_id: self.call_id,
             text,
         });
+    }
+
+    fn task_created(&mut self, task: &TaskHandle) -> Result<(), String> {
+        self.append(Record::ToolTask(ToolTask {
+            call_id: self.call_id.to_string(),
+            server: task.server.clone(),
+            fingerprint: task.fingerprint.clone(),
+            task_id: task.task_id.clone(),
+            status: task.status,
+            ttl_ms: task.ttl_ms,
+            poll_interval_ms: task.poll_interval_ms,
+            created_at: lazarus_ledger::clock::now_ts(),
+        }))
+    }
+
+    fn task_status(
+        &mut self,
+        task_id: &str,
+        status: TaskStatus,
+        message: Option<&str>,
+    ) -> Result<(), String> {
+        self.append(Record::ToolTaskStatus(ToolTaskStatus {
+            call_id: self.call_id.to_string(),
+            task_id: task_id.to_string(),
+            status,
+            message: message.map(str::to_string),
+        }))
+    }
+
+    fn task_reattached(&mut self, seen: Reattached) {
+        self.reattached.get_or_insert(seen);
     }
 }

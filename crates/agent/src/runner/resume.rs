@@ -5,14 +5,16 @@
 
 use std::time::Duration;
 
-use lazarus_session::record::{McpCalls, ProcessRef, Record, ResumeReceipt, SandboxRecord};
+use lazarus_session::record::{
+    McpCalls, OutcomeStatus, ProcessRef, Record, ResumeReceipt, SandboxRecord,
+};
 use lazarus_session::{CallState, Status};
 
 use super::dispatch::{Plan, Step};
 use super::{Observer, RunError, Runner, SharedSession, append, lock};
 use crate::process::{self, ProcessGroupRef};
 use crate::sandbox::Sandbox;
-use crate::tools::{Rerun, ToolContext};
+use crate::tools::{Reattached, Rerun, ToolContext};
 
 impl Runner {
     /// Resume actions and receipt, when the session was cut off (or stopped) mid-work.
@@ -66,6 +68,8 @@ impl Runner {
                 CallState::Finished => continue,
                 CallState::NotStarted => Plan::RunFresh { has_intent: false },
                 CallState::IntentOnly => Plan::RunFresh { has_intent: true },
+                // its task was recorded: ask the server for it again, never call again
+                CallState::StartedNoOutcome if call.task.is_some() => Plan::Reattach,
                 CallState::StartedNoOutcome => {
                     // what was recorded when the call started, and the tool's own word on it
                     let recorded = call.intent.as_ref().map(|i| Rerun {
@@ -94,6 +98,7 @@ impl Runner {
                 }
             };
             match plan {
+                Plan::Reattach => mcp.tasks_reattached += 1,
                 Plan::RunFresh { .. } => receipt.calls_not_started += 1,
                 Plan::Rerun => {
                     receipt.calls_rerun += 1;
@@ -112,9 +117,41 @@ impl Runner {
             let step = self
                 .execute_call(session, &st, &call.call_id, plan, ctx, observer)
                 .await?;
-            if step == Step::AwaitingApproval {
+            match step {
                 // the calls after it wait too; the drive stops at it
-                break;
+                Step::AwaitingApproval => break,
+                Step::Reattached(seen) => {
+                    // closed in doubt: the server no longer knew the task (or could not be
+                    // asked, or lost it while it was polled again)
+                    let lost = lock(session)
+                        .state()
+                        .call(&call.call_id)
+                        .and_then(|c| c.outcome.as_ref())
+                        .is_some_and(|o| o.status == OutcomeStatus::InDoubt);
+                    match seen {
+                        _ if lost => {
+                            mcp.tasks_lost += 1;
+                            receipt.calls_in_doubt += 1;
+                            mcp.calls_in_doubt += 1;
+                            let why = match seen {
+                                Some(Reattached::Lost(why)) => why,
+                                _ => format!(
+                                    "its task could not be followed to its end on the MCP server of {}",
+                                    call.name
+                                ),
+                            };
+                            receipt.in_doubt.push(lazarus_session::record::InDoubtCall {
+                                call_id: call.call_id.clone(),
+                                tool: call.name.clone(),
+                                why,
+                            });
+                        }
+                        Some(Reattached::StillWorking) => mcp.tasks_still_working += 1,
+                        Some(Reattached::FinishedWhileAway) => mcp.tasks_finished_while_away += 1,
+                        Some(Reattached::Lost(_)) | None => {}
+                    }
+                }
+                Step::Done => {}
             }
         }
         if mcp != McpCalls::default() {

@@ -20,8 +20,8 @@ pub use fs::{EditFileTool, ListDirTool, ReadFileTool, WriteFileTool};
 pub use path::{PathError, Workspace};
 pub use shell::{GATE_REFUSED_EXIT, ShellTool};
 pub use tool::{
-    CallRef, NoHooks, Rerun, Tool, ToolContext, ToolFuture, ToolHooks, ToolOutput, ToolStatus,
-    outside_schema,
+    CallRef, NoHooks, Reattached, Rerun, TaskHandle, TaskStatus, Tool, ToolContext, ToolFuture,
+    ToolHooks, ToolOutput, ToolStatus, outside_schema,
 };
 pub use toolbox::{ToolSource, Toolbox};
 

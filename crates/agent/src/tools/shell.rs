@@ -457,6 +457,7 @@ async fn run_shell(ctx: &ToolContext, arguments: &Value, hooks: &mut dyn ToolHoo
         text: render(output, &note).await,
         exit_code,
         effect_started: true,
+        settled: false,
     }
 }
 

@@ -43,6 +43,12 @@ pub struct ToolOutput {
     /// a start.
     #[serde(default = "yes")]
     pub effect_started: bool,
+    /// The run was stopped, and the tool still knows how the call ended — it told its
+    /// server to stop and heard back (an MCP call given `notifications/cancelled`, a task
+    /// cancelled with `tasks/cancel`): the runner records this outcome instead of leaving the
+    /// call for resume.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub settled: bool,
 }
 
 fn yes() -> bool {
@@ -56,6 +62,7 @@ impl ToolOutput {
             text: text.into(),
             exit_code: None,
             effect_started: true,
+            settled: false,
         }
     }
 
@@ -65,6 +72,7 @@ impl ToolOutput {
             text: text.into(),
             exit_code: None,
             effect_started: true,
+            settled: false,
         }
     }
 
@@ -85,6 +93,51 @@ pub trait ToolHooks: Send {
 
     /// What a long call reports of its progress (for the terminal; not recorded).
     fn progress(&mut self, _text: &str) {}
+
+    /// The call became a task on its server (an MCP task handle): recorded durably
+    /// (`tool_task`) before this returns, so the tool must not poll the task before it
+    /// returns `Ok`. `Err(reason)`: it could not be recorded; the tool should cancel the task.
+    fn task_created(&mut self, _task: &TaskHandle) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// The task's status changed (`tool_task_status`, recorded before this returns).
+    fn task_status(
+        &mut self,
+        _task_id: &str,
+        _status: TaskStatus,
+        _message: Option<&str>,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// What the first poll of a task reattached after a crash found (for the receipt).
+    fn task_reattached(&mut self, _seen: Reattached) {}
+}
+
+pub use lazarus_session::record::TaskStatus;
+
+/// A task a call became on its server, as a tool reports it to the runner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskHandle {
+    /// The configured server name, and its fingerprint (the program).
+    pub server: String,
+    pub fingerprint: String,
+    pub task_id: String,
+    pub status: TaskStatus,
+    pub ttl_ms: Option<u64>,
+    pub poll_interval_ms: Option<u64>,
+}
+
+/// What the first poll of a task found when a resume asked its server for it again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reattached {
+    /// Still working (or waiting for input): polled on.
+    StillWorking,
+    /// It ended while nobody polled (completed, failed or cancelled).
+    FinishedWhileAway,
+    /// The server no longer knows it (why, in words): the call is in doubt.
+    Lost(String),
 }
 
 /// Hooks that accept everything (for tests and tools run outside a session).
@@ -123,6 +176,9 @@ pub struct CallRef {
     pub call_id: String,
     /// The key its intent recorded, `<session>/<call id>`: a re-run on resume sends the same.
     pub idempotency_key: String,
+    /// The W3C `traceparent` of the call's `execute_tool` span, when OpenTelemetry is on
+    /// (an MCP call passes it on in `_meta`, so the server's spans join the session's trace).
+    pub traceparent: Option<String>,
 }
 
 impl CallRef {
@@ -210,6 +266,20 @@ pub trait Tool: Send + Sync {
             "{} is not idempotent: running it again could repeat its effect",
             self.name()
         )
+    }
+
+    /// On resume, for a call cut off after its task was recorded (`task`): asks the server
+    /// for that task again — never calls the tool a second time — and waits for its end,
+    /// reporting status changes and what the first poll found through `hooks`. `None`: the
+    /// tool has no tasks (the call is closed in doubt).
+    fn reattach<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        task: &'a lazarus_session::state::TaskInfo,
+        hooks: &'a mut dyn ToolHooks,
+    ) -> Option<ToolFuture<'a>> {
+        let _ = (ctx, task, hooks);
+        None
     }
 
     /// Runs the call. Must call `hooks.started` right before the side effect and perform no

@@ -130,6 +130,18 @@ fn show_event(ev: &RunEvent<'_>, json: bool) {
         } => print_line(&format!("\n→ {} {}", escape(name), escape(arguments))),
         RunEvent::ToolProgress { text, .. } => print_line(&format!("  … {}", escape(text))),
         RunEvent::Record { kind, data, .. } => match *kind {
+            "tool_task" => print_line(&format!(
+                "  … task {} on {}: {} (polled every {} ms)",
+                escape(data["task_id"].as_str().unwrap_or("?")),
+                escape(data["server"].as_str().unwrap_or("?")),
+                data["status"].as_str().unwrap_or("?"),
+                data["poll_interval_ms"].as_u64().unwrap_or(1000)
+            )),
+            "tool_task_status" => print_line(&format!(
+                "  … task {}: {}",
+                escape(data["task_id"].as_str().unwrap_or("?")),
+                data["status"].as_str().unwrap_or("?")
+            )),
             "tool_outcome" => {
                 let result = data["result"].as_str().unwrap_or("");
                 let mut lines: Vec<&str> = result.lines().take(12).collect();
@@ -177,7 +189,25 @@ fn mcp_counts(m: &serde_json::Value) -> String {
         return String::new();
     }
     format!(
-        " (MCP: {} reused, {} re-run, {} in doubt)",
-        m["calls_reused"], m["calls_rerun"], m["calls_in_doubt"]
+        " (MCP: {} reused, {} re-run, {} in doubt{})",
+        m["calls_reused"],
+        m["calls_rerun"],
+        m["calls_in_doubt"],
+        task_counts(m)
+    )
+}
+
+/// `; tasks: 1 reattached (1 still working)` when a resume asked for recorded tasks again.
+pub(crate) fn task_counts(m: &serde_json::Value) -> String {
+    let n = |k: &str| m[k].as_u64().unwrap_or(0);
+    if n("tasks_reattached") == 0 {
+        return String::new();
+    }
+    format!(
+        "; tasks: {} reattached ({} finished while away, {} still working, {} lost)",
+        n("tasks_reattached"),
+        n("tasks_finished_while_away"),
+        n("tasks_still_working"),
+        n("tasks_lost")
     )
 }

@@ -2,7 +2,7 @@
 //! it continues where it stopped. `picker` holds `lazarus resume`, `live` what a run prints.
 
 mod approve;
-mod live;
+pub(crate) mod live;
 mod picker;
 mod world;
 
@@ -173,6 +173,10 @@ fn check_arguments(args: &RunArgs) -> Result<Checked> {
     }
     let mut cfg = plan.model.runner_config(workspace.clone(), true)?;
     cfg.api_key_env = Some(plan.model.api_key_var().to_string());
+    // OpenTelemetry on: each call passes its span on (an MCP call in `_meta`)
+    if lazarus_telemetry::live::enabled() {
+        cfg.trace_context = Some(lazarus_telemetry::spans::traceparent);
+    }
     // the session files are not the shell's to read
     cfg.sandbox = Arc::new(cfg.sandbox.as_ref().clone().deny(args.store.local_dir()?));
     let grants = crate::approvals::grants()
@@ -297,8 +301,11 @@ async fn run_async(args: RunArgs, checked: Checked) -> Result<i32> {
     } = checked;
     // the MCP servers start before anything is written: one that fails stops the run here
     let mcp = crate::mcp::start(&mcp, &workspace, &cfg.sandbox).await?;
+    let mut world = world;
     if let Some(source) = &mcp {
         toolbox.add_source(source.clone());
+        // what each server and Lazarus agreed on, for the world a new session records
+        source.record_protocol_versions(&mut world.tools.mcp);
     }
     let runner = runner.with_toolbox(toolbox).with_world(world.clone());
     let store = args.store.open()?;

@@ -324,6 +324,21 @@ impl Printer {
                     .map(|g| format!(" (process group {g})"))
                     .unwrap_or_default()
             ),
+            "tool_task" => writeln!(
+                out,
+                "{at}   call {}: task {} on MCP server {}: {}",
+                escape(&s("call_id")),
+                escape(&s("task_id")),
+                escape(&s("server")),
+                escape(&s("status"))
+            ),
+            "tool_task_status" => writeln!(
+                out,
+                "{at}   call {}: task {}: {}",
+                escape(&s("call_id")),
+                escape(&s("task_id")),
+                escape(&s("status"))
+            ),
             "tool_outcome" => {
                 let result = s("result");
                 let status = s("status");
@@ -535,10 +550,11 @@ fn receipt(d: &Value) -> String {
     if d["mcp"].is_object() {
         let m = |k: &str| d["mcp"][k].as_u64().unwrap_or(0);
         s.push_str(&format!(
-            "; MCP calls: {} reused, {} re-run, {} in doubt",
+            "; MCP calls: {} reused, {} re-run, {} in doubt{}",
             m("calls_reused"),
             m("calls_rerun"),
-            m("calls_in_doubt")
+            m("calls_in_doubt"),
+            crate::run::live::task_counts(&d["mcp"])
         ));
     }
     if let Some(t) = d["open_turn"].as_u64() {

@@ -97,6 +97,13 @@ pub struct WorldMcpServer {
     pub sandbox: bool,
     /// Where it was configured: a `.mcp.json` file's path, or `config.toml`.
     pub source: String,
+    /// The MCP protocol version the server and Lazarus agreed on when the world was recorded
+    /// (`2026-07-28`, `2025-11-25`, …; revision 5, absent before and where no server was
+    /// started). Not compared: it is what a start negotiated, not a choice, and a server
+    /// upgraded in place is the same program; a task recorded under a version the server no
+    /// longer speaks is judged when it is polled (unknown to the server: in doubt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
 }
 
 /// When a person must allow a call.

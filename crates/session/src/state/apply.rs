@@ -2,7 +2,7 @@
 
 use crate::record::{Decision, Record, Scope};
 
-use super::call::{ApprovalInfo, Call, DecisionInfo, IntentInfo, OutcomeInfo, StartInfo};
+use super::call::{ApprovalInfo, Call, DecisionInfo, IntentInfo, OutcomeInfo, StartInfo, TaskInfo};
 use super::compaction::CompactionState;
 use super::{ContextEntry, LastResponse, PendingInput, SessionState};
 
@@ -71,6 +71,7 @@ impl SessionState {
                         start: None,
                         outcome: None,
                         approval: None,
+                        task: None,
                     });
                 }
                 self.last_response = Some(LastResponse {
@@ -92,6 +93,7 @@ impl SessionState {
             Record::ToolIntent(i) => {
                 if let Some(call) = self.call_mut(&i.call_id) {
                     call.intent = Some(IntentInfo {
+                        seq,
                         idempotent: i.idempotent,
                         idempotency_key: i.idempotency_key,
                         rerun_basis: i.rerun_basis.map(Box::new),
@@ -181,6 +183,29 @@ impl SessionState {
             Record::Host(h) => self.apply_host(seq, h),
             Record::World(w) => self.world = Some(super::WorldAt { seq, world: *w }),
             Record::NeedsOwner(n) => self.needs_owner = Some((seq, n)),
+            Record::ToolTask(t) => {
+                if let Some(call) = self.call_mut(&t.call_id) {
+                    call.task = Some(Box::new(TaskInfo {
+                        seq,
+                        server: t.server,
+                        fingerprint: t.fingerprint,
+                        task_id: t.task_id,
+                        ttl_ms: t.ttl_ms,
+                        poll_interval_ms: t.poll_interval_ms,
+                        created_at: t.created_at,
+                        status: t.status,
+                        status_seq: seq,
+                        message: None,
+                    }));
+                }
+            }
+            Record::ToolTaskStatus(t) => {
+                if let Some(task) = self.call_mut(&t.call_id).and_then(|c| c.task.as_mut()) {
+                    task.status = t.status;
+                    task.status_seq = seq;
+                    task.message = t.message;
+                }
+            }
             Record::Header => {}
         }
     }

@@ -31,6 +31,26 @@ pub struct Call {
     /// The approval asked for before it could start, and the decision (boxed: most calls
     /// have none).
     pub approval: Option<Box<ApprovalInfo>>,
+    /// The task the call became on its MCP server, when it did (boxed: rare).
+    pub task: Option<Box<TaskInfo>>,
+}
+
+/// What `tool_task` (and the `tool_task_status` records after it) recorded for a call: the
+/// handle a resume polls again, and the latest status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskInfo {
+    /// Seq of the `tool_task` record.
+    pub seq: u64,
+    pub server: String,
+    pub fingerprint: String,
+    pub task_id: String,
+    pub ttl_ms: Option<u64>,
+    pub poll_interval_ms: Option<u64>,
+    pub created_at: String,
+    /// The latest status recorded, its seq, and what the server said with it.
+    pub status: crate::record::TaskStatus,
+    pub status_seq: u64,
+    pub message: Option<String>,
 }
 
 /// What an `approval_request` (and the `approval` answering it) recorded for a call.
@@ -66,6 +86,8 @@ impl ApprovalInfo {
 /// What a `tool_intent` recorded beyond the call itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntentInfo {
+    /// Seq of the `tool_intent` record (the call's span begins there).
+    pub seq: u64,
     pub idempotent: bool,
     pub idempotency_key: String,
     /// The facts `idempotent` rests on, as recorded (boxed: rare, and a call is kept per

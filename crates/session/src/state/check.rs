@@ -52,6 +52,18 @@ pub enum ReplayError {
     OutcomeWithoutIntent { call_id: String },
     #[error("call {call_id:?} finished twice")]
     CallFinishedTwice { call_id: String },
+    #[error(
+        "tool_task for call {call_id:?}, which has no tool_start, or an outcome already, or a task already"
+    )]
+    MisplacedTask { call_id: String },
+    #[error(
+        "tool_task_status for call {call_id:?} names task {found:?}, but the call's recorded task is {expected:?} (or it has none, or an outcome already)"
+    )]
+    TaskStatusMismatch {
+        call_id: String,
+        expected: Option<String>,
+        found: String,
+    },
     #[error("a fork record may only follow the copied prefix")]
     MisplacedFork,
     #[error(
@@ -331,6 +343,28 @@ impl SessionState {
             }
             Record::Host(h) => self.check_host(h)?,
             Record::World(_) | Record::NeedsOwner(_) => {}
+            Record::ToolTask(t) => match self.call(&t.call_id) {
+                Some(c) if c.start.is_some() && c.outcome.is_none() && c.task.is_none() => {}
+                _ => {
+                    return Err(ReplayError::MisplacedTask {
+                        call_id: t.call_id.clone(),
+                    });
+                }
+            },
+            Record::ToolTaskStatus(t) => {
+                let call = self.call(&t.call_id);
+                let expected = call
+                    .and_then(|c| c.task.as_ref())
+                    .map(|k| k.task_id.clone());
+                let open = call.is_some_and(|c| c.outcome.is_none());
+                if !open || expected.as_deref() != Some(t.task_id.as_str()) {
+                    return Err(ReplayError::TaskStatusMismatch {
+                        call_id: t.call_id.clone(),
+                        expected,
+                        found: t.task_id.clone(),
+                    });
+                }
+            }
             Record::Header => return Err(ReplayError::MisplacedHeader),
         }
         Ok(())

@@ -29,7 +29,9 @@ mod compaction;
 mod host;
 mod status;
 
-pub use call::{ApprovalInfo, Call, CallState, DecisionInfo, IntentInfo, OutcomeInfo, StartInfo};
+pub use call::{
+    ApprovalInfo, Call, CallState, DecisionInfo, IntentInfo, OutcomeInfo, StartInfo, TaskInfo,
+};
 pub use check::ReplayError;
 pub use compaction::{COMPACT_ACTION, CompactionState};
 pub use host::{CheckpointKey, HostCall, HostGraph, HostState, HostWriteAt};

@@ -99,7 +99,8 @@ pub enum Status {
     /// Cut off mid-turn: resume continues it.
     Interrupted,
     /// Cut off while a tool call was running: its effect is unknown until resume re-runs it
-    /// (idempotent) or closes it as in doubt and tells the model.
+    /// (idempotent), polls the task it became on its MCP server (its `tool_task` recorded),
+    /// or closes it as in doubt and tells the model.
     InDoubt,
     /// Stopped cleanly on request (signal, shutdown); resumable.
     Stopped,
@@ -178,7 +179,7 @@ pub fn owes_work_from_tail(kind: &str, data: &serde_json::Value) -> bool {
         "approval" => true,
         "response" => status_from_tail(kind, data) == Status::Interrupted,
         "input" | "control" | "turn_start" | "tool_intent" | "tool_start" | "tool_outcome"
-        | "resume" | "interrupted" | "fork" => true,
+        | "tool_task" | "tool_task_status" | "resume" | "interrupted" | "fork" => true,
         // automatic ones are written only while work is owed, manual ones only when not
         "compaction" => data["trigger"] != "manual",
         // A kind this build does not know: say "maybe" rather than leave work behind.
@@ -230,7 +231,8 @@ pub fn owes_work_from_records(records: &[(&str, &serde_json::Value)]) -> Option<
                 return Some(false);
             }
             "approval_request" => {}
-            "input" | "tool_intent" | "tool_start" | "tool_outcome" => owed(),
+            "input" | "tool_intent" | "tool_start" | "tool_task" | "tool_task_status"
+            | "tool_outcome" => owed(),
             // a stop is recorded only where work is left; anything after it dealt with it
             "interrupted" if last => owed(),
             "interrupted" | "fork" => {}
@@ -260,7 +262,8 @@ pub fn status_from_tail(kind: &str, data: &serde_json::Value) -> Status {
     match kind {
         "header" => Status::New,
         "input" | "control" => Status::Pending,
-        "tool_start" | "host_call_intent" => Status::InDoubt,
+        // a call started (its task recorded or not) without an outcome
+        "tool_start" | "tool_task" | "tool_task_status" | "host_call_intent" => Status::InDoubt,
         "needs_owner" => Status::NeedsOwner,
         // a world alone says nothing of the work: "maybe owed", as for a turn cut off
         "world" => Status::Interrupted,

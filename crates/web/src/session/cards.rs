@@ -95,6 +95,17 @@ pub(super) fn card(ctx: &Ctx, e: &Entry, t: &Turn, c: &CallCard) -> Markup {
                         None => span.muted { "—" }
                     }
                 }
+                @if let Some(k) = &c.task {
+                    li.step.on.task-step {
+                        "task " code.task-id title="the MCP server's task id" { (k.data.task_id) }
+                        " · " strong.task-status { (task_status(c)) }
+                        " · " span.task-age title="since the task was created" { (task_age(ctx, c)) }
+                        " " (seq_time(ctx, k.seq, &k.ts))
+                        @if let Some(m) = c.task_status.as_ref().and_then(|s| s.data.message.as_deref()) {
+                            " · " q { (marked(m)) }
+                        }
+                    }
+                }
                 li class=@if c.outcome.is_some() { "step on" } @else { "step" } {
                     "outcome "
                     @match &c.outcome {
@@ -141,7 +152,11 @@ pub(super) fn card(ctx: &Ctx, e: &Entry, t: &Turn, c: &CallCard) -> Markup {
             @if cut_off {
                 div.notice.pending-doubt {
                     strong { "Cut off while running." }
-                    " Its effect is unknown. At resume it is run again if it is idempotent; otherwise it is closed as in doubt and the model is told so — never silently run twice."
+                    @if c.task.is_some() {
+                        " Its task is recorded: at resume the MCP server is asked for it again (never a second call); it is in doubt only if the server no longer knows it."
+                    } @else {
+                        " Its effect is unknown. At resume it is run again if it is idempotent; otherwise it is closed as in doubt and the model is told so — never silently run twice."
+                    }
                 }
             }
             @if let Some(o) = &c.outcome {
@@ -159,6 +174,33 @@ pub(super) fn card(ctx: &Ctx, e: &Entry, t: &Turn, c: &CallCard) -> Markup {
             }
         }
     }
+}
+
+/// The task's latest recorded status.
+fn task_status(c: &CallCard) -> String {
+    let status = c.task_status.as_ref().map(|s| s.data.status);
+    status
+        .or(c.task.as_ref().map(|k| k.data.status))
+        .map(|s| s.as_str().replace('_', " "))
+        .unwrap_or_default()
+}
+
+/// How old the task is: from its handle to its end (the terminal status, else the outcome),
+/// or to now while it has none.
+fn task_age(ctx: &Ctx, c: &CallCard) -> String {
+    let Some(k) = &c.task else {
+        return String::new();
+    };
+    let ended = c
+        .task_status
+        .as_ref()
+        .filter(|s| s.data.status.is_terminal())
+        .map(|s| s.ts.clone())
+        .or_else(|| c.outcome.as_ref().map(|o| o.ts.clone()));
+    let to = ended.unwrap_or_else(|| lazarus_ledger::clock::format_ts(ctx.now));
+    lazarus_ledger::clock::millis_between(&k.data.created_at, &to)
+        .map(duration)
+        .unwrap_or_else(|| "age unknown".into())
 }
 
 fn decision_words(a: &Approval) -> &'static str {

@@ -71,6 +71,9 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
                         div { dt { "calls not started" } dd { (r.calls_not_started) } }
                         @if let Some(m) = &r.mcp {
                             div class=@if m.calls_in_doubt > 0 { "hl" } { dt { "MCP calls" } dd { (m.calls_reused) " reused, " (m.calls_rerun) " re-run, " (m.calls_in_doubt) " in doubt" } }
+                            @if m.tasks_reattached > 0 {
+                                div class=@if m.tasks_lost > 0 { "hl" } { dt { "MCP tasks reattached" } dd { (m.tasks_reattached) " (" (m.tasks_finished_while_away) " finished while away, " (m.tasks_still_working) " still working, " (m.tasks_lost) " lost)" } }
+                            }
                         }
                         div { dt { "processes terminated" } dd { (r.processes_terminated) } }
                         div { dt { "inputs pending" } dd { (r.inputs_pending) } }
