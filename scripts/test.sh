@@ -3,8 +3,8 @@
 # PostgreSQL store against a throwaway server, and the end-to-end run against a real small
 # model served locally, and boot-resume against the real agents installed from npm
 # (scripts/e2e-real-agents.sh), and MCP tools against real servers (scripts/mcp-servers/setup.sh
-# installs them, cached), and the Python package against the real OpenAI Agents SDK and
-# LangGraph (scripts/python-tests.sh, cached). Needs PostgreSQL 15 binaries, Python 3 with pip, npm and tmux
+# installs them, cached), and the Python package, from its wheel, against the real OpenAI Agents
+# SDK and LangGraph (scripts/python-tests.sh; the wheel is $LAZARUS_WHEEL or built, cached). Needs PostgreSQL 15 binaries, Python 3 with pip, npm and tmux
 # (.ci/run installs what is missing). Heavy variants: LAZARUS_CRASH_CYCLES, LAZARUS_POWER_TRIALS,
 # LAZARUS_RUN_CRASH_ROUNDS (see docs/testing.md).
 set -euo pipefail
@@ -48,7 +48,7 @@ cargo nextest run --workspace --run-ignored only \
 echo "== the workspace test suite"
 cargo nextest run --workspace
 
-echo "== the Python package: pip install ./python, the Agents SDK session and the LangGraph saver"
+echo "== the Python package from its wheel: the Agents SDK session and the LangGraph saver"
 bash scripts/python-tests.sh
 
 echo "== the documentation examples (nextest does not run doctests)"

@@ -21,6 +21,7 @@ from lazarus._native import (
     NativeSession,
     NativeStore,
     NotFoundError,
+    UnsafeValueError,
 )
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "NativeSession",
     "NativeStore",
     "NotFoundError",
+    "UnsafeValueError",
 ]
 
 log = logging.getLogger("lazarus")

@@ -209,3 +209,72 @@ fn rename_changes_the_title_of_list_and_show_and_clear_brings_the_first_input_ba
     assert_eq!(run(&["rename", "s", "   "]).0, Some(1));
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), before);
 }
+
+/// Copies the sessions the real frameworks wrote through the `lazarus` package
+/// (`crates/session/tests/fixtures/host`, made by `scripts/python-fixtures.py`).
+fn host_fixtures() -> tempfile::TempDir {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../session/tests/fixtures/host");
+    let d = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), d.path().join(e.file_name())).unwrap();
+    }
+    d
+}
+
+/// A LangGraph thread: each record's values decoded as JSON, then the thread as it is now,
+/// each step with its node, channels, writes and interrupts; a value outside the allowlist
+/// (someone else's `os.system`) labelled as it is, and the command succeeds.
+#[test]
+fn a_langgraph_thread_shows_its_steps_with_values_as_json() {
+    let d = host_fixtures();
+    let out = show(
+        d.path(),
+        "h.user_42_weather.fa0736964c72c6c2605d483556f23d98",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in [
+        "thread user:42/weather now: 10 checkpoint(s)",
+        "step 0 (loop) after __start__",
+        "step 1 (loop) after agent",
+        "in subgraph search:",
+        "writes of approve against checkpoint",
+        r#""content":"Is it sunny in Paris?""#,
+        r#""content":"Sent (yes).""#,
+        r#"facts = {"when":"2026-12-02","id":"01234567-89ab-cdef-0123-456789abcdef"}"#,
+        r#"INTERRUPTED: [{"$type":"langgraph.types.Interrupt","value":{"question":"Send the answer?""#,
+        r#""$not_decoded":"it constructs os.system, which is outside the allowlist""#,
+        r#""$not_decoded":"it constructs __main__.Reading, which is outside the allowlist""#,
+    ] {
+        assert!(text.contains(needle), "{needle}:\n{text}");
+    }
+    assert!(!text.contains("\"b64\""), "a raw blob:\n{text}");
+}
+
+/// An Agents SDK session: its items as a conversation, and the call its program announced
+/// without an outcome named in doubt.
+#[test]
+fn an_agents_session_shows_a_conversation_and_its_call_in_doubt() {
+    let d = host_fixtures();
+    let out = show(d.path(), "chat-paris");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for needle in [
+        "> What is the weather in Paris?",
+        r#"call get_weather {"city":"Paris"}  [call_w]"#,
+        "= sunny, 21 C  [call_w]",
+        "< It is sunny, 21 C.",
+        "> Book a table outside <b>tonight</b>.",
+        r#"CALL book_table {"when":"20:00"} announced  [call_b]"#,
+        "history now: 5 item(s)",
+        r#"IN DOUBT: book_table {"when":"20:00"}  [call_b, announced at #3] may have run"#,
+        "status: in_doubt",
+    ] {
+        assert!(text.contains(needle), "{needle}:\n{text}");
+    }
+}

@@ -8,6 +8,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::SessionError;
 
+/// What begins the id of a session whose host program's name for it is not a valid id
+/// ([`SessionId::for_host_name`]).
+pub const HOST_NAME_PREFIX: &str = "h.";
+
 /// A checked session id: 1–128 bytes of `[A-Za-z0-9._-]`, not starting with `.` or `-` (the
 /// rule is [`lazarus_ledger::validate_id`]'s). Build one with [`SessionId::parse`] (or
 /// `str::parse`), [`SessionId::new_v7`], or [`SessionId::literal`] for ids written in source.
@@ -36,6 +40,36 @@ impl SessionId {
             Ok(id) => id,
             Err(e) => panic!("invalid session id literal: {e}"),
         }
+    }
+
+    /// The session id for a name a host program gives a session (a LangGraph thread id, an
+    /// Agents SDK session id): any string. A valid id is its own, unless it begins with
+    /// [`HOST_NAME_PREFIX`]; any other name maps to `h.<readable part>.<32 hex digits of its
+    /// SHA-256>`, so two names never share an id (the prefix keeps the two forms apart). The
+    /// second value says whether it was mapped: then the name itself must be kept beside the
+    /// session (the package records it as the header's `meta.host_id`).
+    pub fn for_host_name(name: &str) -> (Self, bool) {
+        if !name.starts_with(HOST_NAME_PREFIX)
+            && let Ok(id) = Self::parse(name)
+        {
+            return (id, false);
+        }
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(name.as_bytes());
+        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        let mut readable = String::new();
+        for c in name.chars() {
+            if readable.len() >= 64 {
+                break;
+            }
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                readable.push(c);
+            } else if !readable.ends_with('_') {
+                readable.push('_');
+            }
+        }
+        let id = format!("{HOST_NAME_PREFIX}{readable}.{hex}");
+        (SessionId(id), true)
     }
 
     pub fn as_str(&self) -> &str {
@@ -131,6 +165,41 @@ impl<'de> Deserialize<'de> for SessionId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_host_name_maps_to_a_valid_id_and_two_names_never_share_one() {
+        let names = [
+            "user:42/chat",
+            "t-1",
+            "h.t-1",
+            "",
+            ".hidden",
+            "-x",
+            "ünïcode thread ☃",
+            &"x".repeat(500),
+            "a/b",
+            "a_b",
+            "a:b",
+        ];
+        let mut seen = std::collections::BTreeMap::new();
+        for name in names {
+            let (id, mapped) = SessionId::for_host_name(name);
+            SessionId::parse(&id).expect("a valid id");
+            assert_eq!(mapped, id.as_str() != name, "{name:?} -> {id}");
+            if let Some(other) = seen.insert(id.clone(), name) {
+                panic!("{name:?} and {other:?} share {id}");
+            }
+        }
+        assert_eq!(
+            SessionId::for_host_name("t-1"),
+            (SessionId::literal("t-1"), false)
+        );
+        let (id, _) = SessionId::for_host_name("user:42/chat");
+        assert!(id.starts_with("h.user_42_chat."), "{id}");
+        // a valid name in the mapped form is mapped too, never taken as the other's id
+        let (again, mapped) = SessionId::for_host_name(id.as_str());
+        assert!(mapped && again != id, "{again}");
+    }
 
     #[test]
     fn parsed_once_refused_with_a_reason() {

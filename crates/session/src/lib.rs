@@ -48,6 +48,8 @@
 pub mod approval;
 pub mod error;
 pub mod handoff;
+pub mod host_blob;
+pub mod host_view;
 pub mod id;
 pub mod ids;
 pub mod inbox;

@@ -99,6 +99,9 @@ pub const KINDS: &[&str] = &[
     "needs_owner",
     "tool_task",
     "tool_task_status",
+    "host_pending_writes",
+    "host_forget",
+    "host_items",
 ];
 
 impl Record {

@@ -13,6 +13,8 @@ use serde_json::json;
 
 const TS: &str = "2026-12-02T10:00:00.000Z";
 
+#[path = "golden/revision6.rs"]
+mod revision6;
 #[path = "support/tasks.rs"]
 mod tasks;
 use tasks::{render_tasks, task_records};
@@ -729,6 +731,16 @@ fn golden_session_is_pinned() {
         ("graph.jsonl", render_graph(), graph_records()),
         ("world.jsonl", render_world(), world_records()),
         ("tasks.jsonl", render_tasks(), task_records()),
+        (
+            "graph6.jsonl",
+            revision6::render_graph(),
+            revision6::graph_records(),
+        ),
+        (
+            "host6.jsonl",
+            revision6::render_host(),
+            revision6::host_records(),
+        ),
     ] {
         if std::env::var_os("LAZARUS_BLESS").is_some() {
             std::fs::write(golden_path(name), &rendered).unwrap();
@@ -753,6 +765,8 @@ fn golden_session_is_pinned() {
         .chain(graph_records().iter())
         .chain(world_records().iter())
         .chain(task_records().iter())
+        .chain(revision6::graph_records().iter())
+        .chain(revision6::host_records().iter())
         .map(|r| r.kind())
         .collect();
     for k in KINDS {
@@ -1012,6 +1026,26 @@ fn format_doc_shows_every_golden_line() {
         );
     }
     assert_eq!(host_lines.len(), 7);
+    // revision 6's graph golden: its header (a thread id kept) and its own kinds
+    let graph6 = revision6::render_graph();
+    host_lines.extend(
+        graph6
+            .lines()
+            .filter(|l| {
+                l.contains(r#""kind":"header""#)
+                    || l.contains(r#""kind":"host_forget""#)
+                    || l.contains(r#""checkpoint_id":"cp-2","task_id":"task-a""#)
+            })
+            .map(str::to_string),
+    );
+    assert_eq!(host_lines.len(), 10);
+    host_lines.extend(
+        revision6::render_host()
+            .lines()
+            .find(|l| l.contains(r#""kind":"host_items""#))
+            .map(str::to_string),
+    );
+    assert_eq!(host_lines.len(), 11);
     // the world golden: its header (the world a session is made with) and its own kinds
     let world = render_world();
     let world_lines: Vec<&str> = world

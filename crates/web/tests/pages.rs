@@ -394,7 +394,8 @@ async fn a_compaction_is_a_marker_with_its_summary_and_provider_reasoning_is_sho
 }
 
 /// A session a Python program wrote (the `lazarus` package): the list shows it with its
-/// title, and its page shows each host record as it is, escaped, never as unreadable.
+/// title, and its page shows each host record read (an item as a message, a call announced, a
+/// checkpoint), escaped, never as unreadable.
 #[tokio::test]
 async fn a_python_programs_session_shows_its_records_as_they_are() {
     let (_d, store) = store();
@@ -434,11 +435,13 @@ async fn a_python_programs_session_shows_its_records_as_they_are() {
     assert_eq!(st, StatusCode::OK, "{html}");
     assert_eq!(html.matches("class=\"entry host\"").count(), 3, "{html}");
     for needle in [
-        "host_item",
-        "host_call_intent",
+        "history item",
+        "weather?",
+        "call announced",
         "get_weather",
-        "host_checkpoint",
+        "checkpoint",
         "cp-1",
+        "Conversation now: 1 item",
     ] {
         assert!(html.contains(needle), "{needle}: {html}");
     }

@@ -9,6 +9,7 @@ pub(crate) mod compact;
 mod inputs;
 mod list;
 mod show;
+mod show_host;
 mod transfer;
 mod verify;
 

@@ -141,6 +141,9 @@ pub(crate) fn show(
         )?;
         anyhow::bail!("session {id} is damaged after seq {after} (shown up to there)");
     }
+    if let Ok(s) = &summary {
+        super::show_host::now(store, s, out)?;
+    }
     if let Ok(s) = summary {
         let waiting = match (s.waiting, &s.waiting_since) {
             (0, _) => String::new(),
@@ -462,6 +465,8 @@ impl Printer {
                 escape(&s("reason")),
                 escape(&s("resume_with"))
             ),
+            // a Python program's records: its conversation, its graph's values decoded
+            k if k.starts_with("host_") && super::show_host::record(&at, r, out)? => Ok(()),
             // a kind this view does not know (a newer build): shown as it is
             other => writeln!(out, "{at} {}: {}", escape(other), escape(&d.to_string())),
         }

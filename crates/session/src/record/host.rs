@@ -55,12 +55,15 @@ macro_rules! host_kinds {
 
 host_kinds!(
     Item(HostItem) = "host_item",
+    Items(HostItems) = "host_items",
     Pop(HostPop) = "host_pop",
     Clear(HostClear) = "host_clear",
     CallIntent(HostCallIntent) = "host_call_intent",
     CallOutcome(HostCallOutcome) = "host_call_outcome",
     Checkpoint(HostCheckpoint) = "host_checkpoint",
     Writes(HostWrites) = "host_writes",
+    PendingWrites(HostPendingWrites) = "host_pending_writes",
+    Forget(HostForget) = "host_forget",
 );
 
 /// One item of a host framework's conversation history (an OpenAI Agents SDK
@@ -71,6 +74,17 @@ host_kinds!(
 pub struct HostItem {
     /// A JSON object, exactly as the host gave it.
     pub item: serde_json::Value,
+}
+
+/// Several items of the history added at once (one `add_items` call: a turn's input, calls,
+/// results and answer), each verbatim, in one record: durable together with one sync, and
+/// after a crash all there or none (record kinds revision 6). Each counts as an item recorded
+/// at this record's seq.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostItems {
+    /// JSON objects, exactly as the host gave them, oldest first.
+    pub items: Vec<serde_json::Value>,
 }
 
 /// The newest item of the host's history left it (the host popped it): the item recorded at
@@ -166,4 +180,34 @@ pub struct HostWrite {
     pub idx: i64,
     pub channel: String,
     pub value: HostBlob,
+}
+
+/// Writes a task made against a checkpoint, recorded in the order they arrive, whether or not
+/// that checkpoint is recorded yet (record kinds revision 6). LangGraph puts a step's writes
+/// while the checkpoint they name may still be on its way (`durability="async"`), or never
+/// comes (`"exit"` saves only the last one): its own savers key writes by checkpoint id, task
+/// and index and accept them in any order. The same data as [`HostWrites`], which needs its
+/// checkpoint first; the package writes this kind since revision 6.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct HostPendingWrites(pub HostWrites);
+
+/// Checkpoints that leave a host's graph, with their writes (LangGraph's `prune` and
+/// `delete_for_runs`; record kinds revision 6). Nothing is deleted: the ledger keeps the
+/// records, as it does after a `host_clear`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostForget {
+    pub checkpoints: Vec<HostCheckpointRef>,
+    /// Why, in the host's words (`prune keep_latest`, `delete_for_runs`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub why: String,
+}
+
+/// A checkpoint by namespace and id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCheckpointRef {
+    pub ns: String,
+    pub checkpoint_id: String,
 }

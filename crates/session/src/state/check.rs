@@ -92,7 +92,7 @@ pub enum ReplayError {
     IntentBeforeDecision { call_id: String },
     #[error("tool intent for call {call_id:?}, which was denied at seq {seq}")]
     IntentAfterDenial { call_id: String, seq: u64 },
-    #[error("a host item must be a JSON object")]
+    #[error("a host item must be a JSON object (and host_items holds at least one)")]
     HostItemNotObject,
     #[error("host_pop of seq {seq}, but the newest item of the history is at {newest:?}")]
     HostPopNotNewest { seq: u64, newest: Option<u64> },
@@ -106,6 +106,10 @@ pub enum ReplayError {
         "host writes against checkpoint {checkpoint_id:?} in namespace {ns:?}, which no host_checkpoint recorded"
     )]
     HostWritesWithoutCheckpoint { ns: String, checkpoint_id: String },
+    #[error(
+        "host_forget of checkpoint {checkpoint_id:?} in namespace {ns:?}, which the thread does not hold"
+    )]
+    HostForgetUnknown { ns: String, checkpoint_id: String },
     #[error("header record outside line 1")]
     MisplacedHeader,
     #[error("compaction of seqs {from_seq}..={through_seq} does not fit: {why}")]

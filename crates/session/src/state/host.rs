@@ -5,14 +5,15 @@
 
 use std::collections::BTreeMap;
 
-use crate::record::{Host, HostBlob, HostCheckpoint};
+use crate::record::{Host, HostBlob, HostCheckpoint, HostPendingWrites};
 
 use super::{ReplayError, SessionState};
 
 /// What a host's records built.
 #[derive(Debug, Clone, Default)]
 pub struct HostState {
-    /// The items in the history now, oldest first, with the seq that recorded each.
+    /// The items in the history now, oldest first, with the seq that recorded each (the items
+    /// of one `host_items` record share its seq).
     pub items: Vec<(u64, serde_json::Value)>,
     /// Every call the host's hooks announced, by its call id.
     pub calls: BTreeMap<String, HostCall>,
@@ -70,6 +71,9 @@ impl SessionState {
         let h = &self.host;
         match rec {
             Host::Item(i) if !i.item.is_object() => Err(ReplayError::HostItemNotObject),
+            Host::Items(i) if i.items.is_empty() || !i.items.iter().all(|v| v.is_object()) => {
+                Err(ReplayError::HostItemNotObject)
+            }
             Host::Pop(p) => match h.items.last() {
                 Some(&(seq, _)) if seq == p.seq => Ok(()),
                 newest => Err(ReplayError::HostPopNotNewest {
@@ -108,6 +112,19 @@ impl SessionState {
                     checkpoint_id: w.checkpoint_id.clone(),
                 })
             }
+            Host::Forget(f) => match f.checkpoints.iter().find(|c| {
+                !h.graph
+                    .checkpoints
+                    .contains_key(&(c.ns.clone(), c.checkpoint_id.clone()))
+            }) {
+                Some(c) => Err(ReplayError::HostForgetUnknown {
+                    ns: c.ns.clone(),
+                    checkpoint_id: c.checkpoint_id.clone(),
+                }),
+                None => Ok(()),
+            },
+            // revision 6: a task's writes in the order they came, before, after or without
+            // their checkpoint (LangGraph's own savers key them the same way)
             _ => Ok(()),
         }
     }
@@ -117,6 +134,7 @@ impl SessionState {
         let h = &mut self.host;
         match rec {
             Host::Item(i) => h.items.push((seq, i.item)),
+            Host::Items(i) => h.items.extend(i.items.into_iter().map(|v| (seq, v))),
             Host::Pop(_) => {
                 h.items.pop();
             }
@@ -140,7 +158,7 @@ impl SessionState {
                 g.checkpoints
                     .insert((c.ns.clone(), c.checkpoint_id.clone()), (seq, c));
             }
-            Host::Writes(w) => {
+            Host::Writes(w) | Host::PendingWrites(HostPendingWrites(w)) => {
                 let by_task = h.graph.writes.entry((w.ns, w.checkpoint_id)).or_default();
                 for one in w.writes {
                     by_task.insert(
@@ -152,6 +170,14 @@ impl SessionState {
                             value: one.value,
                         },
                     );
+                }
+            }
+            Host::Forget(f) => {
+                let g = &mut h.graph;
+                for c in f.checkpoints {
+                    let key = (c.ns, c.checkpoint_id);
+                    g.checkpoints.remove(&key);
+                    g.writes.remove(&key);
                 }
             }
             Host::CallIntent(i) => {

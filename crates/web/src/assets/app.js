@@ -160,7 +160,7 @@
           var doc = new DOMParser().parseFromString(text, 'text/html');
           var up = doc.getElementById('update');
           if (!up) { return; }
-          ['session-head', 'damage'].forEach(function (id) {
+          ['session-head', 'damage', 'thread', 'conversation'].forEach(function (id) {
             var now = document.getElementById(id), next = doc.getElementById(id);
             if (now && next) { now.replaceWith(document.importNode(next, true)); }
           });

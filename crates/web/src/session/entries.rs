@@ -165,10 +165,7 @@ pub(super) fn entry(ctx: &Ctx, e: &Entry) -> Markup {
                     p { (n.reason) }
                     p.muted { "Resume it in its world with " code { (n.resume_with) } }
                 }
-                Body::Host { kind, data } => {
-                    div.meta { strong { (kind) } " " (seq_time(ctx, e.seq, &e.ts)) }
-                    pre { (serde_json::to_string_pretty(data).unwrap_or_default()) }
-                }
+                Body::Host { kind, data } => { (super::host::record(ctx, e.seq, &e.ts, kind, data)) }
                 Body::Unreadable { kind, data, why } => {
                     div.meta { strong { "record " (kind) } " " (seq_time(ctx, e.seq, &e.ts)) }
                     p.warn { (why) }

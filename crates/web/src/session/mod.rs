@@ -10,6 +10,7 @@ mod cards;
 mod composer;
 mod entries;
 mod header;
+mod host;
 mod read;
 mod report;
 mod text;
@@ -104,6 +105,7 @@ pub async fn page(
             data-last-seq=(l.timeline.last_seq) data-fragment={ "/sessions/" (id) "/timeline" } {
             (head(&ctx, &l))
             (damage(&l))
+            (host::overview(&l))
             div.actions {
                 a href={ "/sessions/" (id) "/tree" } { "Fork tree" }
                 a href={ "/sessions/" (id) "/export.jsonl" } download={ (id) ".jsonl" } data-export { "Download JSONL" }
@@ -155,6 +157,7 @@ pub async fn fragment(
         div #update data-last-seq=(l.timeline.last_seq) {
             (head(&ctx, &l))
             (damage(&l))
+            (host::overview(&l))
             ol { @for e in l.timeline.visible_from(q.after + 1) { (entry(&ctx, e)) } }
         }
     }
