@@ -170,7 +170,8 @@ pub fn run(mut args: AcpArgs) -> Result<i32> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let (transport, drained) = lazarus_acp::stdio::lines();
+    let (out, drained) = lazarus_acp::stdio::Stdout::new().context("starting the stdout writer")?;
+    let transport = lazarus_acp::stdio::lines(out);
     let served = rt.block_on(lazarus_acp::serve(host, transport));
     // what was answered last is on its way out: let it leave before the process does
     drop(rt);
