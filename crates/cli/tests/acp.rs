@@ -10,19 +10,16 @@ use std::time::{Duration, Instant};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, SessionNotification, SessionUpdate, StopReason, TextContent,
-    ToolCallStatus,
+    InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest, SessionNotification,
+    SessionUpdate, StopReason, ToolCallStatus,
 };
 use agent_client_protocol::{AcpAgent, AcpAgentConfig, Client};
-use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step, When};
-use serde_json::json;
+
+#[macro_use]
+mod acp_common;
+use acp_common::{Seen, lines, model, said, statuses, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lazarus");
-
-/// Every update the client received, in order.
-type Seen = Arc<Mutex<Vec<SessionUpdate>>>;
 
 fn agent(dir: &Path, model: &str) -> AcpAgent {
     AcpAgent::new(
@@ -40,10 +37,6 @@ fn agent(dir: &Path, model: &str) -> AcpAgent {
             .env("XDG_CONFIG_HOME", dir.join("config").to_str().unwrap())
             .env("XDG_STATE_HOME", dir.join("state").to_str().unwrap()),
     )
-}
-
-fn text(t: &str) -> Vec<ContentBlock> {
-    vec![ContentBlock::Text(TextContent::new(t))]
 }
 
 /// The process of `lazarus acp` serving `dir`'s sessions.
@@ -72,62 +65,13 @@ fn agent_pid(dir: &Path) -> Option<i32> {
         .map(|(p, _)| *p)
 }
 
-fn lines(p: &Path) -> usize {
-    std::fs::read_to_string(p)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
-fn statuses(seen: &Seen, call: &str) -> Vec<(ToolCallStatus, String)> {
-    seen.lock()
-        .unwrap()
-        .iter()
-        .filter_map(|u| match u {
-            SessionUpdate::ToolCallUpdate(t) if t.tool_call_id.0.as_ref() == call => Some((
-                t.fields.status?,
-                serde_json::to_string(&t.fields.content).unwrap_or_default(),
-            )),
-            _ => None,
-        })
-        .collect()
-}
-
-fn said(seen: &Seen) -> String {
-    seen.lock()
-        .unwrap()
-        .iter()
-        .filter_map(|u| match u {
-            SessionUpdate::AgentMessageChunk(c) => match &c.content {
-                ContentBlock::Text(t) => Some(t.text.clone()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect()
-}
-
 #[test]
 fn an_acp_session_survives_kill_9_mid_tool_and_the_call_never_runs_twice() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let model = rt
-        .block_on(ScriptedServer::start(Script::new([
-            Step::reply(ScriptedResponse::text(
-                "It was cut off; I checked the file and will not run it again.",
-            ))
-            .when(When::AnyMessageContains {
-                text: "interrupted".into(),
-            })
-            .repeat(),
-            Step::reply(ScriptedResponse::tool_call(
-                "c1",
-                "shell",
-                json!({"command": "echo ran >> effect; sleep 30"}),
-            ))
-            .when(When::LastUserContains {
-                text: "append".into(),
-            }),
-        ])))
-        .unwrap();
+    let model = rt.block_on(model(
+        "It was cut off; I checked the file and will not run it again.",
+        30,
+    ));
     let url = model.base_url();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().canonicalize().unwrap();
@@ -137,30 +81,11 @@ fn an_acp_session_survives_kill_9_mid_tool_and_the_call_never_runs_twice() {
 
     // first connection: a session, a prompt, the person allows the call; killed inside it
     let seen: Seen = Arc::default();
-    let s1 = seen.clone();
     let (ws1, dir1, effect1) = (ws.clone(), dir.clone(), effect.clone());
     let got: Arc<Mutex<Option<agent_client_protocol::v1::schema::SessionId>>> = Arc::default();
     let got1 = got.clone();
     let first = rt.block_on(async {
-        Client
-            .v1()
-            .on_receive_notification(
-                async move |n: SessionNotification, _cx| {
-                    s1.lock().unwrap().push(n.update);
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
-            .on_receive_request(
-                async move |_r: RequestPermissionRequest, responder, _cx| {
-                    responder.respond(RequestPermissionResponse::new(
-                        RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(
-                            "allow_once",
-                        )),
-                    ))
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
+        client!(seen)
             .connect_with(agent(&dir1, &url), async move |cx| {
                 cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
                     .block_task()

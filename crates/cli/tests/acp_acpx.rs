@@ -10,16 +10,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use lazarus_testkit::acp_clients;
-use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step, When};
-use serde_json::json;
+
+mod acp_common;
+use acp_common::{lines, model};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lazarus");
-
-fn lines(p: &Path) -> usize {
-    std::fs::read_to_string(p)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
 
 /// `acpx` in `ws`, with its own home (its sessions and queue) and the pinned Node first.
 fn acpx(dir: &Path, ws: &Path, agent: &str, args: &[&str]) -> Command {
@@ -74,25 +69,10 @@ fn kill9(pid: i32) {
 #[test]
 fn acpx_drives_lazarus_acp_through_a_kill_9_mid_tool() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let model = rt
-        .block_on(ScriptedServer::start(Script::new([
-            Step::reply(ScriptedResponse::text(
-                "It was cut off; I checked the file and will not run it again.",
-            ))
-            .when(When::AnyMessageContains {
-                text: "interrupted".into(),
-            })
-            .repeat(),
-            Step::reply(ScriptedResponse::tool_call(
-                "c1",
-                "shell",
-                json!({"command": "echo ran >> effect; sleep 60"}),
-            ))
-            .when(When::LastUserContains {
-                text: "append".into(),
-            }),
-        ])))
-        .unwrap();
+    let model = rt.block_on(model(
+        "It was cut off; I checked the file and will not run it again.",
+        60,
+    ));
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().canonicalize().unwrap();
     let ws: PathBuf = dir.join("ws");

@@ -17,18 +17,17 @@ use std::time::{Duration, Instant};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, SessionId, SessionNotification, SessionUpdate, StopReason,
-    TextContent, ToolCallStatus,
+    InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest, SessionId,
+    SessionUpdate, StopReason, ToolCallStatus,
 };
-use agent_client_protocol::{AcpAgent, AcpAgentConfig, Client};
-use lazarus_testkit::{Script, ScriptedResponse, ScriptedServer, Step, When};
-use serde_json::{Value, json};
+use agent_client_protocol::{AcpAgent, AcpAgentConfig};
+use serde_json::Value;
+
+#[macro_use]
+mod acp_common;
+use acp_common::{Seen, lines, model, said, statuses, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lazarus");
-
-type Seen = Arc<Mutex<Vec<SessionUpdate>>>;
 
 /// The proxy (journal in `dir/proxy`) in front of `lazarus acp` (sessions in `dir/sessions`;
 /// with `forgetful`, a shell that deletes them first: an agent that loses its sessions when
@@ -67,10 +66,6 @@ fn proxy(dir: &Path, model: &str, forgetful: bool) -> AcpAgent {
             .env("XDG_CONFIG_HOME", dir.join("config").to_str().unwrap())
             .env("XDG_STATE_HOME", dir.join("state").to_str().unwrap()),
     )
-}
-
-fn text(t: &str) -> Vec<ContentBlock> {
-    vec![ContentBlock::Text(TextContent::new(t))]
 }
 
 /// Processes whose command line contains every needle and none of `not`: (pid, parent).
@@ -123,69 +118,6 @@ fn kill(pid: i32) {
         rustix::process::Signal::KILL,
     )
     .unwrap();
-}
-
-fn lines(p: &Path) -> usize {
-    std::fs::read_to_string(p)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
-fn statuses(seen: &Seen, call: &str) -> Vec<(ToolCallStatus, String)> {
-    seen.lock()
-        .unwrap()
-        .iter()
-        .filter_map(|u| match u {
-            SessionUpdate::ToolCallUpdate(t) if t.tool_call_id.0.as_ref() == call => Some((
-                t.fields.status?,
-                serde_json::to_string(&t.fields.content).unwrap_or_default(),
-            )),
-            SessionUpdate::ToolCall(t) if t.tool_call_id.0.as_ref() == call => Some((
-                t.status,
-                serde_json::to_string(&t.content).unwrap_or_default(),
-            )),
-            _ => None,
-        })
-        .collect()
-}
-
-fn said(seen: &Seen) -> String {
-    seen.lock()
-        .unwrap()
-        .iter()
-        .filter_map(|u| match u {
-            SessionUpdate::AgentMessageChunk(c) => match &c.content {
-                ContentBlock::Text(t) => Some(t.text.clone()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect()
-}
-
-/// The model: a shell call for "append", which appends a line to `effect` and sleeps (the
-/// kill lands then); a plain answer once it is told its turn was interrupted.
-async fn model() -> ScriptedServer {
-    ScriptedServer::start(Script::new([
-        Step::reply(ScriptedResponse::text(
-            "The call was cut off; I will check the file before running anything again.",
-        ))
-        .when(When::AnyMessageContains {
-            text: "interrupted".into(),
-        })
-        .repeat(),
-        Step::reply(ScriptedResponse::tool_call(
-            "c1",
-            "shell",
-            json!({"command": "echo ran >> effect; sleep 30"}),
-        ))
-        .when(When::LastUserContains {
-            text: "append".into(),
-        }),
-        Step::reply(ScriptedResponse::text("Fine.")).repeat(),
-    ]))
-    .await
-    .unwrap()
 }
 
 struct Sandbox {
@@ -247,32 +179,6 @@ fn verify_journal(dir: &Path) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
-/// A client that allows every call once and keeps every update in `$seen`.
-macro_rules! client {
-    ($seen:expr) => {{
-        let s = $seen.clone();
-        Client
-            .v1()
-            .on_receive_notification(
-                async move |n: SessionNotification, _cx| {
-                    s.lock().unwrap().push(n.update);
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
-            .on_receive_request(
-                async move |_r: RequestPermissionRequest, responder, _cx| {
-                    responder.respond(RequestPermissionResponse::new(
-                        RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(
-                            "allow_once",
-                        )),
-                    ))
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-    }};
-}
-
 /// Waits for the call to have run once.
 async fn ran(effect: &Path) {
     let t0 = Instant::now();
@@ -287,7 +193,10 @@ async fn ran(effect: &Path) {
 /// agent lost the session: it got a new one and the recorded conversation.
 fn killed_mid_tool(forgetful: bool) {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let model = rt.block_on(model());
+    let model = rt.block_on(model(
+        "The call was cut off; I will check the file before running anything again.",
+        30,
+    ));
     let url = model.base_url();
     let sb = sandbox();
     let seen: Seen = Arc::default();
@@ -399,7 +308,10 @@ fn a_new_proxy_loads_a_session_the_agent_lost_from_its_journal() {
 /// call closed in doubt by the proxy.
 fn proxy_killed(forgetful: bool) {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let model = rt.block_on(model());
+    let model = rt.block_on(model(
+        "The call was cut off; I will check the file before running anything again.",
+        30,
+    ));
     let url = model.base_url();
     let sb = sandbox();
     let seen: Seen = Arc::default();
