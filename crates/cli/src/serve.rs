@@ -98,8 +98,22 @@ pub struct ServeArgs {
     /// Worker threads serving HTTP.
     #[arg(long, default_value_t = 2)]
     pub http_threads: usize,
+    /// How a local session directory's appends are made durable: `shared` (one `syncfs` for
+    /// every session written at once: the disk's rate with many sessions; it also writes
+    /// back other programs' dirty data on that file system) or `per-file` (an `fdatasync` per
+    /// append). `shared` falls back to `per-file`, saying so, where `syncfs` does not report
+    /// write errors (Linux before 5.8). PostgreSQL stores ignore it.
+    #[arg(long, value_enum, default_value = "shared")]
+    pub sync: SyncMode,
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+/// `lazarus serve --sync`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SyncMode {
+    Shared,
+    PerFile,
 }
 
 pub fn run(args: ServeArgs) -> Result<i32> {
@@ -200,8 +214,19 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         )),
     };
     let shared = args.store.is_postgres()?;
-    let store: std::sync::Arc<dyn lazarus_session::Store> =
-        std::sync::Arc::from(args.store.open()?);
+    let store: std::sync::Arc<dyn lazarus_session::Store> = match args.store.choice()? {
+        crate::paths::StoreChoice::Local(_) if args.sync == SyncMode::Shared => {
+            let local = args.store.local("serve")?;
+            match local.clone().with_shared_sync() {
+                Ok(s) => std::sync::Arc::new(s),
+                Err(e) => {
+                    eprintln!("sync: per-file fdatasync ({e})");
+                    std::sync::Arc::new(local)
+                }
+            }
+        }
+        _ => std::sync::Arc::from(args.store.open()?),
+    };
     eprintln!("store: {}", store.location());
     let max_connections = args
         .max_connections

@@ -318,6 +318,13 @@ impl Hub {
         let a = actor.clone();
         let t0 = Instant::now();
         actor.touch();
+        if let Record::Input(i) = &rec
+            && let Some(r) = self.append_input_deferred(actor, i).await
+        {
+            let r = r?;
+            self.metrics.observe_append(t0.elapsed());
+            return Ok(r);
+        }
         let r = crate::memory::spawn_blocking(move || -> ApiResult<(u64, bool)> {
             let mut s = lock(&a.session);
             let ack = match &rec {
@@ -352,6 +359,47 @@ impl Hub {
             self.metrics.observe_append(t0.elapsed());
         }
         Ok(r)
+    }
+
+    /// The accept path without a thread hand-off: on this async worker, when the session is
+    /// free and nothing else must be recorded first, the input is written, and the request
+    /// awaits the shared `syncfs` that makes it durable (see `lazarus_ledger::shared_sync`).
+    /// `None`: it cannot go this way (the session is busy, its inbox holds messages, a
+    /// duplicate, another backend); nothing was done, take the blocking path.
+    async fn append_input_deferred(
+        &self,
+        actor: &Arc<OpenSession>,
+        i: &Input,
+    ) -> Option<ApiResult<(u64, bool)>> {
+        let deferred = {
+            let mut s = actor.session.try_lock().ok()?;
+            match s.try_append_input_deferred(&i.input_id, &i.source, &i.text) {
+                Ok(Some(d)) => d,
+                Ok(None) => return None,
+                Err(e) => return Some(Err(e.into())),
+            }
+        };
+        let (ack, pending) = deferred;
+        let tx = actor.tx.clone();
+        let seq = ack.seq;
+        let ts = ack.ts.unwrap_or_default();
+        let data = Record::Input(i.clone()).data_value();
+        // Shown to live tails once durable, before any later record of the session can be.
+        let pending = pending.on_durable(move || {
+            let _ = tx.send(Arc::new(StoredRecord {
+                seq,
+                ts,
+                kind: "input".to_string(),
+                data,
+            }));
+        });
+        // Its own task: a request dropped by its client still settles the append.
+        let r = match tokio::spawn(pending).await {
+            Ok(Ok(_)) => Ok((seq, false)),
+            Ok(Err(e)) => Err(lazarus_session::SessionError::from(e).into()),
+            Err(e) => Err(ApiError::internal(e.to_string())),
+        };
+        Some(r)
     }
 
     /// Records a user message once per `message_id`.

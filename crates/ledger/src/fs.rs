@@ -60,6 +60,26 @@ pub trait Fs: Send + Sync {
     /// serialise the processes that change it (e.g. deliveries checking a limit). `None`
     /// where locks mean nothing (the simulated disk: one process).
     fn lock_dir(&self, path: &Path) -> io::Result<Option<File>>;
+    /// A handle whose [`FsSyncer::sync`] is `syncfs(2)` of the file system holding `dir`
+    /// (see [`crate::shared_sync`]).
+    fn open_syncer(&self, dir: &Path) -> io::Result<Box<dyn FsSyncer>>;
+    /// Why [`Fs::sync_fs`] cannot be trusted here, if it cannot.
+    fn sync_fs_unsupported(&self) -> Option<String>;
+}
+
+/// `syncfs` through one descriptor: every file written before [`FsSyncer::sync`] began is
+/// durable when it returns `Ok`; a writeback error anywhere on the file system since the
+/// descriptor's last call is reported.
+pub trait FsSyncer: Send {
+    fn sync(&self) -> io::Result<()>;
+}
+
+struct RealSyncer(File);
+
+impl FsSyncer for RealSyncer {
+    fn sync(&self) -> io::Result<()> {
+        rustix::fs::syncfs(&self.0).map_err(io::Error::from)
+    }
 }
 
 /// The real file system.
@@ -213,6 +233,16 @@ pub fn parent_dir(path: &Path) -> &Path {
 }
 
 impl Fs for RealFs {
+    fn open_syncer(&self, dir: &Path) -> io::Result<Box<dyn FsSyncer>> {
+        let d = OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::DIRECTORY.bits() as i32)
+            .open(dir)?;
+        Ok(Box::new(RealSyncer(d)))
+    }
+    fn sync_fs_unsupported(&self) -> Option<String> {
+        crate::shared_sync::kernel_syncfs_unsupported()
+    }
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn LedgerFile>> {
         Ok(Box::new(RealFile(create_exclusive(path, true)?)))
     }

@@ -68,6 +68,7 @@ pub mod parallel;
 pub mod reader;
 pub mod repair;
 pub mod scan;
+pub mod shared_sync;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod writer;
@@ -84,4 +85,5 @@ pub use repair::{
     Finding, RepairOutcome, VerifyReport, repair, repair_with, verify_file, verify_file_with,
 };
 pub use scan::{CrashWindow, Cut, LineInfo};
-pub use writer::{Appended, Durability, Options, Recovery, Writer};
+pub use shared_sync::SharedSync;
+pub use writer::{Appended, Deferred, Durability, Options, Recovery, Writer};

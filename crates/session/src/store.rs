@@ -24,6 +24,16 @@ pub struct Stored {
 pub trait RecordSink: Send + Sync {
     /// Appends `kind`/`data_json` as the next record; returns once durable.
     fn append(&self, kind: &str, data_json: &[u8]) -> Result<Stored>;
+    /// Appends like [`RecordSink::append`] but returns before the record is durable: await
+    /// the [`lazarus_ledger::Deferred`] before acknowledging. `Ok(None)`: this backend or
+    /// this moment cannot defer (use `append`).
+    fn append_deferred(
+        &self,
+        _kind: &str,
+        _data_json: &[u8],
+    ) -> Result<Option<lazarus_ledger::Deferred>> {
+        Ok(None)
+    }
     /// Human-readable location (path or URL) for messages.
     fn location(&self) -> String;
     /// Up to `limit` messages waiting in the session's inbox, oldest first.
@@ -155,6 +165,43 @@ impl Session {
                 text: text.to_string(),
             }),
         )
+    }
+
+    /// [`Session::append_input`] for an async server: the input is written and applied, and
+    /// the returned [`lazarus_ledger::Deferred`] resolves once it is durable (acknowledge only
+    /// then; until then every other append of this session waits for it). `Ok(None)` when it
+    /// cannot go this way — a backend that cannot defer, messages waiting in the inbox, a
+    /// duplicate, a deferred append still in flight — and nothing was done: use
+    /// [`Session::append_input`].
+    pub fn try_append_input_deferred(
+        &mut self,
+        input_id: &str,
+        source: &str,
+        text: &str,
+    ) -> Result<Option<(InputAck, lazarus_ledger::Deferred)>> {
+        if self.state.input_ids.contains_key(input_id) || !self.sink.inbox_waiting(1)?.is_empty() {
+            return Ok(None);
+        }
+        let rec = Record::Input(Input {
+            input_id: input_id.to_string(),
+            source: source.to_string(),
+            text: text.to_string(),
+        });
+        self.state.check(&rec).map_err(SessionError::Refused)?;
+        let json = rec.data_json()?;
+        let Some(deferred) = self.sink.append_deferred(rec.kind(), &json)? else {
+            return Ok(None);
+        };
+        let a = deferred.appended().clone();
+        self.state.apply(a.seq, rec);
+        Ok(Some((
+            InputAck {
+                seq: a.seq,
+                duplicate: false,
+                ts: Some(a.ts),
+            },
+            deferred,
+        )))
     }
 
     /// Records a control input (e.g. `resume`) once per `input_id`.

@@ -45,9 +45,17 @@ impl LedgerFile for SimFile {
         let (covered, latency) = {
             let mut st = self.fs.lock();
             tick(&mut st)?;
+            // A writeback error a `syncfs` met on this file is reported here, once (the
+            // file's own error state, as Linux's errseq keeps it per file).
+            if std::mem::take(&mut st.inodes[self.inode].wb_error) {
+                return Err(io::Error::from_raw_os_error(
+                    rustix::io::Errno::IO.raw_os_error(),
+                ));
+            }
             if let Some(n) = st.failing_sync {
                 if n == 0 {
                     st.failing_sync = None;
+                    st.fs_errors += 1;
                     let inode = &mut st.inodes[self.inode];
                     let (from, to) = (inode.durable.len(), inode.content.len());
                     if to > from {
@@ -255,5 +263,93 @@ impl Fs for SimFs {
     }
     fn lock_dir(&self, _path: &Path) -> io::Result<Option<std::fs::File>> {
         Ok(None)
+    }
+    /// Every file's bytes written before the call become durable, and every directory
+    /// operation; a failing one (armed by [`SimFs::fail_sync`]) drops every file's dirty
+    /// pages and leaves each such file an error its next `fdatasync` reports.
+    fn open_syncer(&self, _dir: &Path) -> io::Result<Box<dyn crate::fs::FsSyncer>> {
+        let seen = self.lock().fs_errors;
+        Ok(Box::new(SimSyncer {
+            fs: self.clone(),
+            seen: std::sync::Mutex::new(seen),
+        }))
+    }
+    fn sync_fs_unsupported(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A descriptor `syncfs` is called on: like Linux's per-descriptor error cursor, it reports
+/// every writeback error on the file system since its last call (its own or another's), once.
+struct SimSyncer {
+    fs: SimFs,
+    seen: std::sync::Mutex<u64>,
+}
+
+impl crate::fs::FsSyncer for SimSyncer {
+    fn sync(&self) -> io::Result<()> {
+        let r = self.fs.sync_fs_once();
+        let errors = self.fs.lock().fs_errors;
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if errors != *seen {
+            *seen = errors;
+            return Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::IO.raw_os_error(),
+            ));
+        }
+        r
+    }
+}
+
+impl SimFs {
+    fn sync_fs_once(&self) -> io::Result<()> {
+        let (covered, latency) = {
+            let mut st = self.lock();
+            tick(&mut st)?;
+            if let Some(n) = st.failing_sync {
+                if n == 0 {
+                    st.failing_sync = None;
+                    st.fs_errors += 1;
+                    for inode in st.inodes.iter_mut().filter(|i| !i.dir) {
+                        let (from, to) = (inode.durable.len(), inode.content.len());
+                        if to > from {
+                            inode.dropped.push(from..to);
+                            inode.wb_error = true;
+                        }
+                    }
+                    return Err(io::Error::from_raw_os_error(
+                        rustix::io::Errno::IO.raw_os_error(),
+                    ));
+                }
+                st.failing_sync = Some(n - 1);
+            }
+            st.syncs_started += 1;
+            let covered: Vec<usize> = st.inodes.iter().map(|i| i.content.len()).collect();
+            let dirs: Vec<std::path::PathBuf> = st
+                .pending
+                .iter()
+                .flat_map(|op| op.dirs().into_iter().map(Path::to_path_buf))
+                .collect();
+            for d in dirs {
+                sync_dir_locked(&mut st, &d);
+            }
+            (covered, st.sync_latency)
+        };
+        if !latency.is_zero() {
+            std::thread::sleep(latency);
+        }
+        let mut st = self.lock();
+        if st.image.is_some() {
+            return Err(power_cut());
+        }
+        for (inode, len) in st.inodes.iter_mut().zip(covered) {
+            // A sync that began earlier and ends later than another never takes back what the
+            // other made durable (unless a truncation since cut below it).
+            let overtaken = len < inode.durable.len() && inode.content.len() >= inode.durable.len();
+            if !inode.dir && !overtaken {
+                inode.durable = inode.synced_image(len);
+            }
+        }
+        Ok(())
     }
 }

@@ -51,6 +51,8 @@ struct Inode {
     /// A directory, not a file: its name is linked like a file's, and whatever is inside it
     /// is lost at a power cut if its own name is.
     dir: bool,
+    /// A failed `syncfs` dropped this file's dirty pages: its next `fdatasync` says so.
+    wb_error: bool,
 }
 
 impl Inode {
@@ -169,6 +171,9 @@ struct State {
     max_unsynced: usize,
     /// `fdatasync` calls that have taken their snapshot so far.
     syncs_started: usize,
+    /// Writeback errors so far (the file system's error sequence: each `syncfs` descriptor
+    /// reports the ones since its last call).
+    fs_errors: u64,
 }
 
 impl std::fmt::Debug for State {
@@ -341,6 +346,7 @@ fn image_of(st: &State, dir_ops_kept: usize, loss: &mut dyn FnMut(&Path) -> Loss
             stale: inode.stale.clone(),
             dropped: Vec::new(),
             dir: inode.dir,
+            wb_error: false,
         });
         let id = out.inodes.len() - 1;
         out.names.insert(name.clone(), id);

@@ -44,19 +44,42 @@ impl Writer {
 
     /// Appends one record whose data is given as compact JSON object text (no newlines).
     pub fn append_json(&self, kind: &str, data_json: &[u8]) -> Result<Appended> {
-        if data_json.first() != Some(&b'{') || data_json.contains(&b'\n') {
-            return Err(LedgerError::Serialize(
-                "record data must be one-line compact JSON object text".into(),
-            ));
-        }
+        check_data(data_json)?;
         self.check_poison()?;
         let ts = frame::format_ts(jiff::Timestamp::now());
         let mut st = self.lock_state();
+        // A deferred append in flight is waited for (and its failure acted on) first.
+        self.settle_gate(&mut st)?;
         // Again under the lock: a failed sync may have cut the file back meanwhile.
         self.check_poison()?;
+        if self.opts.durability == Durability::Grouped {
+            return self.append_grouped(st, ts, kind, data_json);
+        }
+        let ticket = self.opts.shared_sync.as_ref().map(|s| s.ticket());
+        let appended = self.write_line(&mut st, &ts, kind, data_json)?;
+        if self.opts.durability == Durability::None {
+            return Ok(appended);
+        }
+        match self.sync_per_record(ticket) {
+            Ok(()) => Ok(appended),
+            Err(e) => {
+                st.len = appended.offset;
+                Err(self.fail_sync(appended.offset, e))
+            }
+        }
+    }
+
+    /// Encodes the next line and writes it (not synced); the state moves past it.
+    pub(super) fn write_line(
+        &self,
+        st: &mut State,
+        ts: &str,
+        kind: &str,
+        data_json: &[u8],
+    ) -> Result<Appended> {
         let seq = st.next_seq;
         let mut buf = std::mem::take(&mut st.buf);
-        frame::encode_line(&mut buf, seq, &ts, kind, data_json);
+        frame::encode_line(&mut buf, seq, ts, kind, data_json);
         let line_len = buf.len();
         if line_len - 1 > self.opts.line_bytes_max {
             st.buf = buf;
@@ -65,35 +88,7 @@ impl Writer {
                 max: self.opts.line_bytes_max,
             });
         }
-        if self.opts.durability == Durability::Grouped
-            && let Err(e) = self.make_room(&st, line_len as u64)
-        {
-            st.buf = buf;
-            return Err(e);
-        }
-        let appended = Appended {
-            seq,
-            ts,
-            offset: st.len,
-            len: line_len as u64,
-        };
-        if self.opts.durability == Durability::Grouped {
-            // Group commit: the line joins the batch the next sync leader writes in one
-            // `write` before its `fdatasync` (in seq order: it is queued under the state lock).
-            {
-                let mut pending = self.lock_pending();
-                pending.bytes.extend_from_slice(&buf);
-                pending.lines += 1;
-            }
-            st.buf = buf;
-            st.next_seq += 1;
-            st.len += line_len as u64;
-            let end = st.len;
-            drop(st);
-            self.wait_synced(end)?;
-            return Ok(appended);
-        }
-        let offset = appended.offset;
+        let offset = st.len;
         let written = write_in_pieces(&*self.file, &buf, &self.opts, &self.path);
         st.buf = buf;
         if let Err(e) = written {
@@ -105,23 +100,85 @@ impl Writer {
         }
         st.next_seq += 1;
         st.len += line_len as u64;
-        if self.opts.durability == Durability::None {
-            return Ok(appended);
-        }
-        match self.file.sync_data() {
-            Ok(()) => Ok(appended),
-            Err(e) => {
-                st.len = offset;
-                Err(self.fail_sync(offset, e))
-            }
-        }
+        Ok(Appended {
+            seq,
+            ts: ts.to_string(),
+            offset,
+            len: line_len as u64,
+        })
     }
 
-    fn lock_state(&self) -> MutexGuard<'_, State> {
+    /// Group commit: the line joins the batch the next sync leader writes in one `write`
+    /// before its `fdatasync` (in seq order: it is queued under the state lock).
+    fn append_grouped(
+        &self,
+        mut st: MutexGuard<'_, State>,
+        ts: String,
+        kind: &str,
+        data_json: &[u8],
+    ) -> Result<Appended> {
+        let seq = st.next_seq;
+        let mut buf = std::mem::take(&mut st.buf);
+        frame::encode_line(&mut buf, seq, &ts, kind, data_json);
+        let line_len = buf.len();
+        if line_len - 1 > self.opts.line_bytes_max {
+            st.buf = buf;
+            return Err(LedgerError::RecordTooLarge {
+                len: line_len - 1,
+                max: self.opts.line_bytes_max,
+            });
+        }
+        if let Err(e) = self.make_room(&st, line_len as u64) {
+            st.buf = buf;
+            return Err(e);
+        }
+        let appended = Appended {
+            seq,
+            ts,
+            offset: st.len,
+            len: line_len as u64,
+        };
+        {
+            let mut pending = self.lock_pending();
+            pending.bytes.extend_from_slice(&buf);
+            pending.lines += 1;
+        }
+        st.buf = buf;
+        st.next_seq += 1;
+        st.len += line_len as u64;
+        let end = st.len;
+        drop(st);
+        self.wait_synced(end)?;
+        Ok(appended)
+    }
+
+    /// Makes what this writer wrote durable: its own `fdatasync`, or a `syncfs` shared with
+    /// the other writers on the file system that began after the write; when that batch
+    /// failed, the file's own `fdatasync` tells whether these bytes were lost.
+    fn sync_per_record(&self, ticket: Option<crate::shared_sync::Ticket>) -> std::io::Result<()> {
+        if let (Some(shared), Some(ticket)) = (&self.opts.shared_sync, ticket)
+            && shared.wait(ticket).is_ok()
+        {
+            return Ok(());
+        }
+        self.file.sync_data()
+    }
+
+    pub(super) fn lock_state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(super) fn lock_pending(&self) -> MutexGuard<'_, Pending> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Record data must be one line of compact JSON object text.
+pub(super) fn check_data(data_json: &[u8]) -> Result<()> {
+    if data_json.first() != Some(&b'{') || data_json.contains(&b'\n') {
+        return Err(LedgerError::Serialize(
+            "record data must be one-line compact JSON object text".into(),
+        ));
+    }
+    Ok(())
 }

@@ -238,7 +238,7 @@ impl Writer {
         Ok(Writer {
             path,
             header,
-            file,
+            file: std::sync::Arc::from(file),
             opts,
             state: Mutex::new(State {
                 next_seq,
@@ -257,6 +257,7 @@ impl Writer {
             pending: Mutex::new(Pending::default()),
             poisoned: AtomicBool::new(false),
             poison_cause: Mutex::new(String::new()),
+            gate: Default::default(),
             _lock: lock,
         })
     }

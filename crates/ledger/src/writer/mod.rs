@@ -23,11 +23,13 @@ use crate::scan::Cut;
 mod append;
 mod aside;
 mod create;
+mod deferred;
 mod options;
 mod sync;
 
 pub(crate) use aside::save_aside;
 pub(crate) use create::check_header_id;
+pub use deferred::Deferred;
 pub use options::{Durability, LINE_BYTES_MAX_DEFAULT, Options, UNSYNCED_BYTES_MAX_DEFAULT};
 
 /// Where an acknowledged record landed.
@@ -74,7 +76,7 @@ struct Pending {
 pub struct Writer {
     path: PathBuf,
     header: Header,
-    file: Box<dyn LedgerFile>,
+    file: std::sync::Arc<dyn LedgerFile>,
     opts: Options,
     state: Mutex<State>,
     sync: Mutex<SyncState>,
@@ -89,6 +91,8 @@ pub struct Writer {
     pending: Mutex<Pending>,
     poisoned: AtomicBool,
     poison_cause: Mutex<String>,
+    /// Closed while a deferred append is not yet durable ([`Writer::append_json_deferred`]).
+    gate: std::sync::Arc<deferred::Gate>,
     _lock: Option<WriterLock>,
 }
 

@@ -54,6 +54,10 @@ pub struct Options {
     /// file's size and the cores ([`crate::parallel::workers_for`]); `Some(0)` decodes on the
     /// calling thread.
     pub replay_workers: Option<usize>,
+    /// [`Durability::PerRecord`] made durable by a `syncfs` shared with every other writer on
+    /// the file system ([`crate::shared_sync`]) instead of an `fdatasync` of its own. The
+    /// acknowledgement means the same; only who issues the sync changes.
+    pub shared_sync: Option<crate::SharedSync>,
 }
 
 impl Default for Options {
@@ -68,6 +72,7 @@ impl Default for Options {
             write_pieces: 0,
             piece_pause: Duration::ZERO,
             replay_workers: None,
+            shared_sync: None,
         }
     }
 }
@@ -80,6 +85,7 @@ impl std::fmt::Debug for Options {
             .field("unsynced_bytes_max", &self.unsynced_bytes_max)
             .field("format", &self.format)
             .field("lock", &self.lock)
+            .field("shared_sync", &self.shared_sync.is_some())
             .finish_non_exhaustive()
     }
 }

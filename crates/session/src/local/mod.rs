@@ -62,6 +62,23 @@ impl LocalStore {
         }
     }
 
+    /// This store with per-record appends made durable by one `syncfs` shared by all the
+    /// sessions being written at once ([`lazarus_ledger::shared_sync`]): for a server with
+    /// many sessions open. The sync thread is started here; refused where `syncfs` cannot be
+    /// trusted (the error says why).
+    pub fn with_shared_sync(mut self) -> Result<Self> {
+        let shared =
+            lazarus_ledger::SharedSync::start(self.opts.fs.clone(), &self.dir).map_err(|e| {
+                SessionError::Backend(format!(
+                    "{}: cannot share one syncfs between sessions here ({e}); use per-file \
+                     fdatasync instead",
+                    self.dir.display()
+                ))
+            })?;
+        self.opts.shared_sync = Some(shared);
+        Ok(self)
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -249,6 +266,13 @@ impl RecordSink for LocalSink {
             seq: a.seq,
             ts: a.ts,
         })
+    }
+    fn append_deferred(
+        &self,
+        kind: &str,
+        data_json: &[u8],
+    ) -> Result<Option<lazarus_ledger::Deferred>> {
+        Ok(self.writer.append_json_deferred(kind, data_json)?)
     }
     fn location(&self) -> String {
         self.writer.path().display().to_string()
