@@ -327,10 +327,15 @@ async fn accept(mut a: Args) {
         rate / single,
         rate / parallel
     );
-    // issue 28's targets for the accept path (the --no-run line is the one they name)
-    let which = if a.run { "accept_and_run" } else { "accept" };
+    // issue 48's targets: the accept path alone at 0.8x the 64-file loop, and at 0.5x while
+    // every message also runs its session; p99 under 20 ms for both
+    let (which, target) = if a.run {
+        ("accept_and_run", 0.5)
+    } else {
+        ("accept", 0.8)
+    };
     println!(
-        "RESULT {which}_vs_64_file_fdatasync_loop {:.2} >=0.8",
+        "RESULT {which}_vs_64_file_fdatasync_loop {:.2} >={target}",
         rate / parallel
     );
     println!("RESULT {which}_p99_ms {:.2} <20", pct(&lat, 0.99));

@@ -63,9 +63,9 @@ fn block_on<F: Future>(f: F) -> F::Output {
 fn append(w: &Writer, data: &Value, deferred: bool) -> Result<u64, LedgerError> {
     let json = serde_json::to_vec(data).expect("test data encodes");
     if deferred {
-        match w.append_json_deferred("note", &json)? {
-            Some(d) => return block_on(d).map(|a| a.seq),
-            None => {} // another deferred in flight: the blocking path waits for it
+        // `None`: another deferred in flight; the blocking path waits for it
+        if let Some(d) = w.append_json_deferred("note", &json)? {
+            return block_on(d).map(|a| a.seq);
         }
     }
     w.append_json("note", &json).map(|a| a.seq)
