@@ -173,14 +173,15 @@ fn compare(compacted: bool) {
             );
         }
     }
-    // issue 28's target: replay into the resume state >= 1.2x plain serde_json typed parsing
+    // issue 48's target: replay into the resume state >= 1.3x plain serde_json typed parsing,
+    // in every run (issue 28 asked 1.2x)
     let which = if path.to_string_lossy().contains("compacted") {
         "compacted"
     } else {
         "plain"
     };
     println!(
-        "RESULT replay_vs_serde_json_{which} {:.3} >=1.2",
+        "RESULT replay_vs_serde_json_{which} {:.3} >=1.3",
         mbps(bytes, best[0]) / base
     );
 }
