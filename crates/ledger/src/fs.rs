@@ -241,7 +241,7 @@ impl Fs for RealFs {
         Ok(Box::new(RealSyncer(d)))
     }
     fn sync_fs_unsupported(&self) -> Option<String> {
-        crate::shared_sync::kernel_syncfs_unsupported()
+        kernel_syncfs_unsupported()
     }
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn LedgerFile>> {
         Ok(Box::new(RealFile(create_exclusive(path, true)?)))
@@ -359,4 +359,49 @@ pub type SharedFs = Arc<dyn Fs>;
 /// The real file system as a shared handle.
 pub fn real() -> SharedFs {
     Arc::new(RealFs)
+}
+
+/// Why `syncfs` cannot be trusted on this kernel, if it cannot (it reports writeback errors
+/// since Linux 5.8).
+fn kernel_syncfs_unsupported() -> Option<String> {
+    if !cfg!(target_os = "linux") {
+        return Some("syncfs is Linux only".into());
+    }
+    let uname = rustix::system::uname();
+    let release = uname.release().to_string_lossy().into_owned();
+    if release_reports_syncfs_errors(&release) {
+        return None;
+    }
+    Some(format!(
+        "Linux {release} does not report writeback errors from syncfs (5.8 and later do)"
+    ))
+}
+
+/// Whether a Linux release string (`uname -r`) is 5.8 or later; an unreadable one is not.
+fn release_reports_syncfs_errors(release: &str) -> bool {
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= (5, 8),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod syncfs_kernel_tests {
+    use super::release_reports_syncfs_errors as ok;
+
+    #[test]
+    fn syncfs_is_trusted_from_linux_5_8() {
+        assert!(ok("5.8.0"));
+        assert!(ok("5.10.0-28-amd64"));
+        assert!(ok("6.18.44-fc-v1300"));
+        assert!(ok("10.0"));
+        assert!(!ok("5.7.19"));
+        assert!(!ok("4.19.0-25-amd64"));
+        assert!(!ok(""));
+        assert!(!ok("linux"));
+        assert!(!ok("6"));
+    }
 }

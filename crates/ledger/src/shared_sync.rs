@@ -303,25 +303,3 @@ fn run(inner: &Inner, syncer: &dyn FsSyncer) {
         }
     }
 }
-
-/// Why `syncfs` cannot be trusted on this kernel, if it cannot (it reports writeback errors
-/// since Linux 5.8).
-pub(crate) fn kernel_syncfs_unsupported() -> Option<String> {
-    if !cfg!(target_os = "linux") {
-        return Some("syncfs is Linux only".into());
-    }
-    let uname = rustix::system::uname();
-    let release = uname.release().to_string_lossy().into_owned();
-    let mut parts = release
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|p| !p.is_empty())
-        .map(|p| p.parse::<u32>().unwrap_or(0));
-    let major = parts.next().unwrap_or(0);
-    let minor = parts.next().unwrap_or(0);
-    if (major, minor) < (5, 8) {
-        return Some(format!(
-            "Linux {release} does not report writeback errors from syncfs (5.8 and later do)"
-        ));
-    }
-    None
-}
