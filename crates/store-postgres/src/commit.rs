@@ -12,21 +12,15 @@
 //! Durability: a writer is answered only after the batch's commit returned (its WAL flushed:
 //! `synchronous_commit` stays on, see `schema::CONNECTION_SETUP`).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use futures_util::FutureExt;
+use tokio::sync::oneshot;
 use tokio_postgres::types::ToSql;
 
+use crate::batch::{Item, Job, Queue};
 use crate::ctx::Ctx;
 use crate::error::{PgError, describe, is_connection_failure};
-
-/// The most records in one batch statement.
-pub(crate) const BATCH_RECORDS_MAX: usize = 256;
-
-/// A batch stops growing once its lines reach this many bytes (one record always goes, up to
-/// the ledger's line limit), so one statement's parameters stay a few MiB.
-pub(crate) const BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 /// One record to append, with the lease that fences it.
 pub(crate) struct Append {
@@ -40,6 +34,17 @@ pub(crate) struct Append {
     pub token: String,
     pub epoch: i64,
     pub ts: String,
+}
+
+impl Item for Append {
+    /// At most one record per session in a batch (two writers of one session in one
+    /// process: a lost one and its successor).
+    fn key(&self) -> Option<&str> {
+        Some(&self.id)
+    }
+    fn bytes(&self) -> usize {
+        self.line.len()
+    }
 }
 
 /// What became of one record of a batch.
@@ -57,98 +62,25 @@ pub(crate) enum Outcome {
 }
 
 /// `Err`: nothing was sent (no connection to be had); the writer is intact.
-type Reply = Result<Outcome, PgError>;
+pub(crate) type Reply = Result<Outcome, PgError>;
 
-struct Job {
-    append: Append,
-    reply: oneshot::Sender<Reply>,
-}
+/// The queue of a store's appends.
+pub(crate) type Committer = Queue<Append, Reply>;
 
-/// The queue of a store's appends, and its batching task.
-pub(crate) struct Committer {
-    tx: mpsc::UnboundedSender<Job>,
-}
-
-impl Committer {
-    /// Starts the batching task on the current runtime (the store's): at most `slots`
-    /// batches in flight, each on its own pooled connection.
-    pub(crate) fn start(rt: &crate::rt::Rt, ctx: Arc<Ctx>, slots: usize) -> Committer {
-        let (tx, rx) = mpsc::unbounded_channel();
-        rt.spawn(dispatch(ctx, rx, slots.max(1)));
-        Committer { tx }
-    }
-
-    /// Queues `append`; the answer arrives once its batch committed (or failed).
-    pub(crate) fn submit(&self, append: Append) -> oneshot::Receiver<Reply> {
-        let (reply, rx) = oneshot::channel();
-        // The task lives as long as the store; if it is gone, `reply` is dropped with the
-        // job and the waiter sees the channel closed (nothing was sent).
-        let _ = self.tx.send(Job { append, reply });
-        rx
-    }
-}
-
-/// Takes what is queued whenever a batch slot is free, and sends it as one batch.
-async fn dispatch(ctx: Arc<Ctx>, mut rx: mpsc::UnboundedReceiver<Job>, slots: usize) {
-    let slots = Arc::new(Semaphore::new(slots));
-    // Records of a session already in the batch being formed wait for the next one (two
-    // writers of one session in one process: a lost one and its successor).
-    let mut held: Vec<Job> = Vec::new();
-    loop {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let mut batch = Forming::default();
-        for job in std::mem::take(&mut held) {
-            batch.take(job, &mut held);
-        }
-        if batch.jobs.is_empty() {
-            match rx.recv().await {
-                Some(job) => batch.take(job, &mut held),
-                None => return,
-            }
-        }
-        while batch.jobs.len() < BATCH_RECORDS_MAX && batch.bytes < BATCH_BYTES_MAX {
-            match rx.try_recv() {
-                Ok(job) => batch.take(job, &mut held),
-                Err(_) => break,
-            }
-        }
-        let batch = batch.jobs;
-        let ctx = ctx.clone();
-        tokio::spawn(async move {
-            commit(&ctx, batch).await;
-            drop(slot);
-        });
-    }
-}
-
-/// A batch being formed: at most one record per session.
-#[derive(Default)]
-struct Forming {
-    jobs: Vec<Job>,
-    sessions: HashSet<String>,
-    bytes: usize,
-}
-
-impl Forming {
-    /// Adds `job`, or holds it for a later batch when its session is in this one already.
-    fn take(&mut self, job: Job, held: &mut Vec<Job>) {
-        if self.sessions.insert(job.append.id.clone()) {
-            self.bytes += job.append.line.len();
-            self.jobs.push(job);
-        } else {
-            held.push(job);
-        }
-    }
+/// Starts the store's append queue: at most `slots` batches in flight, each on its own
+/// pooled connection.
+pub(crate) fn committer(rt: &crate::rt::Rt, ctx: Arc<Ctx>, slots: usize) -> Committer {
+    Queue::start(rt, ctx, slots, |ctx, batch| {
+        async move { commit(&ctx, batch).await }.boxed()
+    })
 }
 
 /// Commits `batch` and answers each of its writers. A statement the server refused rolled
 /// back as a whole (nothing of it committed): its records are then tried one by one, so a
 /// record that cannot be written fails alone.
-async fn commit(ctx: &Ctx, batch: Vec<Job>) {
+async fn commit(ctx: &Ctx, batch: Vec<Job<Append, Reply>>) {
     let (jobs, replies): (Vec<Append>, Vec<oneshot::Sender<Reply>>) =
-        batch.into_iter().map(|j| (j.append, j.reply)).unzip();
+        batch.into_iter().map(|j| (j.item, j.reply)).unzip();
     match run(ctx, &jobs).await {
         Ok(outcomes) => {
             for (reply, outcome) in replies.into_iter().zip(outcomes) {
@@ -240,32 +172,8 @@ async fn run(ctx: &Ctx, jobs: &[Append]) -> Result<Vec<Outcome>, Failure> {
         .collect())
 }
 
-impl PgError {
-    /// The same "nothing was sent" error for another waiter of the batch.
-    fn again(&self) -> PgError {
-        match self {
-            PgError::Unavailable { location, cause } => PgError::Unavailable {
-                location: location.clone(),
-                cause: cause.clone(),
-            },
-            PgError::Db {
-                location,
-                op,
-                message,
-                code,
-            } => PgError::Db {
-                location: location.clone(),
-                op,
-                message: message.clone(),
-                code: code.clone(),
-            },
-            other => PgError::Config(other.to_string()),
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! One batch mixing every outcome, sent straight to the server (needs `LAZARUS_TEST_PG`,
     //! see `scripts/pg-test-server.sh`; skipped loudly without it unless `CI` or
     //! `LAZARUS_REQUIRE_PG` is set).
@@ -274,7 +182,8 @@ mod tests {
     use crate::{PgOptions, PgStore};
     use lazarus_session::{CreateOptions, SessionId, Store};
 
-    fn url(test: &str) -> Option<String> {
+    /// The test server's URL, or `None` after a loud skip (a failure where it must be there).
+    pub(crate) fn url(test: &str) -> Option<String> {
         match std::env::var("LAZARUS_TEST_PG") {
             Ok(u) if !u.is_empty() => Some(u),
             _ if ["CI", "LAZARUS_REQUIRE_PG"]
@@ -411,8 +320,8 @@ mod tests {
             commit(
                 &ctx,
                 vec![
-                    Job { append: append("live", 2, end + 100, "tok-live", 7), reply: tx1 },
-                    Job { append: append("bad", 1, 0, "tok-bad", 7), reply: tx2 },
+                    Job { item: append("live", 2, end + 100, "tok-live", 7), reply: tx1 },
+                    Job { item: append("bad", 1, 0, "tok-bad", 7), reply: tx2 },
                 ],
             )
             .await;

@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use lazarus_session::{OpenReport, Result, SessionError, SessionId, SessionState};
 
+mod batch;
 mod commit;
 mod ctx;
 mod error;
@@ -33,6 +34,7 @@ mod holder;
 mod lines;
 mod mail;
 mod options;
+mod peek;
 mod rows;
 mod rt;
 mod schema;
@@ -59,6 +61,8 @@ pub(crate) struct Shared {
     pub leases: Arc<writer::Leases>,
     /// The queue of this store's appends, committed in batches (group commit).
     pub commit: commit::Committer,
+    /// The queue of its writers' inbox looks before their own inputs, served in batches.
+    pub peek: peek::Peeker,
     // Declared last: dropped after the pool's last user.
     pub rt: Rt,
 }
@@ -166,12 +170,14 @@ impl PgStore {
         });
         let leases = writer::Leases::new(opts.lease_ttl);
         rt.spawn(writer::heartbeat(ctx.clone(), Arc::downgrade(&leases)));
-        let commit = commit::Committer::start(&rt, ctx.clone(), opts.append_slots());
+        let commit = commit::committer(&rt, ctx.clone(), opts.append_slots());
+        let peek = peek::peeker(&rt, ctx.clone(), opts.peek_slots());
         let store = PgStore {
             shared: Arc::new(Shared {
                 ctx,
                 leases,
                 commit,
+                peek,
                 rt,
             }),
         };

@@ -53,6 +53,11 @@ impl PgOptions {
             n => n.min(self.pool_size.max(1)),
         }
     }
+
+    /// How many batches of inbox looks may be in flight: a quarter of the pool, at least 1.
+    pub(crate) fn peek_slots(&self) -> usize {
+        (self.pool_size / 4).max(1)
+    }
 }
 
 /// Splits a `schema=NAME` query parameter (ours, not libpq's) off a `postgres://` URL.

@@ -195,6 +195,7 @@ pub(crate) struct Sql {
     pub parent_of: String,
     pub inbox_deliver: String,
     pub inbox_waiting: String,
+    pub inbox_peek: String,
     pub inbox_consume: String,
     pub with_mail: String,
     pub set_title: String,
@@ -400,6 +401,15 @@ impl Sql {
             inbox_waiting: format!(
                 "SELECT kind, data FROM {s}.inbox WHERE session_id = $1
                  ORDER BY position LIMIT $2::bigint"
+            ),
+            // What waits in the inboxes of several sessions ($1, each with its limit $2),
+            // oldest first: (the session's ordinal from 1, kind, data). See `peek`.
+            inbox_peek: format!(
+                "SELECT s.i, m.kind, m.data
+                 FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS s(id, lim, i)
+                 CROSS JOIN LATERAL (SELECT kind, data, position FROM {s}.inbox
+                     WHERE session_id = s.id ORDER BY position LIMIT s.lim) m
+                 ORDER BY s.i, m.position"
             ),
             inbox_consume: format!(
                 "DELETE FROM {s}.inbox WHERE session_id = $1 AND message_id = $2"

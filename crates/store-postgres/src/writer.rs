@@ -483,10 +483,20 @@ impl RecordSink for PgWriter {
         if let Some(cause) = self.lost() {
             return Err(self.lost_error(cause));
         }
-        let id = self.id.clone();
-        self.with_conn(move |ctx, c| async move {
-            crate::rows::inbox_waiting(&ctx, &c, &id, limit).await
-        })
+        // batched with the looks of the store's other writers
+        let answer = self.lease.shared.peek.submit(crate::peek::Peek {
+            id: self.id.clone(),
+            limit: i64::try_from(limit).unwrap_or(i64::MAX),
+        });
+        let location = self.ctx().location.clone();
+        Ok(self.lease.shared.rt.run(async move {
+            answer.await.unwrap_or_else(|_| {
+                Err(PgError::Unavailable {
+                    location,
+                    cause: "the PostgreSQL store's inbox queue stopped".into(),
+                })
+            })
+        })?)
     }
 
     fn inbox_consume(&self, message_id: &str) -> Result<()> {
