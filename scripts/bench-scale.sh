@@ -34,7 +34,8 @@
 # and no 5xx was seen.
 #
 # Env: SESSIONS (10000), MESSAGES (3), IDLE_CLOSE (5s), DEADLINE (3000 s), SETTLE (15 s; 0
-# skips the idle phase), ACTIVE (200).
+# skips the idle phase), ACTIVE (200), LAZARUS_BIN (the gateway binary; default: this tree's
+# release build, built first).
 #
 #   scripts/bench-scale.sh --quick  the `local` and `pg` scenarios at a small size (SESSIONS
 #                                  300, MESSAGES 2, IDLE_CLOSE 3s, SETTLE 6, ACTIVE 50,
@@ -108,7 +109,7 @@ SETTLE="${SETTLE:-15}"
 ACTIVE="${ACTIVE:-200}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 cargo build --release -q -p lazarus-cli --bin lazarus -p lazarus-testkit --bin scripted-model-server
-BIN="$CARGO_TARGET_DIR/release/lazarus"
+BIN="${LAZARUS_BIN:-$CARGO_TARGET_DIR/release/lazarus}"   # LAZARUS_BIN: another build to measure
 MODEL="$CARGO_TARGET_DIR/release/scripted-model-server"
 work="$(mktemp -d /var/tmp/lazarus-bench-scale.XXXXXX)"
 pids=()
