@@ -34,9 +34,63 @@
 # and no 5xx was seen.
 #
 # Env: SESSIONS (10000), MESSAGES (3), IDLE_CLOSE (5s), DEADLINE (3000 s), SETTLE (15 s; 0
-# skips the idle phase), ACTIVE (200).
+# skips the idle phase), ACTIVE (200), LAZARUS_BIN (the gateway binary; default: this tree's
+# release build, built first).
+#
+#   scripts/bench-scale.sh --quick  the `local` and `pg` scenarios at a small size (SESSIONS
+#                                  300, MESSAGES 2, IDLE_CLOSE 3s, SETTLE 6, ACTIVE 50,
+#                                  DEADLINE 300; env overrides them), then the PostgreSQL
+#                                  store's appends (`pg_bench`, 1/8/64 sessions, 3 rounds of
+#                                  2 s, on a server of its own). A few minutes on 2 cores.
+#                                  Ends with `RESULT name value target` lines: per scenario
+#                                  messages lost ==0, duplicated ==0, 5xx ==0, sessions finished
+#                                  ==SESSIONS (absolute: they hold at any size) and the accept
+#                                  p99 (local: <20 ms, the gateway's accept target; pg: info only,
+#                                  no target: its p99 is that of retries around a SIGKILLed
+#                                  gateway and does not scale from the full run's), then
+#                                  pg_appends_per_s_64 >=3000 (a rate: the same target as the
+#                                  full pg_bench run, which only takes more rounds). Exit 1 when
+#                                  a scenario fails (lost, duplicated, 5xx, unfinished).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ "${1:-}" == --quick ]]; then
+    export SESSIONS="${SESSIONS:-300}" MESSAGES="${MESSAGES:-2}" IDLE_CLOSE="${IDLE_CLOSE:-3s}" \
+        SETTLE="${SETTLE:-6}" ACTIVE="${ACTIVE:-50}" DEADLINE="${DEADLINE:-300}"
+    export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+    cargo build --release -q -p lazarus-store-postgres --example pg_bench
+    out="$(mktemp -d /var/tmp/lazarus-bench-scale-quick.XXXXXX)"
+    trap 'LAZARUS_PG_STATE="$out/pg.state" scripts/pg-test-server.sh stop >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
+    failed=0
+    for m in local pg; do
+        "$0" "$m" >"$out/$m.json" || failed=1
+        tail -n 1 "$out/$m.json" >&2
+    done
+    # pg_bench on a server of its own (the scenarios' servers are gone by now)
+    eval "$(LAZARUS_PG_STATE="$out/pg.state" scripts/pg-test-server.sh start)"
+    "$CARGO_TARGET_DIR/release/examples/pg_bench" --seconds 2 --rounds 3 | tee "$out/pg_bench.out" >&2
+    echo "== RESULT lines ($SESSIONS sessions x $MESSAGES messages; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg))"
+    for m in local pg; do
+        python3 - "$m" "$out/$m.json" "$SESSIONS" <<'PY'
+import json, sys
+mode, path, sessions = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    with open(path) as f:
+        r = json.loads(f.read().strip().splitlines()[-1])
+except (OSError, ValueError, IndexError) as e:
+    print(f"RESULT scale_{mode}_report missing ==present  # {e}")
+    sys.exit(0)
+fives = sum(v for k, v in r["http_status_counts"].items() if k.startswith("5"))
+print(f"RESULT scale_{mode}_messages_lost {r['lost']} ==0")
+print(f"RESULT scale_{mode}_messages_duplicated {r['duplicated']} ==0")
+print(f"RESULT scale_{mode}_5xx {fives} ==0")
+print(f"RESULT scale_{mode}_sessions_finished {r['sessions_finished']} =={sessions}")
+target = "<20" if mode == "local" else "info"
+print(f"RESULT scale_{mode}_accept_p99_ms {r['accept_latency_ms_p99']} {target}")
+PY
+    done
+    grep '^RESULT' "$out/pg_bench.out"
+    exit "$failed"
+fi
 mode="${1:-pg}"
 if [[ "$mode" == takeover ]]; then
     SESSIONS="${SESSIONS:-1000}"
@@ -55,7 +109,7 @@ SETTLE="${SETTLE:-15}"
 ACTIVE="${ACTIVE:-200}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 cargo build --release -q -p lazarus-cli --bin lazarus -p lazarus-testkit --bin scripted-model-server
-BIN="$CARGO_TARGET_DIR/release/lazarus"
+BIN="${LAZARUS_BIN:-$CARGO_TARGET_DIR/release/lazarus}"   # LAZARUS_BIN: another build to measure
 MODEL="$CARGO_TARGET_DIR/release/scripted-model-server"
 work="$(mktemp -d /var/tmp/lazarus-bench-scale.XXXXXX)"
 pids=()

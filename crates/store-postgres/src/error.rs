@@ -74,6 +74,30 @@ impl PgError {
     }
 }
 
+impl PgError {
+    /// The same error again, for another waiter of a batch that failed as a whole.
+    pub(crate) fn again(&self) -> PgError {
+        match self {
+            PgError::Unavailable { location, cause } => PgError::Unavailable {
+                location: location.clone(),
+                cause: cause.clone(),
+            },
+            PgError::Db {
+                location,
+                op,
+                message,
+                code,
+            } => PgError::Db {
+                location: location.clone(),
+                op,
+                message: message.clone(),
+                code: code.clone(),
+            },
+            other => PgError::Config(other.to_string()),
+        }
+    }
+}
+
 impl From<PgError> for SessionError {
     fn from(e: PgError) -> SessionError {
         match e {

@@ -6,8 +6,9 @@
 //! * Records are rows keyed by `(session_id, seq)`; each keeps the exact line (CRC included)
 //!   a local ledger file would hold, so [`PgStore::export`] gives back byte for byte the JSONL
 //!   of a local session, and [`PgStore::import_lines`] takes one in.
-//! * An append is one INSERT of the record with the seq it expects, on a pooled connection:
-//!   a taken seq fails the primary key ([`SessionError::Conflict`]) and never overwrites; the
+//! * An append inserts the record with the seq it expects, in a batch with other sessions'
+//!   records (one statement, one commit: group commit) on a pooled connection: a taken seq is
+//!   refused by the primary key ([`SessionError::Conflict`]) and never overwrites; the
 //!   writer never skips a seq. Listings read each session's newest record through the
 //!   primary key (one index probe per session, no scan).
 //! * One writer per session: a writer holds the session's **lease** (a row with a token, an
@@ -25,12 +26,15 @@ use std::sync::Arc;
 
 use lazarus_session::{OpenReport, Result, SessionError, SessionId, SessionState};
 
+mod batch;
+mod commit;
 mod ctx;
 mod error;
 mod holder;
 mod lines;
 mod mail;
 mod options;
+mod peek;
 mod rows;
 mod rt;
 mod schema;
@@ -55,6 +59,10 @@ pub(crate) struct Shared {
     pub ctx: Arc<Ctx>,
     /// The leases of this store's writers, renewed together.
     pub leases: Arc<writer::Leases>,
+    /// The queue of this store's appends, committed in batches (group commit).
+    pub commit: commit::Committer,
+    /// The queue of its writers' inbox looks before their own inputs, served in batches.
+    pub peek: peek::Peeker,
     // Declared last: dropped after the pool's last user.
     pub rt: Rt,
 }
@@ -162,8 +170,16 @@ impl PgStore {
         });
         let leases = writer::Leases::new(opts.lease_ttl);
         rt.spawn(writer::heartbeat(ctx.clone(), Arc::downgrade(&leases)));
+        let commit = commit::committer(&rt, ctx.clone(), opts.append_slots());
+        let peek = peek::peeker(&rt, ctx.clone(), opts.peek_slots());
         let store = PgStore {
-            shared: Arc::new(Shared { ctx, leases, rt }),
+            shared: Arc::new(Shared {
+                ctx,
+                leases,
+                commit,
+                peek,
+                rt,
+            }),
         };
         let apply = opts.migrate;
         store.run(move |ctx| async move {

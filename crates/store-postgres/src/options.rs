@@ -18,6 +18,10 @@ pub struct PgOptions {
     /// lifetime). A writer that dies holding one leaves its session to others after at most
     /// this long. URL parameter `lease_ttl_ms=`. Default 5 s.
     pub lease_ttl: Duration,
+    /// Batches of appends in flight at once, each on one pooled connection: the appends of
+    /// all sessions are queued and committed together, one statement and one commit per
+    /// batch (group commit). `0` (the default) means half the pool, at least 1.
+    pub append_batches: usize,
     /// Worker threads of the store's own tokio runtime. Default 2.
     pub runtime_workers: usize,
     /// Apply missing migrations on connect (default). When false, a schema older than this
@@ -33,10 +37,26 @@ impl Default for PgOptions {
             schema: DEFAULT_SCHEMA.to_string(),
             pool_size: 16,
             lease_ttl: Duration::from_secs(5),
+            append_batches: 0,
             runtime_workers: 2,
             migrate: true,
             connect_timeout: Duration::from_secs(10),
         }
+    }
+}
+
+impl PgOptions {
+    /// How many batches of appends may be in flight ([`PgOptions::append_batches`]).
+    pub(crate) fn append_slots(&self) -> usize {
+        match self.append_batches {
+            0 => (self.pool_size / 2).max(1),
+            n => n.min(self.pool_size.max(1)),
+        }
+    }
+
+    /// How many batches of inbox looks may be in flight: a quarter of the pool, at least 1.
+    pub(crate) fn peek_slots(&self) -> usize {
+        (self.pool_size / 4).max(1)
     }
 }
 

@@ -314,17 +314,23 @@ pub(crate) async fn inbox_waiting(
         .await
         .map_err(ctx.db("read the inbox"))?;
     rows.iter()
-        .map(|r| {
-            let kind: String = r.get(0);
-            let data: Vec<u8> = r.get(1);
-            lazarus_session::InboxMessage::from_parts(&kind, &data).map_err(|why| {
-                PgError::Session(lazarus_session::SessionError::Backend(format!(
-                    "{}: an inbox row does not decode ({why}); delete it from the inbox table",
-                    ctx.session_location(id)
-                )))
-            })
-        })
+        .map(|r| inbox_message(ctx, id, r.get(0), r.get(1)))
         .collect()
+}
+
+/// An inbox row of session `id` (its `kind` and `data`) as the message it carries.
+pub(crate) fn inbox_message(
+    ctx: &Ctx,
+    id: &str,
+    kind: &str,
+    data: &[u8],
+) -> std::result::Result<lazarus_session::InboxMessage, PgError> {
+    lazarus_session::InboxMessage::from_parts(kind, data).map_err(|why| {
+        PgError::Session(lazarus_session::SessionError::Backend(format!(
+            "{}: an inbox row does not decode ({why}); delete it from the inbox table",
+            ctx.session_location(id)
+        )))
+    })
 }
 
 /// What waits in the inbox of session `id` (a PostgreSQL inbox sets nothing aside: a row

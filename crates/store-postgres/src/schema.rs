@@ -167,7 +167,7 @@ pub(crate) async fn migrate(
 /// The statements of the store, with the schema name filled in.
 #[derive(Debug)]
 pub(crate) struct Sql {
-    pub append: String,
+    pub append_batch: String,
     pub rebuild_listing: String,
     pub take_lease: String,
     pub steal_lease: String,
@@ -195,6 +195,7 @@ pub(crate) struct Sql {
     pub parent_of: String,
     pub inbox_deliver: String,
     pub inbox_waiting: String,
+    pub inbox_peek: String,
     pub inbox_consume: String,
     pub with_mail: String,
     pub set_title: String,
@@ -235,31 +236,42 @@ impl Sql {
         let taken_at = format!("to_char(le.taken_at AT TIME ZONE 'UTC', {TS})");
         let oldest = format!("to_char(ib.oldest AT TIME ZONE 'UTC', {TS})");
         Sql {
-            // The whole append: one INSERT, one round trip, fenced by the writer's lease in
-            // the same statement (no row inserted when the lease is not this writer's: $6
-            // token, $7 epoch). The row lock makes a take wait for an append in flight, and
-            // an append after a take see the new epoch. A taken seq fails the primary key.
-            // The whole append: one statement, one round trip, fenced by the writer's lease
-            // in the same statement (no row inserted when the lease is not this writer's: $6
-            // token, $7 epoch), and the session's listing row updated with it ($8: the
-            // record's ts). Returns how many records it inserted. The row lock makes a take
-            // wait for an append in flight, and an append after a take see the new epoch. A
-            // taken seq fails the primary key.
-            append: format!(
-                "WITH ins AS (
+            // The appends of a batch (see `commit`): one statement, one commit, every
+            // record fenced by its own writer's lease ($6 token, $7 epoch: a record whose
+            // lease is not its writer's is not inserted) and each session's listing row
+            // updated with its record ($8: the record's ts). A batch holds at most one record
+            // per session. Lease rows are share-locked in session order (as the heartbeat
+            // locks them), so a take waits for the appends in flight under the old lease and
+            // appends after a take see the new epoch, without deadlocks between batches and
+            // renewals. A taken seq inserts nothing (never overwrites). Returns, for every
+            // record (its ordinal from 1): whether its lease was its writer's, and whether it
+            // was inserted.
+            append_batch: format!(
+                "WITH d AS (
+                    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bytea[],
+                                         $5::bigint[], $6::text[], $7::bigint[], $8::text[])
+                        WITH ORDINALITY AS d(session_id, seq, kind, line, end_offset, token, epoch, ts, i)),
+                 ok AS (
+                    SELECT d.* FROM d JOIN {s}.leases l
+                        ON l.session_id = d.session_id AND l.token = d.token AND l.epoch = d.epoch
+                    ORDER BY l.session_id
+                    FOR SHARE OF l),
+                 ins AS (
                     INSERT INTO {s}.records (session_id, seq, kind, line, end_offset)
-                    SELECT $1, $2::bigint, $3, $4, $5::bigint FROM {s}.leases l
-                    WHERE l.session_id = $1 AND l.token = $6 AND l.epoch = $7::bigint
-                    FOR SHARE OF l
-                    RETURNING seq),
+                    SELECT session_id, seq, kind, line, end_offset FROM ok ORDER BY session_id
+                    ON CONFLICT (session_id, seq) DO NOTHING
+                    RETURNING session_id, seq),
                  tail AS (
-                    UPDATE {s}.listing SET last_seq = $2::bigint, last_kind = $3,
-                        end_offset = $5::bigint, updated_at = $8,
-                        first_input = CASE WHEN $2::bigint = 1 AND $3 = 'input'
-                                                AND octet_length($4) <= {FIRST_INPUT_MAX}
-                                           THEN $4 ELSE first_input END
-                    WHERE session_id = $1 AND EXISTS (SELECT 1 FROM ins))
-                 SELECT count(*) FROM ins"
+                    UPDATE {s}.listing t SET last_seq = ok.seq, last_kind = ok.kind,
+                        end_offset = ok.end_offset, updated_at = ok.ts,
+                        first_input = CASE WHEN ok.seq = 1 AND ok.kind = 'input'
+                                                AND octet_length(ok.line) <= {FIRST_INPUT_MAX}
+                                           THEN ok.line ELSE t.first_input END
+                    FROM ok JOIN ins ON ins.session_id = ok.session_id AND ins.seq = ok.seq
+                    WHERE t.session_id = ok.session_id)
+                 SELECT d.i, EXISTS (SELECT 1 FROM ok WHERE ok.i = d.i),
+                        EXISTS (SELECT 1 FROM ins WHERE ins.session_id = d.session_id AND ins.seq = d.seq)
+                 FROM d"
             ),
             // A session's listing row built from its records (after a create, an import or a
             // fork wrote them, in their transaction): the function of migration 4.
@@ -274,9 +286,13 @@ impl Sql {
                    WHERE l.expires_at <= now()
                  RETURNING epoch"
             ),
+            // Rows locked in session order, as an append batch locks them (no deadlock).
             renew_leases: format!(
-                "UPDATE {s}.leases SET expires_at = now() + $2::bigint * interval '1 millisecond'
-                 WHERE token = ANY($1) RETURNING token"
+                "UPDATE {s}.leases l SET expires_at = now() + $2::bigint * interval '1 millisecond'
+                 FROM (SELECT session_id FROM {s}.leases WHERE token = ANY($1)
+                       ORDER BY session_id FOR NO KEY UPDATE) k
+                 WHERE l.session_id = k.session_id AND l.token = ANY($1)
+                 RETURNING l.token"
             ),
             release_lease: format!("DELETE FROM {s}.leases WHERE token = $1"),
             lease_holder: format!(
@@ -385,6 +401,15 @@ impl Sql {
             inbox_waiting: format!(
                 "SELECT kind, data FROM {s}.inbox WHERE session_id = $1
                  ORDER BY position LIMIT $2::bigint"
+            ),
+            // What waits in the inboxes of several sessions ($1, each with its limit $2),
+            // oldest first: (the session's ordinal from 1, kind, data). See `peek`.
+            inbox_peek: format!(
+                "SELECT s.i, m.kind, m.data
+                 FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS s(id, lim, i)
+                 CROSS JOIN LATERAL (SELECT kind, data, position FROM {s}.inbox
+                     WHERE session_id = s.id ORDER BY position LIMIT s.lim) m
+                 ORDER BY s.i, m.position"
             ),
             inbox_consume: format!(
                 "DELETE FROM {s}.inbox WHERE session_id = $1 AND message_id = $2"

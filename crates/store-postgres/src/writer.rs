@@ -1,10 +1,11 @@
 //! The single writer of one session, fenced by a **lease**: a row `(session, token, epoch,
 //! expires_at)` taken through the connection pool and renewed by a heartbeat. A writer pins
-//! no connection: every append borrows one from the pool and carries the lease's token and
-//! epoch in the same statement (`INSERT … SELECT … FROM leases WHERE token AND epoch … FOR
-//! SHARE`), so a writer that lost its lease — expired and taken by another process — can
-//! never append: its statement inserts nothing. A take waits for appends in flight under the
-//! old lease (the row lock), and appends that start after a take see the new epoch.
+//! no connection: its appends are queued with those of the store's other writers and
+//! committed in batches (`commit`), each record carrying its lease's token and epoch into the
+//! statement (`… JOIN leases ON token AND epoch … FOR SHARE`), so a writer that lost its lease
+//! — expired and taken by another process — can never append: its record is not inserted. A
+//! take waits for appends in flight under the old lease (the row lock), and appends that start
+//! after a take see the new epoch.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -16,9 +17,8 @@ use lazarus_ledger::{Holder, LedgerError};
 use lazarus_session::store::RecordSink;
 use lazarus_session::{Result, SessionError, Stored};
 use tokio_postgres::Client;
-use tokio_postgres::error::SqlState;
-use tokio_postgres::types::ToSql;
 
+use crate::commit::Outcome;
 use crate::error::PgError;
 pub use crate::holder::LockHolder;
 use crate::holder::holder_text;
@@ -302,8 +302,8 @@ struct Inner {
 
 /// The writer of one session (the [`RecordSink`] behind a PostgreSQL [`Session`]).
 ///
-/// It holds the session's lease and no connection: each append borrows one from the pool
-/// for one statement, fenced by the lease.
+/// It holds the session's lease and no connection: each append is queued for the store's
+/// next batch (one statement and one commit for many sessions' records), fenced by the lease.
 ///
 /// [`Session`]: lazarus_session::Session
 pub struct PgWriter {
@@ -387,50 +387,47 @@ impl PgWriter {
             }));
         }
         let end = inner.size + inner.buf.len() as u64 + 1;
-        let ctx = self.ctx().clone();
-        let (id, kind_s, line) = (self.id.clone(), kind.to_string(), inner.buf.clone());
-        let (token, epoch) = (self.lease.token.clone(), self.lease.epoch);
-        let (seq_i, end_i, ts_s) = (seq as i64, end as i64, ts.to_string());
-        let r = self.lease.shared.rt.run(async move {
-            // No connection to spare, or the server down: nothing was sent.
-            let c = ctx.conn().await?;
-            let stmt = c
-                .prepare_cached(&ctx.sql.append)
-                .await
-                .map_err(ctx.db("prepare append"))?;
-            let params: [&(dyn ToSql + Sync); 8] =
-                [&id, &seq_i, &kind_s, &line, &end_i, &token, &epoch, &ts_s];
-            Ok(c.query_one(&stmt, &params)
-                .await
-                .map(|row| row.get::<_, i64>(0)))
+        let append = crate::commit::Append {
+            id: self.id.clone(),
+            seq: seq as i64,
+            kind: kind.to_string(),
+            line: inner.buf.clone(),
+            end: end as i64,
+            token: self.lease.token.clone(),
+            epoch: self.lease.epoch,
+            ts: ts.to_string(),
+        };
+        // Queued with the appends of other sessions, committed in one batch (group commit);
+        // answered once that commit returned.
+        let answer = self.lease.shared.commit.submit(append);
+        let outcome = self.lease.shared.rt.run(async move {
+            answer.await.unwrap_or_else(|_| {
+                Ok(Outcome::Unknown(
+                    "the PostgreSQL store's append queue stopped while the append was queued"
+                        .into(),
+                ))
+            })
         });
         // An error here means nothing was sent (no connection): the writer is intact.
-        let r = r?;
-        match r {
-            Ok(1) => {
+        match outcome? {
+            Outcome::Inserted => {
                 inner.next_seq = seq + 1;
                 inner.size = end;
                 Ok(Stored { seq, ts })
             }
-            Ok(0) => {
+            Outcome::Fenced => {
                 let cause = "another writer took its lease (this one was not renewed in time)";
                 inner.lost = Some(cause.into());
                 self.lease.state.set_lost(cause.into());
                 Err(self.lost_error(cause.into()))
             }
-            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+            Outcome::SeqTaken => {
                 inner.lost = Some(format!("append conflict at seq {seq}"));
                 Err(self.conflict(seq))
             }
-            Ok(n) => {
-                let cause = format!("append of seq {seq} inserted {n} rows");
-                inner.lost = Some(cause.clone());
-                Err(self.lost_error(cause))
-            }
-            Err(e) => {
+            Outcome::Unknown(cause) => {
                 // The statement may or may not have committed (a connection cut at commit):
                 // this writer's view of the log is no longer certain.
-                let cause = crate::error::describe(&e);
                 inner.lost = Some(cause.clone());
                 Err(self.lost_error(cause))
             }
@@ -486,10 +483,20 @@ impl RecordSink for PgWriter {
         if let Some(cause) = self.lost() {
             return Err(self.lost_error(cause));
         }
-        let id = self.id.clone();
-        self.with_conn(move |ctx, c| async move {
-            crate::rows::inbox_waiting(&ctx, &c, &id, limit).await
-        })
+        // batched with the looks of the store's other writers
+        let answer = self.lease.shared.peek.submit(crate::peek::Peek {
+            id: self.id.clone(),
+            limit: i64::try_from(limit).unwrap_or(i64::MAX),
+        });
+        let location = self.ctx().location.clone();
+        Ok(self.lease.shared.rt.run(async move {
+            answer.await.unwrap_or_else(|_| {
+                Err(PgError::Unavailable {
+                    location,
+                    cause: "the PostgreSQL store's inbox queue stopped".into(),
+                })
+            })
+        })?)
     }
 
     fn inbox_consume(&self, message_id: &str) -> Result<()> {
