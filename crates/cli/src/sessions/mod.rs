@@ -286,7 +286,8 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
             text,
         } => inputs::send(store, id, message_id, &text, json, &mut out)?,
         SessionsCommand::List(filters) => {
-            let mut out = std::io::BufWriter::new(&mut out);
+            // --json of 10⁵ sessions is 30 MB: written in big pieces
+            let mut out = std::io::BufWriter::with_capacity(256 * 1024, &mut out);
             list::list(store, &filters, json, &mut out)?;
             out.flush()?;
         }

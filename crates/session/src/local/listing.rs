@@ -356,13 +356,13 @@ impl LocalStore {
                             // the ledger unchanged since a listing read it: not opened
                             if !live.may_be_held
                                 && let Some(f) = &file
-                                && let Some((rec, e)) = cache.get_line(stem, f, i)
+                                && let Some((rec, status)) = cache.get_line(stem, f, i)
                             {
                                 part.found += 1;
                                 part.rows.push(Row {
                                     name: i as u32,
                                     src: Src::Cached(rec),
-                                    status: e.status,
+                                    status,
                                     live,
                                 });
                                 continue;

@@ -96,24 +96,22 @@ impl Listing<'_> {
         self.names.get(r.name as usize)
     }
 
-    /// `created_at`, `updated_at` and the recorded workspace of a row.
-    fn times_and_workspace(&self, r: &Row) -> (&str, &str, Option<&str>) {
+    /// `created_at` and `updated_at` of a row.
+    fn times(&self, r: &Row) -> (&str, &str) {
         match r.src {
             Src::Owned(k) => {
                 let s = &self.owned[k as usize];
-                (&s.created_at, &s.updated_at, s.workspace.as_deref())
+                (&s.created_at, &s.updated_at)
             }
-            Src::Cached(k) => match self.cache.record(k) {
-                Some(e) => {
-                    let line = e.line.as_ref();
-                    (
-                        e.created_at,
-                        line.map_or("", |l| l.updated_at),
-                        line.and_then(|l| l.workspace),
-                    )
-                }
-                None => ("", "", None),
-            },
+            Src::Cached(k) => self.cache.times(k).unwrap_or(("", "")),
+        }
+    }
+
+    /// The workspace a row's session recorded.
+    fn workspace(&self, r: &Row) -> Option<&str> {
+        match r.src {
+            Src::Owned(k) => self.owned[k as usize].workspace.as_deref(),
+            Src::Cached(k) => self.cache.record(k)?.line?.workspace,
         }
     }
 
@@ -142,8 +140,14 @@ impl Listing<'_> {
     ) -> ListCounts {
         let mut keyed: Vec<((u128, u128), u32)> = Vec::with_capacity(self.rows.len());
         for (i, r) in self.rows.iter().enumerate() {
-            let (created_at, updated_at, workspace) = self.times_and_workspace(r);
+            // the workspace only for a filter that looks at it
+            let workspace = if q.workspace.is_some() || q.search.is_some() {
+                self.workspace(r)
+            } else {
+                None
+            };
             if q.matches(r.status, self.id(r), workspace, || self.title(r)) {
+                let (created_at, updated_at) = self.times(r);
                 keyed.push((order_key(q.order, created_at, updated_at), i as u32));
             }
         }

@@ -230,17 +230,41 @@ impl CacheFile {
         if text_at > bytes.len() {
             return None;
         }
-        // all text is UTF-8 (then a string is a checked sub-slice of it)
-        std::str::from_utf8(&bytes[text_at..]).ok()?;
-        let file = CacheFile { bytes, count };
-        // every record's strings in bounds, its status known; the order a permutation
+        // all text is UTF-8, and every string a sub-slice of it between char boundaries
+        // (then no string read later can fail); every status known; the order in range
+        let text = std::str::from_utf8(&bytes[text_at..]).ok()?;
         for i in 0..count {
-            file.entry(i)?;
-            if file.order(i)? as usize >= count {
+            let at = HEADER + i * RECORD;
+            let has_line = match bytes[at + 137] {
+                0 => false,
+                1 => true,
+                _ => return None,
+            };
+            if bytes[at + 136] as usize >= STATUSES.len() {
+                return None;
+            }
+            for k in 0..9 {
+                let off = u32_at(at + 8 * k) as usize;
+                let len = u32_at(at + 8 * k + 4);
+                // id and created_at always, updated_at and last_kind with a line
+                let required = k < 2 || (has_line && (k == 4 || k == 5));
+                if len == NONE {
+                    if required {
+                        return None;
+                    }
+                    continue;
+                }
+                let end = off.checked_add(len as usize)?;
+                if end > text.len() || !text.is_char_boundary(off) || !text.is_char_boundary(end) {
+                    return None;
+                }
+            }
+            let o = u32_at(HEADER + count * RECORD + i * 4) as usize;
+            if o >= count {
                 return None;
             }
         }
-        Some(file)
+        Some(CacheFile { bytes, count })
     }
 
     fn u64_at(&self, at: usize) -> u64 {
@@ -269,11 +293,15 @@ impl CacheFile {
         std::str::from_utf8(slice).ok().map(Some)
     }
 
-    /// The id of record `i` (checked by [`CacheFile::check`]).
-    fn id(&self, i: usize) -> &str {
-        self.string(HEADER + i * RECORD)
-            .flatten()
-            .unwrap_or_default()
+    /// The id of record `i`, as bytes (no UTF-8 check: only compared).
+    fn id(&self, i: usize) -> &[u8] {
+        if i >= self.count {
+            return b"";
+        }
+        let at = HEADER + i * RECORD;
+        let (off, len) = (self.u32_at(at) as usize, self.u32_at(at + 4) as usize);
+        let start = self.text_at() + off;
+        self.bytes.get(start..start + len).unwrap_or_default()
     }
 
     /// Record number `i` of the order by id.
@@ -284,6 +312,7 @@ impl CacheFile {
     /// Which record holds `id`: the one at `hint` (where the last listing met it), else a
     /// binary search of the order by id.
     fn find(&self, id: &str, hint: usize) -> Option<usize> {
+        let id = id.as_bytes();
         if hint < self.count && self.id(hint) == id {
             return Some(hint);
         }
@@ -298,6 +327,26 @@ impl CacheFile {
             }
         }
         None
+    }
+
+    /// The file key of record `i`'s line, if it has one (numbers only: no string read).
+    fn file_key(&self, i: usize) -> Option<FileKey> {
+        if i >= self.count {
+            return None;
+        }
+        let at = HEADER + i * RECORD;
+        let n = |k: usize| self.u64_at(at + 72 + 8 * k);
+        (self.bytes[at + 137] == 1).then(|| FileKey {
+            ino: n(2),
+            size: n(3),
+            ctime: (n(4) as i64, n(5) as i64),
+            mtime: (n(6) as i64, n(7) as i64),
+        })
+    }
+
+    fn status(&self, i: usize) -> Option<Status> {
+        let at = HEADER + i.checked_mul(RECORD)?;
+        STATUSES.get(*self.bytes.get(at + 136)? as usize).copied()
     }
 
     /// Record `i`, borrowed.
@@ -474,21 +523,27 @@ impl StatusCache {
 
     /// The file's record of `id` with its line, if that line was read from the very file
     /// `file` identifies; with the record's number. `hint`: where to look first.
-    pub(crate) fn get_line(
-        &self,
-        id: &str,
-        file: &FileKey,
-        hint: usize,
-    ) -> Option<(u32, EntryRef<'_>)> {
+    pub(crate) fn get_line(&self, id: &str, file: &FileKey, hint: usize) -> Option<(u32, Status)> {
         let i = self.file.find(id, hint)?;
-        let e = self.file.entry(i)?;
-        e.line.as_ref().filter(|l| &l.file == file)?;
-        Some((u32::try_from(i).ok()?, e))
+        (self.file.file_key(i)? == *file).then_some((u32::try_from(i).ok()?, self.file.status(i)?))
     }
 
     /// Whether the file holds a record of `id` (looked for at `hint` first).
     pub(crate) fn holds(&self, id: &str, hint: usize) -> bool {
         self.file.find(id, hint).is_some()
+    }
+
+    /// `created_at` and the line's `updated_at` of record `i` (only these two read: a
+    /// listing orders every session by one of them).
+    pub(crate) fn times(&self, i: u32) -> Option<(&str, &str)> {
+        let at = HEADER + (i as usize).checked_mul(RECORD)?;
+        if i as usize >= self.file.count {
+            return None;
+        }
+        Some((
+            self.file.string(at + 8)??,
+            self.file.string(at + 32)?.unwrap_or(""),
+        ))
     }
 
     /// Record `i` of the file (a number [`StatusCache::get_line`] gave).

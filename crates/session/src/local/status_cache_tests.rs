@@ -128,7 +128,7 @@ fn a_save_in_a_listing_order_keeps_only_those_sessions_in_that_order() {
     let c = StatusCache::load(dir.path());
     assert_eq!(c.len(), 3);
     for (i, id) in order.iter().enumerate() {
-        assert_eq!(c.file.id(i), *id);
+        assert_eq!(c.file.id(i), id.as_bytes());
         assert_eq!(c.file.find(id, 99), Some(i));
     }
 }
