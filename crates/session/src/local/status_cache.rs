@@ -208,13 +208,18 @@ const STATUSES: [Status; 11] = [
 /// A cache file's bytes, checked once: every record is read from them in place.
 #[derive(Debug, Default)]
 struct CacheFile {
+    /// The header, the records and the order by id.
     bytes: Vec<u8>,
+    /// The text the records' strings are slices of (UTF-8 checked once: a string is then a
+    /// slice between char boundaries, never validated again).
+    text: String,
     count: usize,
 }
 
 impl CacheFile {
-    /// The file's bytes as a cache, if everything checks.
-    fn check(bytes: Vec<u8>) -> Option<CacheFile> {
+    /// The file's bytes as a cache, if everything checks: `bytes` up to the text, then the
+    /// text (read apart, so that it becomes a `String` without a copy).
+    fn check(bytes: Vec<u8>, text: Vec<u8>) -> Option<CacheFile> {
         if bytes.len() < HEADER || &bytes[..8] != MAGIC {
             return None;
         }
@@ -223,16 +228,13 @@ impl CacheFile {
             return None;
         }
         let count = u32_at(16) as usize;
-        if checksum(&bytes) != u32_at(20) {
-            return None;
-        }
         let text_at = HEADER.checked_add(count.checked_mul(RECORD + 4)?)?;
-        if text_at > bytes.len() {
+        if text_at != bytes.len() || checksum(&bytes, &text) != u32_at(20) {
             return None;
         }
         // all text is UTF-8, and every string a sub-slice of it between char boundaries
         // (then no string read later can fail); every status known; the order in range
-        let text = std::str::from_utf8(&bytes[text_at..]).ok()?;
+        let text = String::from_utf8(text).ok()?;
         for i in 0..count {
             let at = HEADER + i * RECORD;
             let has_line = match bytes[at + 137] {
@@ -264,7 +266,7 @@ impl CacheFile {
                 return None;
             }
         }
-        Some(CacheFile { bytes, count })
+        Some(CacheFile { bytes, text, count })
     }
 
     fn u64_at(&self, at: usize) -> u64 {
@@ -275,10 +277,6 @@ impl CacheFile {
         u32::from_le_bytes(self.bytes[at..at + 4].try_into().unwrap_or([0; 4]))
     }
 
-    fn text_at(&self) -> usize {
-        HEADER + self.count * (RECORD + 4)
-    }
-
     /// The string whose (offset, length) is at `at`: `Some(None)` for none, `None` when it
     /// does not check.
     fn string(&self, at: usize) -> Option<Option<&str>> {
@@ -286,22 +284,20 @@ impl CacheFile {
         if len == NONE {
             return Some(None);
         }
-        let text = self.text_at();
-        let start = text.checked_add(off)?;
-        let end = start.checked_add(len as usize)?;
-        let slice = self.bytes.get(start..end)?;
-        std::str::from_utf8(slice).ok().map(Some)
+        self.text.get(off..off.checked_add(len as usize)?).map(Some)
     }
 
-    /// The id of record `i`, as bytes (no UTF-8 check: only compared).
+    /// The id of record `i`, as bytes (only compared).
     fn id(&self, i: usize) -> &[u8] {
         if i >= self.count {
             return b"";
         }
         let at = HEADER + i * RECORD;
         let (off, len) = (self.u32_at(at) as usize, self.u32_at(at + 4) as usize);
-        let start = self.text_at() + off;
-        self.bytes.get(start..start + len).unwrap_or_default()
+        self.text
+            .as_bytes()
+            .get(off..off.saturating_add(len))
+            .unwrap_or_default()
     }
 
     /// Record number `i` of the order by id.
@@ -390,8 +386,9 @@ impl CacheFile {
 
 /// The checksum of a cache file: its header's numbers (layout, rule, count) and everything
 /// after the header.
-fn checksum(bytes: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&bytes[8..20]), &bytes[HEADER..])
+fn checksum(bytes: &[u8], text: &[u8]) -> u32 {
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[8..20]), &bytes[HEADER..]);
+    crc32c::crc32c_append(crc, text)
 }
 
 /// Writes `entries` as a cache file's bytes, in their order.
@@ -466,7 +463,7 @@ fn encode<'a>(entries: &[EntryRef<'a>]) -> Option<Vec<u8>> {
         out.extend_from_slice(&o.to_le_bytes());
     }
     out.extend_from_slice(&text);
-    let crc = checksum(&out);
+    let crc = checksum(&out, &[]);
     out[20..24].copy_from_slice(&crc.to_le_bytes());
     Some(out)
 }
@@ -621,9 +618,21 @@ fn read_file(path: &Path) -> Option<CacheFile> {
     if len > FILE_BYTES_MAX {
         return None;
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(len).ok()?.saturating_add(1));
-    std::io::Read::read_to_end(&mut std::io::Read::take(f, FILE_BYTES_MAX), &mut bytes).ok()?;
-    CacheFile::check(bytes)
+    let len = usize::try_from(len).ok()?;
+    let mut f = std::io::Read::take(f, FILE_BYTES_MAX);
+    // the header, then the records and the order, then the text: three reads
+    let mut bytes = vec![0u8; HEADER];
+    std::io::Read::read_exact(&mut f, &mut bytes).ok()?;
+    let count = u32::from_le_bytes(bytes[16..20].try_into().ok()?) as usize;
+    let text_at = HEADER.checked_add(count.checked_mul(RECORD + 4)?)?;
+    if text_at > len {
+        return None;
+    }
+    bytes.resize(text_at, 0);
+    std::io::Read::read_exact(&mut f, &mut bytes[HEADER..]).ok()?;
+    let mut text = Vec::with_capacity(len - text_at + 1);
+    std::io::Read::read_to_end(&mut f, &mut text).ok()?;
+    CacheFile::check(bytes, text)
 }
 
 #[cfg(test)]

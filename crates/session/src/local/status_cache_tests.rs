@@ -100,13 +100,13 @@ fn a_damaged_or_foreign_file_is_ignored() {
     // another status rule, the checksum made right: refused by the rule itself
     let mut rule = good.clone();
     rule[12..16].copy_from_slice(&(STATUS_RULE - 1).to_le_bytes());
-    let crc = checksum(&rule);
+    let crc = checksum(&rule, &[]);
     rule[20..24].copy_from_slice(&crc.to_le_bytes());
     bad.push(rule);
     // an offset out of bounds, checksum made right
     let mut off = good.clone();
     off[HEADER + 4..HEADER + 8].copy_from_slice(&1_000_000u32.to_le_bytes());
-    let crc = checksum(&off);
+    let crc = checksum(&off, &[]);
     off[20..24].copy_from_slice(&crc.to_le_bytes());
     bad.push(off);
     for (n, b) in bad.iter().enumerate() {
