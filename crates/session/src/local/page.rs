@@ -180,9 +180,16 @@ impl Listing<'_> {
         } else {
             Waiting::default()
         };
+        let title = r
+            .live
+            .title_file
+            .then(|| self.store.read_title(id))
+            .flatten()
+            .map(Cow::Owned)
+            .or_else(|| line.and_then(|l| l.first_input).map(Cow::Borrowed));
         SummaryView {
             id,
-            title: self.title(r),
+            title,
             status: r.status,
             created_at: e.as_ref().map_or("", |e| e.created_at),
             updated_at: line.map_or("", |l| l.updated_at),
