@@ -117,7 +117,9 @@ fn main() {
         let counts = store.list_rows(&page, &mut |_| rows += 1).expect("list");
         assert_eq!((counts.total, rows), (n, n.min(50)));
     });
-    println!("PostgreSQL listing of {n} sessions, the newest 50: best {pbest:.3} s, median {pmed:.3} s");
+    println!(
+        "PostgreSQL listing of {n} sessions, the newest 50: best {pbest:.3} s, median {pmed:.3} s"
+    );
     // issue 48's target, 0.2 s for 10^5, scaled with the data (linear: a smaller set is
     // held to the same time per session)
     let target = 0.2 * n as f64 / 100_000.0;
