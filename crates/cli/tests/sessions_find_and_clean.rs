@@ -141,6 +141,80 @@ fn list_is_newest_first_with_title_status_workspace_and_age_and_filters() {
     assert!(err.contains("in_doubt"), "lists the statuses: {err}");
 }
 
+/// The table shows a page (the newest 50) and says what it left out; `--limit`, `--offset`
+/// and `--all` choose another; `--json` writes every session unless limited.
+#[test]
+fn the_table_shows_a_page_and_says_what_it_left_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // more than a page, made directly (a create per process would take long)
+    let store = LocalStore::open(dir).unwrap();
+    let n = 57;
+    for k in 0..n {
+        let mut s = store
+            .create(lazarus_session::CreateOptions {
+                id: Some(SessionId::parse(&format!("p{k:02}")).unwrap()),
+                meta: None,
+            })
+            .unwrap();
+        if k % 2 == 0 {
+            s.append_input("m", "user", &format!("even {k}")).unwrap();
+        }
+    }
+    let rows = |out: &str| -> Vec<String> {
+        out.lines()
+            .skip(1)
+            .filter(|l| l.starts_with('p'))
+            .map(|l| l.split_whitespace().next().unwrap().to_string())
+            .collect()
+    };
+    let (all_json, _) = expect(dir, &["sessions", "list", "--json"], 0);
+    let order = ids_of_json(&all_json);
+    assert_eq!(order.len(), n, "--json writes every session");
+
+    let (out, _) = expect(dir, &["sessions", "list"], 0);
+    assert_eq!(rows(&out), order[..50], "{out}");
+    assert_eq!(
+        out.lines().last().unwrap(),
+        "(showing 1–50 of 57 sessions; --offset 50 for the next ones, --all for every one)",
+        "{out}"
+    );
+    let (out, _) = expect(dir, &["sessions", "list", "--offset", "50"], 0);
+    assert_eq!(rows(&out), order[50..], "{out}");
+    assert_eq!(
+        out.lines().last().unwrap(),
+        "(showing 51–57 of 57 sessions; --all for every one)"
+    );
+    let (out, _) = expect(dir, &["sessions", "list", "--all"], 0);
+    assert_eq!(rows(&out), order, "{out}");
+    assert!(!out.contains("showing"), "{out}");
+    let (out, _) = expect(
+        dir,
+        &[
+            "sessions", "list", "--limit", "3", "--offset", "2", "--json",
+        ],
+        0,
+    );
+    assert_eq!(ids_of_json(&out), order[2..5]);
+    // a filter: counted against what matches
+    let (out, _) = expect(
+        dir,
+        &["sessions", "list", "--status", "pending", "--limit", "4"],
+        0,
+    );
+    assert_eq!(rows(&out).len(), 4);
+    assert_eq!(
+        out.lines().last().unwrap(),
+        "(showing 1–4 of 29 matching (57 in all); --offset 4 for the next ones, --all for every one)"
+    );
+    let (out, _) = expect(dir, &["sessions", "list", "--offset", "99"], 0);
+    assert!(out.contains("(no sessions)"), "{out}");
+    assert_eq!(
+        out.lines().last().unwrap(),
+        "(showing none of 57 sessions: --offset 99 is past the last one)"
+    );
+}
+
 #[test]
 fn verify_all_ends_with_a_summary_and_names_ids_in_json() {
     let tmp = tempfile::tempdir().unwrap();

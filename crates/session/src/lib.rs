@@ -53,6 +53,7 @@ pub mod host_view;
 pub mod id;
 pub mod ids;
 pub mod inbox;
+pub mod list;
 pub mod local;
 pub mod record;
 mod spool;
@@ -66,6 +67,7 @@ pub mod conformance;
 
 pub use id::SessionId;
 pub use inbox::{Delivery, Drained, InboxMessage, Waiting};
+pub use list::{ListCounts, ListOrder, ListQuery};
 pub use local::LocalStore;
 pub use record::{FORMAT, Record};
 /// The text a call closed "in doubt" returns to the model: after a crash (the runner's resume)
@@ -75,6 +77,6 @@ pub const IN_DOUBT_NOTICE: &str = "This tool call was interrupted before its res
 pub use state::{Call, CallState, ContextEntry, LastResponse, ReplayError, SessionState, Status};
 pub use store::{
     CreateOptions, HolderView, InputAck, MailWake, OpenReport, Result, Session, SessionError,
-    SessionSummary, SharedStore, Store, Stored, StoredRecord, TITLE_CHARS_MAX, checked_title,
-    title_of,
+    SessionSummary, SharedStore, Store, Stored, StoredRecord, SummaryView, TITLE_CHARS_MAX,
+    checked_title, title_of,
 };

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 use crate::id::SessionId;
@@ -11,6 +13,7 @@ use crate::record::{Control, Input, Record};
 use crate::state::{SessionState, Status};
 
 pub use crate::error::{Result, SessionError};
+pub use crate::list::time_sort_key;
 
 /// Where a durable record landed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -386,16 +389,6 @@ pub const TITLE_CHARS_MAX: usize = 80;
 
 /// A listing title from an input's text: its first non-empty line, control characters
 /// replaced, at most [`TITLE_CHARS_MAX`] characters (`…` when cut).
-/// A timestamp as a sort key held inline: RFC 3339 UTC with fixed precision sorts as text,
-/// and comparing arrays in place is several times faster than following every string's
-/// pointer (a 10⁵-session listing spent a tenth of its time sorting).
-pub fn time_sort_key(ts: &str) -> [u8; 32] {
-    let mut key = [0u8; 32];
-    let n = ts.len().min(32);
-    key[..n].copy_from_slice(&ts.as_bytes()[..n]);
-    key
-}
-
 pub fn title_of(text: &str) -> String {
     let line = text
         .lines()
@@ -468,6 +461,17 @@ pub trait Store: Send + Sync {
     fn summary(&self, id: &SessionId) -> Result<SessionSummary>;
     /// Every session, with its status by the one rule.
     fn list(&self) -> Result<Vec<SessionSummary>>;
+    /// The sessions `q` selects, in its order, its page only, each handed to `visit` as it
+    /// is built (a store builds no row it does not hand out); returns how many there were.
+    /// The rows are [`Store::list`]'s, filtered and ordered.
+    fn list_rows(
+        &self,
+        q: &crate::list::ListQuery,
+        visit: &mut dyn FnMut(&SummaryView<'_>),
+    ) -> Result<crate::list::ListCounts> {
+        let list = self.list()?;
+        Ok(list_rows_of(&list, q, visit))
+    }
     /// The id of every session (cheaper than [`Store::list`]: no status, no inbox).
     fn ids(&self) -> Result<Vec<SessionId>> {
         Ok(self.list()?.into_iter().map(|s| s.id).collect())
@@ -543,3 +547,127 @@ pub type MailWake = Arc<dyn Fn(Option<&str>) + Send + Sync>;
 
 /// A shared store handle.
 pub type SharedStore = Arc<dyn Store>;
+
+/// `meta` as a row holds it: the JSON text kept by a cache, or a parsed value.
+#[derive(Debug, Clone, Copy)]
+pub enum MetaView<'a> {
+    Raw(&'a serde_json::value::RawValue),
+    Value(&'a serde_json::Value),
+}
+
+impl Serialize for MetaView<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            MetaView::Raw(r) => r.serialize(s),
+            MetaView::Value(v) => v.serialize(s),
+        }
+    }
+}
+
+/// One row of a listing, borrowed from wherever the store keeps it: the same fields, in the
+/// same order and JSON, as [`SessionSummary`] (`docs/json.md`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SummaryView<'a> {
+    pub id: &'a str,
+    pub title: Option<Cow<'a, str>>,
+    pub status: Status,
+    pub created_at: &'a str,
+    pub updated_at: &'a str,
+    pub records: u64,
+    pub bytes: u64,
+    pub parent: Option<&'a str>,
+    pub workspace: Option<&'a str>,
+    pub last_kind: &'a str,
+    pub error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub meta: Option<MetaView<'a>>,
+    pub waiting: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_since: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<Cow<'a, HolderView>>,
+}
+
+impl SessionSummary {
+    /// This summary as a listing row.
+    pub fn view(&self) -> SummaryView<'_> {
+        SummaryView {
+            id: self.id.as_str(),
+            title: self.title.as_deref().map(Cow::Borrowed),
+            status: self.status,
+            created_at: &self.created_at,
+            updated_at: &self.updated_at,
+            records: self.records,
+            bytes: self.bytes,
+            parent: self.parent.as_deref(),
+            workspace: self.workspace.as_deref(),
+            last_kind: &self.last_kind,
+            error: self.error.as_deref(),
+            meta: self.meta.as_ref().map(MetaView::Value),
+            waiting: self.waiting,
+            waiting_since: self.waiting_since.as_deref().map(Cow::Borrowed),
+            holder: self.holder.as_ref().map(Cow::Borrowed),
+        }
+    }
+}
+
+impl SummaryView<'_> {
+    /// The owned summary of this row (`None` only for an id that is not a session id, which
+    /// no store hands out).
+    pub fn to_summary(&self) -> Option<SessionSummary> {
+        Some(SessionSummary {
+            id: crate::SessionId::parse(self.id).ok()?,
+            title: self.title.as_deref().map(str::to_string),
+            status: self.status,
+            created_at: self.created_at.to_string(),
+            updated_at: self.updated_at.to_string(),
+            records: self.records,
+            bytes: self.bytes,
+            parent: self.parent.map(str::to_string),
+            workspace: self.workspace.map(str::to_string),
+            last_kind: self.last_kind.to_string(),
+            error: self.error.map(str::to_string),
+            meta: match self.meta {
+                Some(MetaView::Raw(r)) => serde_json::from_str(r.get()).ok(),
+                Some(MetaView::Value(v)) => Some(v.clone()),
+                None => None,
+            },
+            waiting: self.waiting,
+            waiting_since: self.waiting_since.as_deref().map(str::to_string),
+            holder: self.holder.as_deref().cloned(),
+        })
+    }
+}
+
+/// [`Store::list_rows`] over owned summaries: what a store without a compact listing
+/// of its own answers.
+pub fn list_rows_of(
+    list: &[SessionSummary],
+    q: &crate::list::ListQuery,
+    visit: &mut dyn FnMut(&SummaryView<'_>),
+) -> crate::list::ListCounts {
+    let mut keyed: Vec<((u128, u128), u32)> = list
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| {
+            q.matches(s.status, s.id.as_str(), s.workspace.as_deref(), || {
+                s.title.as_deref().map(Cow::Borrowed)
+            })
+        })
+        .map(|(i, s)| {
+            (
+                crate::list::order_key(q.order, &s.created_at, &s.updated_at),
+                i as u32,
+            )
+        })
+        .collect();
+    let range = q.window(keyed.len());
+    crate::list::sort_window(&mut keyed, &range, |i| list[i as usize].id.as_str());
+    for &(_, i) in &keyed[range] {
+        visit(&list[i as usize].view());
+    }
+    crate::list::ListCounts {
+        total: list.len(),
+        matched: keyed.len(),
+    }
+}

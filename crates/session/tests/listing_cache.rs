@@ -150,35 +150,166 @@ fn a_torn_tail_after_a_listing_is_read_again() {
     assert_eq!(after, list_reading_every_file(&store));
 }
 
-/// A cache an older build wrote (its status rule, e.g. one that called a host program's call
-/// in doubt `idle`) is never taken: its rows lack the rule version and every session is
-/// replayed again, so the listing says what this build's rule says.
+/// A cache an older build wrote — the JSON rows of the layout before this one, every status
+/// `idle`, under this very status rule — is never taken: every session is read and replayed
+/// again, so the listing says what this build reads.
 #[test]
-fn a_cache_of_an_older_status_rule_is_never_taken() {
+fn a_cache_of_an_older_layout_is_never_taken() {
     let dir = tempfile::tempdir().unwrap();
     let store = fill(dir.path());
     let read = list_reading_every_file(&store);
     let cache = dir.path().join(".status-cache");
-    let rows = std::fs::read_to_string(&cache).unwrap();
-    // every row as an older rule would have cached it: `idle`, under rule 1 (this layout) and
-    // with no rule at all (the layout before rules)
-    for layout in ["rule 1", "no rule"] {
-        let old: String = rows
-            .lines()
-            .map(|l| {
-                let mut row: Vec<serde_json::Value> = serde_json::from_str(l).unwrap();
-                row[5] = serde_json::json!("idle");
-                if layout == "rule 1" {
-                    row[0] = serde_json::json!(1);
-                } else {
-                    row.remove(0);
-                }
-                serde_json::to_string(&row).unwrap() + "\n"
-            })
-            .collect();
-        std::fs::write(&cache, old).unwrap();
-        let listed = store.list().unwrap();
-        assert_eq!(listed, read, "{layout}: a row of another rule was taken");
-        assert!(listed.iter().any(|s| s.status != Status::Idle));
+    let old: String = read
+        .iter()
+        .map(|s| {
+            serde_json::json!([
+                2,
+                s.id,
+                s.created_at,
+                s.bytes,
+                s.records,
+                "idle",
+                null,
+                null
+            ])
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    std::fs::write(&cache, old).unwrap();
+    let listed = store.list().unwrap();
+    assert_eq!(listed, read, "a row of the old layout was taken");
+    assert!(listed.iter().any(|s| s.status != Status::Idle));
+}
+
+/// A cache file damaged anywhere (a byte changed, cut short, emptied) is ignored whole: the
+/// listing is what reading every file gives, and the next listing writes a good one.
+#[test]
+fn a_damaged_cache_is_ignored_and_rewritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fill(dir.path());
+    let read = list_reading_every_file(&store);
+    let cache = dir.path().join(".status-cache");
+    let good = std::fs::read(&cache).unwrap();
+    let mut damaged = Vec::new();
+    for at in [0, 9, 13, 17, 21, 30, 200, good.len() / 2, good.len() - 1] {
+        let mut b = good.clone();
+        b[at] ^= 0x04;
+        damaged.push(b);
     }
+    damaged.push(good[..good.len() / 3].to_vec());
+    damaged.push(Vec::new());
+    for (n, bytes) in damaged.iter().enumerate() {
+        std::fs::write(&cache, bytes).unwrap();
+        assert_eq!(store.list().unwrap(), read, "damage {n}");
+        assert_eq!(
+            std::fs::read(&cache).unwrap(),
+            good,
+            "damage {n}: not rewritten as it was"
+        );
+    }
+}
+
+/// A page of a listing (filters, order, offset, limit) holds exactly the rows of the whole
+/// listing the same query selects, in its order, each the same in JSON — whether the rows
+/// come from the cache (read in place) or from the files.
+#[test]
+fn a_page_is_the_same_rows_as_the_whole_listing() {
+    use lazarus_session::{ListOrder, ListQuery};
+    let dir = tempfile::tempdir().unwrap();
+    let store = fill(dir.path());
+    store.rename(&id(12), Some("Renamed Task")).unwrap();
+    let json = |s: &SessionSummary| serde_json::to_string(s).unwrap();
+    for from_cache in [false, true] {
+        let all = if from_cache {
+            store.list().unwrap()
+        } else {
+            list_reading_every_file(&store)
+        };
+        let queries = [
+            ListQuery::default(),
+            ListQuery {
+                order: ListOrder::Activity,
+                limit: Some(7),
+                offset: 3,
+                ..ListQuery::default()
+            },
+            ListQuery {
+                statuses: vec![Status::Pending],
+                order: ListOrder::Activity,
+                ..ListQuery::default()
+            },
+            ListQuery {
+                search: Some("renamed task".into()),
+                ..ListQuery::default()
+            },
+            ListQuery {
+                workspace: Some("/w/5".into()),
+                ..ListQuery::default()
+            },
+            ListQuery {
+                offset: 1000,
+                ..ListQuery::default()
+            },
+        ];
+        for q in queries {
+            if from_cache {
+                // the listing below reads the cache, not the files
+                assert!(store.dir().join(".status-cache").exists());
+            }
+            let mut rows: Vec<String> = Vec::new();
+            let counts = store
+                .list_rows(&q, &mut |v| rows.push(serde_json::to_string(v).unwrap()))
+                .unwrap();
+            // the same through the owned rows
+            let expect: Vec<String> = {
+                let mut owned = Vec::new();
+                let c = lazarus_session::store::list_rows_of(&all, &q, &mut |v| {
+                    owned.push(v.to_summary().unwrap())
+                });
+                assert_eq!(c, counts, "{q:?}");
+                owned.iter().map(json).collect()
+            };
+            assert_eq!(rows, expect, "{q:?}");
+            assert_eq!(counts.total, SESSIONS);
+        }
+    }
+    // what the filters select, by hand
+    let mut n = 0;
+    store
+        .list_rows(
+            &ListQuery {
+                statuses: vec![Status::Pending],
+                ..ListQuery::default()
+            },
+            &mut |v| {
+                assert_eq!(v.status, Status::Pending);
+                n += 1;
+            },
+        )
+        .unwrap();
+    assert!(n > 0 && n < SESSIONS, "{n}");
+    let mut titles = Vec::new();
+    store
+        .list_rows(
+            &ListQuery {
+                search: Some("RENAMED".into()),
+                ..ListQuery::default()
+            },
+            &mut |v| titles.push(v.title.as_deref().map(str::to_string)),
+        )
+        .unwrap();
+    assert_eq!(titles, vec![Some("Renamed Task".to_string())]);
+    // newest activity first
+    let mut times = Vec::new();
+    store
+        .list_rows(
+            &ListQuery {
+                order: ListOrder::Activity,
+                ..ListQuery::default()
+            },
+            &mut |v| times.push(v.updated_at.to_string()),
+        )
+        .unwrap();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
 }

@@ -1,6 +1,7 @@
 //! How long listing every session takes on PostgreSQL (issue 28's target: 10⁵ sessions in
 //! ≤ 0.2 s). Imports the sessions of a local directory (e.g. the one `scripts/bench-listing.sh`
-//! made) into a schema of their own, once, then times `Store::list` (best and median of 5).
+//! made) into a schema of their own, once, then times `Store::list` (every row) and
+//! `Store::list_rows` for the table's page (the newest 50), best and median of 5 each.
 //!
 //! ```text
 //! eval "$(scripts/pg-test-server.sh start)"
@@ -91,19 +92,39 @@ fn main() {
         );
     }
     let n = store.list().expect("list").len();
-    let mut times = Vec::new();
-    for _ in 0..5 {
-        let t = Instant::now();
-        let list = store.list().expect("list");
-        times.push(t.elapsed().as_secs_f64());
-        assert_eq!(list.len(), n);
-    }
-    times.sort_by(f64::total_cmp);
+    let median = |f: &dyn Fn()| {
+        let mut times: Vec<f64> = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        (times[0], times[2])
+    };
+    // every row built (what `Store::list` and `--json` need)
+    let (best, med) = median(&|| assert_eq!(store.list().expect("list").len(), n));
+    println!("PostgreSQL listing of {n} sessions, every row: best {best:.3} s, median {med:.3} s");
+    // the table's page: the newest 50 of every session (`lazarus sessions list`)
+    let page = lazarus_session::ListQuery {
+        order: lazarus_session::ListOrder::Activity,
+        limit: Some(50),
+        ..Default::default()
+    };
+    let (pbest, pmed) = median(&|| {
+        let mut rows = 0;
+        let counts = store.list_rows(&page, &mut |_| rows += 1).expect("list");
+        assert_eq!((counts.total, rows), (n, n.min(50)));
+    });
     println!(
-        "PostgreSQL listing of {n} sessions: best {:.3} s, median {:.3} s",
-        times[0], times[2]
+        "PostgreSQL listing of {n} sessions, the newest 50: best {pbest:.3} s, median {pmed:.3} s"
     );
-    println!("RESULT pg_listing_s_{n} {:.3} <=0.2", times[2]);
+    // issue 48's target, 0.2 s for 10^5, scaled with the data (linear: a smaller set is
+    // held to the same time per session)
+    let target = 0.2 * n as f64 / 100_000.0;
+    println!("RESULT pg_listing_s_{n} {med:.3} <={target:.3}");
+    println!("RESULT pg_listing_page_s_{n} {pmed:.3} <={target:.3}");
 }
 
 fn drop_schema(url: &str, schema: &str) {

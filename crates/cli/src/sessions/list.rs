@@ -4,12 +4,15 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use lazarus_session::{SessionId, SessionSummary, Store};
+use lazarus_session::{ListOrder, ListQuery, SessionId, Store, SummaryView};
 use serde_json::json;
 
 use super::ListArgs;
 use crate::fmt::{ago, fit, short_path};
 use crate::term::escape;
+
+/// Rows the table shows when no `--limit` is given.
+pub(super) const TABLE_ROWS: usize = 50;
 
 pub(super) fn list(
     store: &dyn Store,
@@ -26,118 +29,178 @@ pub(super) fn list(
         ),
         None => None,
     };
-    let needle = f.search.as_ref().map(|s| s.to_lowercase());
-    let mut list: Vec<SessionSummary> = store
-        .list()?
-        .into_iter()
-        .filter(|s| f.status.is_empty() || f.status.contains(&s.status))
-        .filter(|s| workspace.is_none() || s.workspace == workspace)
-        .filter(|s| {
-            needle.as_deref().is_none_or(|n| {
-                s.id.to_lowercase().contains(n)
-                    || s.title
-                        .as_deref()
-                        .is_some_and(|t| t.to_lowercase().contains(n))
-                    || s.workspace
-                        .as_deref()
-                        .is_some_and(|w| w.to_lowercase().contains(n))
-            })
-        })
-        .collect();
+    let limit = match (f.limit, f.all || json) {
+        (Some(n), _) => Some(n),
+        (None, true) => None,
+        (None, false) => Some(TABLE_ROWS),
+    };
     // Newest activity first; RFC 3339 UTC with fixed precision sorts as text. Unreadable
-    // sessions (no time) last, by id.
-    list.sort_by_cached_key(|s| {
-        (
-            std::cmp::Reverse(lazarus_session::store::time_sort_key(&s.updated_at)),
-            s.id.clone(),
-        )
-    });
-    // why a session is left to its owner, and the command that resumes it (its record)
-    let left: HashMap<&str, lazarus_session::record::NeedsOwner> = list
-        .iter()
-        .filter(|s| s.status == lazarus_session::Status::NeedsOwner)
-        .filter_map(|s| {
-            let st = store.load(&s.id).ok()?;
-            Some((s.id.as_str(), st.needs_owner?.1))
-        })
-        .collect();
-    if json {
-        for s in &list {
-            match left.get(s.id.as_str()) {
-                Some(n) => {
-                    let mut v = serde_json::to_value(s)?;
-                    v["needs_owner"] =
-                        json!({"by": n.by, "reason": n.reason, "resume_with": n.resume_with});
-                    serde_json::to_writer(&mut *out, &v)?;
-                }
-                None => serde_json::to_writer(&mut *out, s)?,
-            }
-            out.write_all(b"\n")?;
+    // sessions (no time) last, by id. The store builds only the rows shown.
+    let q = ListQuery {
+        statuses: f.status.clone(),
+        workspace,
+        search: f.search.clone(),
+        order: ListOrder::Activity,
+        offset: f.offset,
+        limit,
+    };
+    let mut failed: Option<anyhow::Error> = None;
+    let mut shown = 0usize;
+    let mut table = Table::default();
+    let counts = store.list_rows(&q, &mut |s| {
+        if failed.is_some() {
+            return;
         }
-    } else {
-        print_table(out, &list)?;
-        for s in &list {
-            if let Some(n) = left.get(s.id.as_str()) {
+        shown += 1;
+        // why a session is left to its owner, and the command that resumes it (its record)
+        let left = (s.status == lazarus_session::Status::NeedsOwner)
+            .then(|| {
+                let id = SessionId::parse(s.id).ok()?;
+                store.load(&id).ok()?.needs_owner.map(|n| n.1)
+            })
+            .flatten();
+        let done = if json {
+            write_json(&mut *out, s, left.as_ref())
+        } else {
+            table.add(s, left);
+            Ok(())
+        };
+        if let Err(e) = done {
+            failed = Some(e);
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if !json {
+        table.print(out)?;
+        let first = q.offset.min(counts.matched);
+        if shown < counts.matched {
+            let of = if counts.matched == counts.total {
+                format!("{} sessions", counts.total)
+            } else {
+                format!("{} matching ({} in all)", counts.matched, counts.total)
+            };
+            let next = if first + shown < counts.matched {
+                format!("--offset {} for the next ones, ", first + shown)
+            } else {
+                String::new()
+            };
+            if shown == 0 {
                 writeln!(
                     out,
-                    "{}: left to its owner by {}: {}\n  resume it in its world with: {}",
-                    s.id,
-                    escape(&n.by),
-                    escape(&n.reason),
-                    escape(&n.resume_with)
+                    "(showing none of {of}: --offset {} is past the last one)",
+                    q.offset
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "(showing {}–{} of {of}; {next}--all for every one)",
+                    first + 1,
+                    first + shown
                 )?;
             }
         }
     }
-    // The process ends after this command: freeing 10⁵ summaries one by one would only make
-    // the listing wait (tens of milliseconds); the operating system takes the memory back.
-    std::mem::forget(list);
     Ok(())
 }
 
-fn print_table(out: &mut impl Write, list: &[SessionSummary]) -> Result<()> {
-    let id_w = list
-        .iter()
-        .map(|s| s.id.len())
-        .max()
-        .unwrap_or(2)
-        .clamp(2, 36);
-    writeln!(
-        out,
-        "{:<id_w$}  {:<40}  {:<17}  {:<28}  ACTIVE",
-        "ID", "TITLE", "STATUS", "WORKSPACE"
-    )?;
-    for s in list {
-        let title = match (&s.title, &s.error) {
+fn write_json(
+    out: &mut impl Write,
+    s: &SummaryView<'_>,
+    left: Option<&lazarus_session::record::NeedsOwner>,
+) -> Result<()> {
+    match left {
+        Some(n) => {
+            let mut v = serde_json::to_value(s)?;
+            v["needs_owner"] =
+                json!({"by": n.by, "reason": n.reason, "resume_with": n.resume_with});
+            serde_json::to_writer(&mut *out, &v)?;
+        }
+        None => serde_json::to_writer(&mut *out, s)?,
+    }
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+/// The table's rows, built as the store hands them out (a page: few).
+#[derive(Default)]
+struct Table {
+    rows: Vec<[String; 5]>,
+    waiting: bool,
+    left: Vec<(String, lazarus_session::record::NeedsOwner)>,
+}
+
+impl Table {
+    fn add(&mut self, s: &SummaryView<'_>, left: Option<lazarus_session::record::NeedsOwner>) {
+        let title = match (&s.title, s.error) {
             (_, Some(e)) => format!("({})", e),
-            (Some(t), None) => t.clone(),
+            (Some(t), None) => t.to_string(),
             (None, None) => "-".into(),
         };
-        let ws = s.workspace.as_deref().map(short_path).unwrap_or("-".into());
-        writeln!(
-            out,
-            "{:<id_w$}  {:<40}  {:<17}  {:<28}  {}",
-            fit(&s.id, id_w, false),
-            fit(&escape(&title), 40, false),
+        let ws = s.workspace.map(short_path).unwrap_or("-".into());
+        self.waiting |= s.waiting > 0;
+        self.rows.push([
+            s.id.to_string(),
+            escape(&title).into_owned(),
             // messages accepted into its inbox, not yet recorded
             match s.waiting {
                 0 => s.status.to_string(),
                 n => format!("{} (+{n})", s.status),
             },
-            fit(&escape(&ws), 28, true),
-            ago(&s.updated_at),
-        )?;
+            escape(&ws).into_owned(),
+            ago(s.updated_at),
+        ]);
+        if let Some(n) = left {
+            self.left.push((s.id.to_string(), n));
+        }
     }
-    if list.is_empty() {
-        writeln!(out, "(no sessions)")?;
-    }
-    if list.iter().any(|s| s.waiting > 0) {
+
+    fn print(&self, out: &mut impl Write) -> Result<()> {
+        let id_w = self
+            .rows
+            .iter()
+            .map(|r| r[0].len())
+            .max()
+            .unwrap_or(2)
+            .clamp(2, 36);
         writeln!(
             out,
-            "(+N): N messages waiting in the session's inbox, accepted and not yet recorded; the next writer records them first"
+            "{:<id_w$}  {:<40}  {:<17}  {:<28}  ACTIVE",
+            "ID", "TITLE", "STATUS", "WORKSPACE"
         )?;
+        for [id, title, status, ws, active] in &self.rows {
+            writeln!(
+                out,
+                "{:<id_w$}  {:<40}  {:<17}  {:<28}  {}",
+                fit(id, id_w, false),
+                fit(title, 40, false),
+                status,
+                fit(ws, 28, true),
+                active,
+            )?;
+        }
+        if self.rows.is_empty() {
+            writeln!(out, "(no sessions)")?;
+        }
+        if self.waiting {
+            writeln!(
+                out,
+                "(+N): N messages waiting in the session's inbox, accepted and not yet recorded; the next writer records them first"
+            )?;
+        }
+        for (id, n) in &self.left {
+            writeln!(
+                out,
+                "{}: left to its owner by {}: {}\n  resume it in its world with: {}",
+                id,
+                escape(&n.by),
+                escape(&n.reason),
+                escape(&n.resume_with)
+            )?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The fork tree: each session under its parent, children in listing order. Iterative (a

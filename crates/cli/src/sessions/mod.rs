@@ -243,6 +243,15 @@ pub struct ListArgs {
     /// Only sessions of this workspace (`.` for the current directory).
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
+    /// Show at most N sessions [default: 50 in the table, every one with --json].
+    #[arg(long, value_name = "N", conflicts_with = "all")]
+    limit: Option<usize>,
+    /// Skip the first N sessions of the order (the next page: --offset 50).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    offset: usize,
+    /// Show every session in the table (no page).
+    #[arg(long)]
+    all: bool,
 }
 
 fn parse_scope(s: &str) -> Result<Scope, String> {
@@ -277,7 +286,8 @@ pub fn run(args: SessionsArgs) -> Result<i32> {
             text,
         } => inputs::send(store, id, message_id, &text, json, &mut out)?,
         SessionsCommand::List(filters) => {
-            let mut out = std::io::BufWriter::new(&mut out);
+            // --json of 10⁵ sessions is 30 MB: written in big pieces
+            let mut out = std::io::BufWriter::with_capacity(256 * 1024, &mut out);
             list::list(store, &filters, json, &mut out)?;
             out.flush()?;
         }

@@ -11,11 +11,13 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use lazarus_ledger::{HeadAndTail, read_head_and_tail};
 
 use super::LocalStore;
+use super::page::{Listing, Live, Names, Part, Row, Src};
 use super::status_cache::{Entry, FileKey, Key, Line, StatusCache};
 use crate::id::SessionId;
 use crate::inbox::Waiting;
+use crate::list::{ListCounts, ListQuery};
 use crate::state::Status;
-use crate::store::{HolderView, Result, SessionError, SessionSummary};
+use crate::store::{HolderView, Result, SessionError, SessionSummary, SummaryView};
 
 /// Sessions up to this size are replayed directly for a single summary; bigger ones consult
 /// the status cache first (reading it costs about as much as replaying this much).
@@ -59,8 +61,8 @@ impl LocalStore {
         key: Key,
         cache: &StatusCache,
     ) -> (Status, Option<String>, Option<Entry>) {
-        if let Some(e) = cache.get(id, &key) {
-            return (e.status, e.error.clone(), None);
+        if let Some((status, error)) = cache.get(id, &key) {
+            return (status, error.map(str::to_string), None);
         }
         let (status, error) = match self.replay_for_status(id) {
             Ok(st) => (st.status(), None),
@@ -107,6 +109,15 @@ impl LocalStore {
             Some(_) => (Status::of_held(&tail.last_kind), None, None),
             None => self.ledger_status(&id, key.clone(), around.cache),
         };
+        let meta = header
+            .meta
+            .as_ref()
+            .and_then(|m| serde_json::to_string(m).ok());
+        let workspace = header
+            .meta
+            .as_ref()
+            .and_then(|m| m["workspace"].as_str())
+            .map(str::to_string);
         let line = Line {
             file: around.file.unwrap_or(FileKey {
                 ino: 0,
@@ -120,16 +131,14 @@ impl LocalStore {
             updated_at: tail.last_ts,
             last_kind: tail.last_kind,
             parent: header.parent.as_ref().map(|p| p.id.clone()),
-            meta: header
-                .meta
-                .as_ref()
-                .and_then(|m| serde_json::value::to_raw_value(m).ok()),
+            meta,
+            workspace,
         };
         // The line is kept for the next listing when the stat taken before the read shows
         // the size that was read (else the file changed in between: read it again then).
         let keep_line = holder.is_none()
             && around.file.is_some_and(|f| f.size == tail.size)
-            && around.cache.get_line(&id, &line.file).is_none();
+            && around.cache.get_line(&id, &line.file, usize::MAX).is_none();
         let entry = match fresh {
             Some(mut e) => {
                 e.line = keep_line.then(|| line.clone());
@@ -176,11 +185,7 @@ impl LocalStore {
         let meta: Option<serde_json::Value> = line
             .meta
             .as_ref()
-            .and_then(|m| serde_json::from_str(m.get()).ok());
-        let workspace = meta
-            .as_ref()
-            .and_then(|m| m["workspace"].as_str())
-            .map(str::to_string);
+            .and_then(|m| serde_json::from_str(m).ok());
         SessionSummary {
             id,
             title,
@@ -190,7 +195,7 @@ impl LocalStore {
             records: key.last_seq,
             bytes: key.size,
             parent: line.parent.clone(),
-            workspace,
+            workspace: line.workspace.clone(),
             last_kind: line.last_kind.clone(),
             error,
             meta,
@@ -223,13 +228,58 @@ impl LocalStore {
             && size > DIRECT_REPLAY_BYTES_MAX
         {
             cache.put(e);
-            cache.save();
+            cache.save(None);
         }
         Ok(summary)
     }
 
     /// Every session of the directory, in creation order.
     pub(super) fn list_all(&self) -> Result<Vec<SessionSummary>> {
+        let mut out = Vec::new();
+        let q = ListQuery::default();
+        self.list_rows_local(&q, &mut |v| out.extend(v.to_summary()))?;
+        Ok(out)
+    }
+
+    /// The rows of `q`'s page (see [`crate::Store::list_rows`]): every session's line from
+    /// its stat and the cache (or its ledger, when it changed), filtered and ordered on that
+    /// compact line, and only the page's rows built.
+    pub(super) fn list_rows_local(
+        &self,
+        q: &ListQuery,
+        visit: &mut dyn FnMut(&SummaryView<'_>),
+    ) -> Result<ListCounts> {
+        let started = std::time::Instant::now();
+        let listing = self.scan()?;
+        let scanned = started.elapsed();
+        let counts = listing.visit(q, visit);
+        tracing::debug!(
+            sessions = counts.total,
+            matched = counts.matched,
+            scanned = ?scanned,
+            shown = ?started.elapsed(),
+            "listed {}",
+            self.dir.display()
+        );
+        // Freeing 10⁵ rows and the cache takes milliseconds nobody needs to wait for.
+        if listing.rows.len() > BIG_CACHE_ENTRIES {
+            let Listing {
+                names,
+                cache,
+                rows,
+                owned,
+                ..
+            } = listing;
+            std::thread::spawn(move || drop((names, cache, rows, owned)));
+        }
+        Ok(counts)
+    }
+
+    /// Every session's compact line: the directory read once, each ledger stat'ed, a line
+    /// taken from the cache while the stat shows the file it was read from, read (and
+    /// replayed when its status is not cached) otherwise. The cache is written back when
+    /// anything changed.
+    fn scan(&self) -> Result<Listing<'_>> {
         let started = std::time::Instant::now();
         // One descriptor for the directory: entries read without an allocation each, and
         // every ledger stat'ed by its name in it (no path walk).
@@ -244,7 +294,14 @@ impl LocalStore {
         // Which locks some process holds, from the kernel, read once (not every lock file
         // opened): `None` where it cannot tell, and then every lock file is asked.
         let flocked = lazarus_ledger::lock::flocked_inodes();
-        let mut names: Vec<String> = Vec::new();
+        // The cache is read while the directory is (two cores: ~15 ms of 10⁵ sessions'
+        // listing); what it says is only taken against stats made after both.
+        let dir = self.dir.clone();
+        let loading = std::thread::Builder::new()
+            .name("status-cache".into())
+            .spawn(move || StatusCache::load(&dir))
+            .ok();
+        let mut names = Names::default();
         let mut spools: HashSet<String> = HashSet::new();
         let mut titles: HashSet<String> = HashSet::new();
         // sessions whose lock file some process may hold
@@ -255,7 +312,7 @@ impl LocalStore {
             };
             if let Some(stem) = name.strip_suffix(".jsonl") {
                 if SessionId::parse(stem).is_ok() {
-                    names.push(name.to_string());
+                    names.push(stem);
                 }
             } else if let Some(stem) = name.strip_suffix(".lock") {
                 if flocked.as_ref().is_none_or(|held| held.contains(&e.ino())) {
@@ -268,130 +325,127 @@ impl LocalStore {
             }
         }
         let read_dir = started.elapsed();
-        let mut cache = StatusCache::load(&self.dir);
+        let mut cache = match loading.map(std::thread::JoinHandle::join) {
+            Some(Ok(cache)) => cache,
+            _ => StatusCache::load(&self.dir),
+        };
         let loaded = started.elapsed();
-        // Headers and tails, a few threads at once: the cost is system calls (and a replay
-        // for each session that changed since the last listing).
+        // A stat each (and a read for each session that changed), a few threads at once:
+        // the cost is system calls.
+        let n = names.len();
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .clamp(1, 8)
-            .min(names.len().div_ceil(256).max(1));
-        let chunk = names.len().div_ceil(threads).max(1);
-        let (mut out, fresh, short): (Vec<SessionSummary>, Vec<Entry>, Option<String>) =
-            std::thread::scope(|scope| {
-                let cache = &cache;
-                let spools = &spools;
-                let titles = &titles;
-                let maybe_held = &maybe_held;
-                let dir_fd = &dir_fd;
-                let workers: Vec<_> = names
-                    .chunks(chunk)
-                    .map(|part| {
-                        scope.spawn(move || {
-                            let mut lines = Vec::with_capacity(part.len());
-                            let mut fresh = Vec::new();
-                            let mut short = None;
-                            for name in part {
-                                let path = self.dir.join(name);
-                                let Some(id) = stem_id(&path) else { continue };
-                                // stat first, read after: a line kept for this stat was read
-                                // no earlier than it
-                                let file = rustix::fs::statat(
-                                    dir_fd,
-                                    name.as_str(),
-                                    AtFlags::SYMLINK_NOFOLLOW,
-                                )
-                                .ok()
-                                .and_then(|st| FileKey::of(&st));
-                                let around = Around {
-                                    cache,
-                                    spool: spools.contains(id.as_str()),
-                                    title_file: titles.contains(id.as_str()),
-                                    may_be_held: maybe_held.contains(id.as_str()),
-                                    file,
-                                };
-                                // the ledger unchanged since a listing read it: not opened
-                                if !around.may_be_held
-                                    && let Some(f) = &file
-                                    && let Some((e, line)) = cache.get_line(id.as_str(), f)
-                                {
-                                    lines.push(self.summary_from_line(
-                                        id,
-                                        (e.status, e.error.clone()),
-                                        &e.key,
-                                        line,
-                                        None,
-                                        &around,
-                                    ));
-                                    continue;
-                                }
-                                match self.summary_with(&path, &around) {
-                                    Ok((s, entry)) => {
-                                        lines.push(s);
-                                        fresh.extend(entry);
-                                    }
-                                    // Out of descriptors is this process's state, not the
-                                    // session's: the listing fails (retry), never calls it corrupt.
-                                    Err(e) if out_of_descriptors(&e) => {
-                                        short = Some(e.to_string());
-                                        break;
-                                    }
-                                    // Listed, with why: a damaged session is not hidden.
-                                    Err(e) => {
-                                        lines.push(SessionSummary::corrupt(id, e.to_string()))
-                                    }
-                                }
+            .min(n.div_ceil(4096).max(1));
+        let chunk = n.div_ceil(threads).max(1);
+        let parts: Vec<Part> = std::thread::scope(|scope| {
+            let (cache, names, dir_fd) = (&cache, &names, &dir_fd);
+            let (spools, titles, maybe_held) = (&spools, &titles, &maybe_held);
+            let workers: Vec<_> = (0..n)
+                .step_by(chunk)
+                .map(|from| {
+                    scope.spawn(move || {
+                        let mut part = Part::default();
+                        let mut buf = String::new();
+                        for i in from..(from + chunk).min(n) {
+                            let stem = names.get(i);
+                            let live = Live {
+                                spool: spools.contains(stem),
+                                title_file: titles.contains(stem),
+                                may_be_held: maybe_held.contains(stem),
+                            };
+                            buf.clear();
+                            buf.push_str(stem);
+                            buf.push_str(".jsonl");
+                            // stat first, read after: a line kept for this stat was read no
+                            // earlier than it
+                            let file =
+                                rustix::fs::statat(dir_fd, buf.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+                                    .ok()
+                                    .and_then(|st| FileKey::of(&st));
+                            // the ledger unchanged since a listing read it: not opened
+                            if !live.may_be_held
+                                && let Some(f) = &file
+                                && let Some((rec, status)) = cache.get_line(stem, f, i)
+                            {
+                                part.found += 1;
+                                part.rows.push(Row {
+                                    name: i as u32,
+                                    src: Src::Cached(rec),
+                                    status,
+                                    live,
+                                });
+                                continue;
                             }
-                            (lines, fresh, short)
-                        })
+                            if self
+                                .read_row(&mut part, cache, i, stem, file, live)
+                                .is_err()
+                            {
+                                break;
+                            }
+                        }
+                        part
                     })
-                    .collect();
-                workers.into_iter().filter_map(|w| w.join().ok()).fold(
-                    (Vec::with_capacity(names.len()), Vec::new(), None),
-                    |(mut l, mut f, s), (l2, f2, s2)| {
-                        l.extend(l2);
-                        f.extend(f2);
-                        (l, f, s.or(s2))
-                    },
-                )
-            });
+                })
+                .collect();
+            workers.into_iter().filter_map(|w| w.join().ok()).collect()
+        });
         let lined = started.elapsed();
-        if let Some(cause) = short {
-            return Err(SessionError::Unavailable {
-                location: self.dir.display().to_string(),
-                cause: format!("out of file descriptors while listing: {cause}"),
-            });
+        let mut listing = Listing {
+            store: self,
+            names,
+            cache: StatusCache::default(),
+            rows: Vec::with_capacity(n),
+            owned: Vec::new(),
+        };
+        let mut fresh = Vec::new();
+        let mut found = 0;
+        for p in parts {
+            if let Some(cause) = p.short {
+                return Err(SessionError::Unavailable {
+                    location: self.dir.display().to_string(),
+                    cause: format!("out of file descriptors while listing: {cause}"),
+                });
+            }
+            let base = listing.owned.len() as u32;
+            listing.rows.extend(p.rows.into_iter().map(|mut r| {
+                if let Src::Owned(k) = &mut r.src {
+                    *k += base;
+                }
+                r
+            }));
+            listing.owned.extend(p.owned);
+            fresh.extend(p.fresh);
+            found += p.found;
         }
         // A directory of a few small sessions replays in no time: it keeps no cache file.
         let replayed: u64 = fresh.iter().map(|e| e.key.size).sum();
-        if out.len() >= STATUS_CACHE_MIN_SESSIONS
+        if listing.rows.len() >= STATUS_CACHE_MIN_SESSIONS
             || replayed >= STATUS_CACHE_MIN_REPLAYED_BYTES
             || cache.has_entries()
         {
             for e in fresh {
                 cache.put(e);
             }
-            let present: HashSet<&str> = out.iter().map(|s| s.id.as_str()).collect();
-            cache.retain(&present);
-            cache.save();
+            cache.note_present(found);
+            let order: Vec<&str> = listing
+                .rows
+                .iter()
+                .map(|r| listing.names.get(r.name as usize))
+                .collect();
+            cache.save(Some(&order));
         }
-        // Freeing 10⁵ entries takes tens of milliseconds nobody needs to wait for.
-        if cache.len() > BIG_CACHE_ENTRIES {
-            std::thread::spawn(move || drop(cache));
-        }
-        let saved = started.elapsed();
-        out.sort_by_cached_key(|s| (crate::store::time_sort_key(&s.created_at), s.id.clone()));
+        listing.cache = cache;
         tracing::debug!(
-            sessions = out.len(),
+            sessions = listing.rows.len(),
             read_dir = ?read_dir,
             cache_loaded = ?loaded,
             lines = ?lined,
-            cache_saved = ?saved,
-            sorted = ?started.elapsed(),
-            "listed {}",
+            cache_saved = ?started.elapsed(),
+            "scanned {}",
             self.dir.display()
         );
-        Ok(out)
+        Ok(listing)
     }
 
     /// Why the directory cannot be listed: out of descriptors is [`SessionError::Unavailable`]
@@ -410,6 +464,54 @@ impl LocalStore {
     /// What waits in the inbox of `id`.
     pub(super) fn waiting_in(&self, id: &str) -> std::io::Result<Waiting> {
         crate::spool::stats(&*self.opts.fs, &self.dir, id, self.opts.line_bytes_max)
+    }
+}
+
+impl LocalStore {
+    /// The row of session `stem` (number `i`) from its ledger, into `part`; `Err` when out of
+    /// descriptors.
+    fn read_row(
+        &self,
+        part: &mut Part,
+        cache: &StatusCache,
+        i: usize,
+        stem: &str,
+        file: Option<FileKey>,
+        live: Live,
+    ) -> Result<(), ()> {
+        let Ok(id) = SessionId::parse(stem) else {
+            return Ok(());
+        };
+        if cache.holds(stem, i) {
+            part.found += 1;
+        }
+        let around = Around {
+            cache,
+            spool: live.spool,
+            title_file: live.title_file,
+            may_be_held: live.may_be_held,
+            file,
+        };
+        let summary = match self.summary_with(&self.path_of(&id), &around) {
+            Ok((s, entry)) => {
+                part.fresh.extend(entry);
+                s
+            }
+            Err(e) if out_of_descriptors(&e) => {
+                part.short = Some(e.to_string());
+                return Err(());
+            }
+            // Listed, with why: a damaged session is not hidden.
+            Err(e) => SessionSummary::corrupt(id, e.to_string()),
+        };
+        part.rows.push(Row {
+            name: i as u32,
+            src: Src::Owned(part.owned.len() as u32),
+            status: summary.status,
+            live,
+        });
+        part.owned.push(summary);
+        Ok(())
     }
 }
 

@@ -4,6 +4,7 @@
 mod check;
 mod default_dir;
 mod listing;
+mod page;
 mod status_cache;
 
 pub use default_dir::{default_session_dir, state_dir};
@@ -393,6 +394,14 @@ impl Store for LocalStore {
 
     fn list(&self) -> Result<Vec<SessionSummary>> {
         self.list_all()
+    }
+
+    fn list_rows(
+        &self,
+        q: &crate::list::ListQuery,
+        visit: &mut dyn FnMut(&crate::store::SummaryView<'_>),
+    ) -> Result<crate::list::ListCounts> {
+        self.list_rows_local(q, visit)
     }
 
     fn ids(&self) -> Result<Vec<SessionId>> {

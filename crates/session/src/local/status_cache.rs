@@ -14,6 +14,14 @@
 //! A writer killed at any point leaves a file whose size or times differ (it wrote), so its
 //! line is read again.
 //!
+//! The file is binary and read in place (one read, a checksum, no parse): a header, one
+//! fixed-size record per session (numbers, and strings as offsets into the text after the
+//! records), the record numbers sorted by id (a lookup is a binary search), then the text.
+//! Records are written in the order the listing met the sessions (the directory's), so the
+//! next listing finds each at its own position first. Anything that does not check — magic,
+//! layout, status rule, checksum, an offset out of bounds, text that is not UTF-8 — and the
+//! whole file is ignored.
+//!
 //! The file is derived data: written by listings of directories where replaying costs
 //! something ([`super::listing::STATUS_CACHE_MIN_SESSIONS`] sessions or more, or a listing that
 //! replayed [`super::listing::STATUS_CACHE_MIN_REPLAYED_BYTES`]) — atomically, a temporary file
@@ -24,21 +32,30 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::state::Status;
 
 /// Name of the cache file in a session directory (a session id never starts with `.`).
 pub(crate) const FILE_NAME: &str = ".status-cache";
 
-/// The version of the status rule the cached statuses were computed by: a row of another
+/// The version of the status rule the cached statuses were computed by: a file of another
 /// (an older build's rule, which e.g. did not count a host program's calls in doubt) is
-/// ignored, and the session replayed again. Raise it whenever [`crate::SessionState::status`]
-/// changes its answer for a log.
+/// ignored, and every session replayed again. Raise it whenever
+/// [`crate::SessionState::status`] changes its answer for a log.
 const STATUS_RULE: u32 = 2;
 
-/// Largest cache file read, in bytes (about 2,000,000 sessions); a larger one is ignored.
+/// The file's first bytes, and the version of its layout.
+const MAGIC: &[u8; 8] = b"LZSTATUS";
+const LAYOUT: u32 = 1;
+
+/// Largest cache file read, in bytes (about 1,000,000 sessions); a larger one is ignored.
 const FILE_BYTES_MAX: u64 = 256 * 1024 * 1024;
+
+/// `magic, layout u32, rule u32, count u32, crc32c u32` ([`checksum`]).
+const HEADER: usize = 24;
+/// One session's record: nine strings (offset u32, length u32), eight numbers, the status.
+const RECORD: usize = 144;
+/// A string's length meaning "none".
+const NONE: u32 = u32::MAX;
 
 /// What identifies the ledger a status was computed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +65,7 @@ pub(crate) struct Key {
     pub last_seq: u64,
 }
 
-/// One session's cached replay, and the listing line read with it.
+/// One session's replay as this process computed it, and the listing line read with it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Entry {
     pub id: String,
@@ -98,7 +115,7 @@ fn unsigned<T: TryInto<u64>>(n: T) -> u64 {
 
 /// The parts of a listing line that come from the ledger's bytes (its header, first record
 /// and tail); the rest (a title file, the inbox, the writer) is looked at live.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Line {
     pub file: FileKey,
     /// The first input's text, shortened.
@@ -106,228 +123,476 @@ pub(crate) struct Line {
     pub updated_at: String,
     pub last_kind: String,
     pub parent: Option<String>,
-    /// The header's `meta` as JSON text: parsed only into the line that shows it (parsing
-    /// 10⁵ of them on every load, and freeing them, was a tenth of a listing).
-    pub meta: Option<Box<serde_json::value::RawValue>>,
+    /// The header's `meta` as JSON text: parsed only into the line that shows it.
+    pub meta: Option<String>,
+    /// `meta.workspace`, for filters that must look at every session.
+    pub workspace: Option<String>,
 }
 
-impl PartialEq for Line {
-    fn eq(&self, other: &Line) -> bool {
-        self.file == other.file
-            && self.first_input == other.first_input
-            && self.updated_at == other.updated_at
-            && self.last_kind == other.last_kind
-            && self.parent == other.parent
-            && self.meta.as_ref().map(|m| m.get()) == other.meta.as_ref().map(|m| m.get())
-    }
+/// An entry as the file holds it, borrowed from the file's bytes (or from an [`Entry`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct EntryRef<'a> {
+    pub id: &'a str,
+    pub created_at: &'a str,
+    pub size: u64,
+    pub last_seq: u64,
+    pub status: Status,
+    pub error: Option<&'a str>,
+    pub line: Option<LineRef<'a>>,
 }
 
-/// An entry as one line of the file: a JSON array, not an object (10⁵ of them are read for
-/// every listing, and an array parses in about two thirds of the time):
-/// `[rule, id, created_at, size, last_seq, status, error, line]` (`rule`: [`STATUS_RULE`]),
-/// `line` being `null` or
-/// `[ino, size, ctime_s, ctime_ns, mtime_s, mtime_ns, first_input, updated_at, last_kind,
-/// parent, meta]`.
-#[derive(Serialize)]
-struct RowOut<'a>(
-    u32,
-    &'a str,
-    &'a str,
-    u64,
-    u64,
-    Status,
-    &'a Option<String>,
-    Option<LineOut<'a>>,
-);
-
-#[derive(Serialize)]
-struct LineOut<'a>(
-    u64,
-    u64,
-    i64,
-    i64,
-    i64,
-    i64,
-    &'a Option<String>,
-    &'a str,
-    &'a str,
-    &'a Option<String>,
-    &'a Option<Box<serde_json::value::RawValue>>,
-);
-
-#[derive(Deserialize)]
-struct RowIn(
-    u32,
-    String,
-    String,
-    u64,
-    u64,
-    Status,
-    Option<String>,
-    Option<LineIn>,
-);
-
-#[derive(Deserialize)]
-struct LineIn(
-    u64,
-    u64,
-    i64,
-    i64,
-    i64,
-    i64,
-    Option<String>,
-    String,
-    String,
-    Option<String>,
-    Option<Box<serde_json::value::RawValue>>,
-);
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct LineRef<'a> {
+    pub file: FileKey,
+    pub first_input: Option<&'a str>,
+    pub updated_at: &'a str,
+    pub last_kind: &'a str,
+    pub parent: Option<&'a str>,
+    pub meta: Option<&'a str>,
+    pub workspace: Option<&'a str>,
+}
 
 impl Entry {
-    fn row(&self) -> RowOut<'_> {
-        RowOut(
-            STATUS_RULE,
-            &self.id,
-            &self.key.created_at,
-            self.key.size,
-            self.key.last_seq,
-            self.status,
-            &self.error,
-            self.line.as_ref().map(|l| {
-                LineOut(
-                    l.file.ino,
-                    l.file.size,
-                    l.file.ctime.0,
-                    l.file.ctime.1,
-                    l.file.mtime.0,
-                    l.file.mtime.1,
-                    &l.first_input,
-                    &l.updated_at,
-                    &l.last_kind,
-                    &l.parent,
-                    &l.meta,
-                )
+    pub(crate) fn as_ref(&self) -> EntryRef<'_> {
+        EntryRef {
+            id: &self.id,
+            created_at: &self.key.created_at,
+            size: self.key.size,
+            last_seq: self.key.last_seq,
+            status: self.status,
+            error: self.error.as_deref(),
+            line: self.line.as_ref().map(|l| LineRef {
+                file: l.file,
+                first_input: l.first_input.as_deref(),
+                updated_at: &l.updated_at,
+                last_kind: &l.last_kind,
+                parent: l.parent.as_deref(),
+                meta: l.meta.as_deref(),
+                workspace: l.workspace.as_deref(),
             }),
-        )
-    }
-
-    fn from_row(RowIn(_, id, created_at, size, last_seq, status, error, line): RowIn) -> Entry {
-        Entry {
-            id,
-            key: Key {
-                created_at,
-                size,
-                last_seq,
-            },
-            status,
-            error,
-            line: line.map(
-                |LineIn(
-                    ino,
-                    fsize,
-                    cs,
-                    cn,
-                    ms,
-                    mn,
-                    first_input,
-                    updated_at,
-                    last_kind,
-                    parent,
-                    meta,
-                )| Line {
-                    file: FileKey {
-                        ino,
-                        size: fsize,
-                        ctime: (cs, cn),
-                        mtime: (ms, mn),
-                    },
-                    first_input,
-                    updated_at,
-                    last_kind,
-                    parent,
-                    meta,
-                },
-            ),
         }
     }
 }
 
-/// The cache of one session directory.
+/// A status as one byte: an exhaustive match, so a new status cannot be forgotten here.
+fn status_code(s: Status) -> u8 {
+    match s {
+        Status::New => 0,
+        Status::Idle => 1,
+        Status::Pending => 2,
+        Status::Running => 3,
+        Status::Interrupted => 4,
+        Status::InDoubt => 5,
+        Status::Stopped => 6,
+        Status::Failed => 7,
+        Status::Corrupt => 8,
+        Status::AwaitingApproval => 9,
+        Status::NeedsOwner => 10,
+    }
+}
+
+const STATUSES: [Status; 11] = [
+    Status::New,
+    Status::Idle,
+    Status::Pending,
+    Status::Running,
+    Status::Interrupted,
+    Status::InDoubt,
+    Status::Stopped,
+    Status::Failed,
+    Status::Corrupt,
+    Status::AwaitingApproval,
+    Status::NeedsOwner,
+];
+
+/// A cache file's bytes, checked once: every record is read from them in place.
+#[derive(Debug, Default)]
+struct CacheFile {
+    /// The header, the records and the order by id.
+    bytes: Vec<u8>,
+    /// The text the records' strings are slices of (UTF-8 checked once: a string is then a
+    /// slice between char boundaries, never validated again).
+    text: String,
+    count: usize,
+}
+
+impl CacheFile {
+    /// The file's bytes as a cache, if everything checks: `bytes` up to the text, then the
+    /// text (read apart, so that it becomes a `String` without a copy).
+    fn check(bytes: Vec<u8>, text: Vec<u8>) -> Option<CacheFile> {
+        if bytes.len() < HEADER || &bytes[..8] != MAGIC {
+            return None;
+        }
+        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or([0; 4]));
+        if u32_at(8) != LAYOUT || u32_at(12) != STATUS_RULE {
+            return None;
+        }
+        let count = u32_at(16) as usize;
+        let text_at = HEADER.checked_add(count.checked_mul(RECORD + 4)?)?;
+        if text_at != bytes.len() || checksum(&bytes, &text) != u32_at(20) {
+            return None;
+        }
+        // all text is UTF-8, and every string a sub-slice of it between char boundaries
+        // (then no string read later can fail); every status known; the order in range
+        let text = String::from_utf8(text).ok()?;
+        for i in 0..count {
+            let at = HEADER + i * RECORD;
+            let has_line = match bytes[at + 137] {
+                0 => false,
+                1 => true,
+                _ => return None,
+            };
+            if bytes[at + 136] as usize >= STATUSES.len() {
+                return None;
+            }
+            for k in 0..9 {
+                let off = u32_at(at + 8 * k) as usize;
+                let len = u32_at(at + 8 * k + 4);
+                // id and created_at always, updated_at and last_kind with a line
+                let required = k < 2 || (has_line && (k == 4 || k == 5));
+                if len == NONE {
+                    if required {
+                        return None;
+                    }
+                    continue;
+                }
+                let end = off.checked_add(len as usize)?;
+                if end > text.len() || !text.is_char_boundary(off) || !text.is_char_boundary(end) {
+                    return None;
+                }
+            }
+            let o = u32_at(HEADER + count * RECORD + i * 4) as usize;
+            if o >= count {
+                return None;
+            }
+        }
+        Some(CacheFile { bytes, text, count })
+    }
+
+    fn u64_at(&self, at: usize) -> u64 {
+        u64::from_le_bytes(self.bytes[at..at + 8].try_into().unwrap_or([0; 8]))
+    }
+
+    fn u32_at(&self, at: usize) -> u32 {
+        u32::from_le_bytes(self.bytes[at..at + 4].try_into().unwrap_or([0; 4]))
+    }
+
+    /// The string whose (offset, length) is at `at`: `Some(None)` for none, `None` when it
+    /// does not check.
+    fn string(&self, at: usize) -> Option<Option<&str>> {
+        let (off, len) = (self.u32_at(at) as usize, self.u32_at(at + 4));
+        if len == NONE {
+            return Some(None);
+        }
+        self.text.get(off..off.checked_add(len as usize)?).map(Some)
+    }
+
+    /// The id of record `i`, as bytes (only compared).
+    fn id(&self, i: usize) -> &[u8] {
+        if i >= self.count {
+            return b"";
+        }
+        let at = HEADER + i * RECORD;
+        let (off, len) = (self.u32_at(at) as usize, self.u32_at(at + 4) as usize);
+        self.text
+            .as_bytes()
+            .get(off..off.saturating_add(len))
+            .unwrap_or_default()
+    }
+
+    /// Record number `i` of the order by id.
+    fn order(&self, i: usize) -> Option<u32> {
+        (i < self.count).then(|| self.u32_at(HEADER + self.count * RECORD + i * 4))
+    }
+
+    /// Which record holds `id`: the one at `hint` (where the last listing met it), else a
+    /// binary search of the order by id.
+    fn find(&self, id: &str, hint: usize) -> Option<usize> {
+        let id = id.as_bytes();
+        if hint < self.count && self.id(hint) == id {
+            return Some(hint);
+        }
+        let (mut lo, mut hi) = (0, self.count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let r = self.order(mid)? as usize;
+            match self.id(r).cmp(id) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(r),
+            }
+        }
+        None
+    }
+
+    /// The file key of record `i`'s line, if it has one (numbers only: no string read).
+    fn file_key(&self, i: usize) -> Option<FileKey> {
+        if i >= self.count {
+            return None;
+        }
+        let at = HEADER + i * RECORD;
+        let n = |k: usize| self.u64_at(at + 72 + 8 * k);
+        (self.bytes[at + 137] == 1).then(|| FileKey {
+            ino: n(2),
+            size: n(3),
+            ctime: (n(4) as i64, n(5) as i64),
+            mtime: (n(6) as i64, n(7) as i64),
+        })
+    }
+
+    fn status(&self, i: usize) -> Option<Status> {
+        let at = HEADER + i.checked_mul(RECORD)?;
+        STATUSES.get(*self.bytes.get(at + 136)? as usize).copied()
+    }
+
+    /// Record `i`, borrowed.
+    fn entry(&self, i: usize) -> Option<EntryRef<'_>> {
+        if i >= self.count {
+            return None;
+        }
+        let at = HEADER + i * RECORD;
+        let s = |k: usize| self.string(at + 8 * k);
+        let n = |k: usize| self.u64_at(at + 72 + 8 * k);
+        let status = *STATUSES.get(self.bytes[at + 136] as usize)?;
+        let line = match self.bytes[at + 137] {
+            0 => None,
+            1 => Some(LineRef {
+                file: FileKey {
+                    ino: n(2),
+                    size: n(3),
+                    ctime: (n(4) as i64, n(5) as i64),
+                    mtime: (n(6) as i64, n(7) as i64),
+                },
+                first_input: s(3)?,
+                updated_at: s(4)??,
+                last_kind: s(5)??,
+                parent: s(6)?,
+                meta: s(7)?,
+                workspace: s(8)?,
+            }),
+            _ => return None,
+        };
+        Some(EntryRef {
+            id: s(0)??,
+            created_at: s(1)??,
+            error: s(2)?,
+            size: n(0),
+            last_seq: n(1),
+            status,
+            line,
+        })
+    }
+}
+
+/// The checksum of a cache file: its header's numbers (layout, rule, count) and everything
+/// after the header.
+fn checksum(bytes: &[u8], text: &[u8]) -> u32 {
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[8..20]), &bytes[HEADER..]);
+    crc32c::crc32c_append(crc, text)
+}
+
+/// Writes `entries` as a cache file's bytes, in their order.
+fn encode<'a>(entries: &[EntryRef<'a>]) -> Option<Vec<u8>> {
+    let count = entries.len();
+    let mut records = Vec::with_capacity(count * RECORD);
+    let mut text: Vec<u8> = Vec::with_capacity(count * 160);
+    let mut put = |records: &mut Vec<u8>, s: Option<&str>| -> Option<()> {
+        let (off, len) = match s {
+            Some(s) => {
+                let off = u32::try_from(text.len()).ok()?;
+                let len = u32::try_from(s.len()).ok().filter(|&l| l != NONE)?;
+                text.extend_from_slice(s.as_bytes());
+                (off, len)
+            }
+            None => (0, NONE),
+        };
+        records.extend_from_slice(&off.to_le_bytes());
+        records.extend_from_slice(&len.to_le_bytes());
+        Some(())
+    };
+    for e in entries {
+        let l = e.line.as_ref();
+        put(&mut records, Some(e.id))?;
+        put(&mut records, Some(e.created_at))?;
+        put(&mut records, e.error)?;
+        put(&mut records, l.and_then(|l| l.first_input))?;
+        put(&mut records, l.map(|l| l.updated_at))?;
+        put(&mut records, l.map(|l| l.last_kind))?;
+        put(&mut records, l.and_then(|l| l.parent))?;
+        put(&mut records, l.and_then(|l| l.meta))?;
+        put(&mut records, l.and_then(|l| l.workspace))?;
+        let f = l.map(|l| l.file).unwrap_or(FileKey {
+            ino: 0,
+            size: 0,
+            ctime: (0, 0),
+            mtime: (0, 0),
+        });
+        for n in [
+            e.size,
+            e.last_seq,
+            f.ino,
+            f.size,
+            f.ctime.0 as u64,
+            f.ctime.1 as u64,
+            f.mtime.0 as u64,
+            f.mtime.1 as u64,
+        ] {
+            records.extend_from_slice(&n.to_le_bytes());
+        }
+        records.extend_from_slice(&[
+            status_code(e.status),
+            u8::from(l.is_some()),
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ]);
+    }
+    let mut order: Vec<u32> = (0..u32::try_from(count).ok()?).collect();
+    order.sort_unstable_by(|&a, &b| entries[a as usize].id.cmp(entries[b as usize].id));
+    let mut out = Vec::with_capacity(HEADER + records.len() + 4 * count + text.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&LAYOUT.to_le_bytes());
+    out.extend_from_slice(&STATUS_RULE.to_le_bytes());
+    out.extend_from_slice(&u32::try_from(count).ok()?.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&records);
+    for o in order {
+        out.extend_from_slice(&o.to_le_bytes());
+    }
+    out.extend_from_slice(&text);
+    let crc = checksum(&out, &[]);
+    out[20..24].copy_from_slice(&crc.to_le_bytes());
+    Some(out)
+}
+
+/// The cache of one session directory: the file as it was read, and what this process
+/// computed since.
 #[derive(Debug, Default)]
 pub(crate) struct StatusCache {
     path: PathBuf,
-    entries: HashMap<String, Entry>,
+    file: CacheFile,
+    fresh: HashMap<String, Entry>,
     changed: bool,
 }
 
 impl StatusCache {
-    /// Reads the cache of `dir` (empty when missing or unreadable).
+    /// Reads the cache of `dir` (empty when missing, unreadable or not checking).
     pub(crate) fn load(dir: &Path) -> Self {
         let path = dir.join(FILE_NAME);
-        let entries = read_entries(&path).unwrap_or_default();
+        let file = read_file(&path).unwrap_or_default();
         StatusCache {
             path,
-            entries,
+            file,
+            fresh: HashMap::new(),
             changed: false,
         }
     }
 
+    /// Sessions the file holds.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        self.file.count
     }
 
     /// Whether the directory has a cache already (then it is kept up to date).
     pub(crate) fn has_entries(&self) -> bool {
-        !self.entries.is_empty()
+        self.file.count > 0 || !self.fresh.is_empty()
     }
 
-    /// The cached replay of `id`, if it was made from the ledger `key` identifies.
-    pub(crate) fn get(&self, id: &str, key: &Key) -> Option<&Entry> {
-        self.entries.get(id).filter(|e| &e.key == key)
+    /// The newest answer for `id`: this process's, else the file's (at `hint` first).
+    fn lookup(&self, id: &str, hint: usize) -> Option<EntryRef<'_>> {
+        if let Some(e) = self.fresh.get(id) {
+            return Some(e.as_ref());
+        }
+        self.file.entry(self.file.find(id, hint)?)
     }
 
-    /// The cached replay and line of `id`, if they were read from the very file `file`
-    /// identifies.
-    pub(crate) fn get_line(&self, id: &str, file: &FileKey) -> Option<(&Entry, &Line)> {
-        let e = self.entries.get(id)?;
-        let line = e.line.as_ref().filter(|l| &l.file == file)?;
-        Some((e, line))
+    /// The cached replay of `id` (status, and why when corrupt), if it was made from the
+    /// ledger `key` identifies.
+    pub(crate) fn get(&self, id: &str, key: &Key) -> Option<(Status, Option<&str>)> {
+        let e = self.lookup(id, usize::MAX)?;
+        (e.created_at == key.created_at && e.size == key.size && e.last_seq == key.last_seq)
+            .then_some((e.status, e.error))
+    }
+
+    /// The file's record of `id` with its line, if that line was read from the very file
+    /// `file` identifies; with the record's number. `hint`: where to look first.
+    pub(crate) fn get_line(&self, id: &str, file: &FileKey, hint: usize) -> Option<(u32, Status)> {
+        let i = self.file.find(id, hint)?;
+        (self.file.file_key(i)? == *file).then_some((u32::try_from(i).ok()?, self.file.status(i)?))
+    }
+
+    /// Whether the file holds a record of `id` (looked for at `hint` first).
+    pub(crate) fn holds(&self, id: &str, hint: usize) -> bool {
+        self.file.find(id, hint).is_some()
+    }
+
+    /// `created_at` and the line's `updated_at` of record `i` (only these two read: a
+    /// listing orders every session by one of them).
+    pub(crate) fn times(&self, i: u32) -> Option<(&str, &str)> {
+        let at = HEADER + (i as usize).checked_mul(RECORD)?;
+        if i as usize >= self.file.count {
+            return None;
+        }
+        Some((
+            self.file.string(at + 8)??,
+            self.file.string(at + 32)?.unwrap_or(""),
+        ))
+    }
+
+    /// Record `i` of the file (a number [`StatusCache::get_line`] gave).
+    pub(crate) fn record(&self, i: u32) -> Option<EntryRef<'_>> {
+        self.file.entry(i as usize)
     }
 
     /// Remembers a replay's answer.
     pub(crate) fn put(&mut self, entry: Entry) {
-        if self.entries.get(&entry.id) != Some(&entry) {
-            self.entries.insert(entry.id.clone(), entry);
+        if self.lookup(&entry.id, usize::MAX) != Some(entry.as_ref()) {
+            self.fresh.insert(entry.id.clone(), entry);
             self.changed = true;
         }
     }
 
-    /// Forgets sessions that are gone (a listing saw every session of the directory).
-    pub(crate) fn retain(&mut self, present: &std::collections::HashSet<&str>) {
-        let before = self.entries.len();
-        self.entries.retain(|id, _| present.contains(id.as_str()));
-        self.changed |= self.entries.len() != before;
+    /// Whether the file holds sessions other than `present` of them (a listing that met
+    /// `present` sessions, `found` of them in the file): then they are forgotten on save.
+    pub(crate) fn note_present(&mut self, found: usize) {
+        self.changed |= found != self.file.count;
     }
 
-    /// Writes the cache back if anything changed. Best effort: a failure costs replays later.
-    pub(crate) fn save(&mut self) {
+    /// Writes the cache back if anything changed: the sessions `order` names (a listing's,
+    /// in the order it met them), or with `None` every session the file or this process
+    /// knows. Best effort: a failure costs replays later.
+    pub(crate) fn save(&mut self, order: Option<&[&str]>) {
         if !self.changed {
             return;
         }
-        if let Err(e) = self.write() {
+        let entries: Vec<EntryRef<'_>> = match order {
+            Some(ids) => ids
+                .iter()
+                .filter_map(|id| self.lookup(id, usize::MAX))
+                .collect(),
+            None => (0..self.file.count)
+                .filter_map(|i| self.file.entry(i))
+                .filter(|e| !self.fresh.contains_key(e.id))
+                .chain(self.fresh.values().map(Entry::as_ref))
+                .collect(),
+        };
+        let written = encode(&entries)
+            .ok_or_else(|| std::io::Error::other("the cache does not fit its layout"))
+            .and_then(|bytes| self.write(&bytes));
+        if let Err(e) = written {
             tracing::debug!(file = %self.path.display(), error = %e, "cannot write the status cache (listings replay more)");
         }
         self.changed = false;
     }
 
-    fn write(&self) -> std::io::Result<()> {
+    fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
         let tmp = self
             .path
             .with_file_name(format!("{FILE_NAME}.{}.tmp", std::process::id()));
-        let mut out = Vec::with_capacity(self.entries.len() * 128);
-        for e in self.entries.values() {
-            serde_json::to_writer(&mut out, &e.row()).map_err(std::io::Error::other)?;
-            out.push(b'\n');
-        }
         let mut f = lazarus_ledger::fs::create_exclusive(&tmp, false).or_else(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 std::fs::remove_file(&tmp)?;
@@ -337,7 +602,7 @@ impl StatusCache {
             }
         })?;
         let written = f
-            .write_all(&out)
+            .write_all(bytes)
             .and_then(|()| std::fs::rename(&tmp, &self.path));
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);
@@ -346,59 +611,30 @@ impl StatusCache {
     }
 }
 
-fn read_entries(path: &Path) -> Option<HashMap<String, Entry>> {
+/// The cache file at `path`, in one read, if it checks.
+fn read_file(path: &Path) -> Option<CacheFile> {
     let f = lazarus_ledger::fs::open_regular(path, false, false).ok()?;
-    if f.metadata().ok()?.len() > FILE_BYTES_MAX {
+    let len = f.metadata().ok()?.len();
+    if len > FILE_BYTES_MAX {
         return None;
     }
-    let mut text = Vec::new();
-    std::io::Read::read_to_end(&mut std::io::Read::take(f, FILE_BYTES_MAX), &mut text).ok()?;
-    // Parsed in pieces on up to four threads (a big directory's cache is tens of MB).
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 4)
-        .min(text.len() / (1024 * 1024) + 1);
-    let pieces = split_at_lines(&text, threads);
-    let parsed: Vec<Vec<Entry>> = std::thread::scope(|s| {
-        let workers: Vec<_> = pieces
-            .iter()
-            .map(|piece| s.spawn(move || parse_piece(piece)))
-            .collect();
-        workers.into_iter().filter_map(|w| w.join().ok()).collect()
-    });
-    let mut out = HashMap::with_capacity(parsed.iter().map(Vec::len).sum());
-    for e in parsed.into_iter().flatten() {
-        out.insert(e.id.clone(), e);
+    let len = usize::try_from(len).ok()?;
+    let mut f = std::io::Read::take(f, FILE_BYTES_MAX);
+    // the header, then the records and the order, then the text: three reads
+    let mut bytes = vec![0u8; HEADER];
+    std::io::Read::read_exact(&mut f, &mut bytes).ok()?;
+    let count = u32::from_le_bytes(bytes[16..20].try_into().ok()?) as usize;
+    let text_at = HEADER.checked_add(count.checked_mul(RECORD + 4)?)?;
+    if text_at > len {
+        return None;
     }
-    Some(out)
+    bytes.resize(text_at, 0);
+    std::io::Read::read_exact(&mut f, &mut bytes[HEADER..]).ok()?;
+    let mut text = Vec::with_capacity(len - text_at + 1);
+    std::io::Read::read_to_end(&mut f, &mut text).ok()?;
+    CacheFile::check(bytes, text)
 }
 
-fn parse_piece(piece: &[u8]) -> Vec<Entry> {
-    piece
-        .split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-        // a line that does not parse is skipped: its session is read and replayed again
-        .filter_map(|line| serde_json::from_slice::<RowIn>(line).ok())
-        // computed by another status rule: replayed again
-        .filter(|row| row.0 == STATUS_RULE)
-        .map(Entry::from_row)
-        .collect()
-}
-
-/// `text` in about `n` pieces, each ending at a line's end.
-fn split_at_lines(text: &[u8], n: usize) -> Vec<&[u8]> {
-    let mut pieces = Vec::with_capacity(n);
-    let mut rest = text;
-    for k in (1..n).rev() {
-        let want = rest.len() / (k + 1);
-        let cut = match memchr::memchr(b'\n', &rest[want..]) {
-            Some(i) => want + i + 1,
-            None => rest.len(),
-        };
-        let (piece, tail) = rest.split_at(cut);
-        pieces.push(piece);
-        rest = tail;
-    }
-    pieces.push(rest);
-    pieces
-}
+#[cfg(test)]
+#[path = "status_cache_tests.rs"]
+mod tests;
