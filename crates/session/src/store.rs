@@ -37,6 +37,12 @@ pub trait RecordSink: Send + Sync {
     ) -> Result<Option<lazarus_ledger::Deferred>> {
         Ok(None)
     }
+    /// Returns once every record written so far is durable (a deferred append in flight is
+    /// waited for; its failure is the error): before an answer that relies on a record
+    /// already written, such as a duplicate's.
+    fn settle(&self) -> Result<()> {
+        Ok(())
+    }
     /// Human-readable location (path or URL) for messages.
     fn location(&self) -> String;
     /// Up to `limit` messages waiting in the session's inbox, oldest first.
@@ -281,6 +287,9 @@ impl Session {
 
     fn append_once(&mut self, input_id: &str, rec: Record) -> Result<InputAck> {
         if let Some(&seq) = self.state.input_ids.get(input_id) {
+            // The original may still be on its way to the disk (a deferred append), or may
+            // have failed to get there: a duplicate is answered only once it is durable.
+            self.sink.settle()?;
             return Ok(InputAck {
                 seq,
                 duplicate: true,

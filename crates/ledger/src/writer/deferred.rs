@@ -176,7 +176,9 @@ impl Writer {
     /// [`Deferred`] future says when it is (a `syncfs` of [`crate::Options::shared_sync`]).
     /// `Ok(None)` when this writer cannot defer (no shared sync, not per-record durability)
     /// or an earlier deferred append is still in flight: use [`Writer::append_json`], which
-    /// waits for it.
+    /// waits for it. **Drive the [`Deferred`] on its own** (a task of its own, as the gateway
+    /// does): every later use of this writer waits for it, so a thread that holds it unpolled
+    /// and appends again waits for itself (a dropped writer waits at most 5 s).
     pub fn append_json_deferred(&self, kind: &str, data_json: &[u8]) -> Result<Option<Deferred>> {
         let Some(shared) = self.opts.shared_sync.clone() else {
             return Ok(None);
@@ -210,6 +212,15 @@ impl Writer {
             on_durable: None,
             settled: false,
         }))
+    }
+
+    /// Returns once everything this writer acknowledged or wrote is durable: waits for a
+    /// deferred append in flight and acts on its failure (an error then, and the writer
+    /// poisoned). For an answer that relies on a record already written (a duplicate's).
+    pub fn wait_durable(&self) -> Result<()> {
+        let mut st = self.lock_state();
+        self.settle_gate(&mut st)?;
+        self.check_poison()
     }
 
     /// Before any append: waits for a deferred append in flight, and acts on its failure

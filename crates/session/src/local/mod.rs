@@ -275,6 +275,9 @@ impl RecordSink for LocalSink {
     ) -> Result<Option<lazarus_ledger::Deferred>> {
         Ok(self.writer.append_json_deferred(kind, data_json)?)
     }
+    fn settle(&self) -> Result<()> {
+        Ok(self.writer.wait_durable()?)
+    }
     fn location(&self) -> String {
         self.writer.path().display().to_string()
     }
