@@ -69,6 +69,28 @@ impl Writer {
         }
     }
 
+    /// The next line (seq `st.next_seq`) encoded in the state's reusable buffer, taken out of
+    /// it (give it back); refused, buffer kept, when it is over the line limit.
+    fn encode_next(
+        &self,
+        st: &mut State,
+        ts: &str,
+        kind: &str,
+        data_json: &[u8],
+    ) -> Result<Vec<u8>> {
+        let mut buf = std::mem::take(&mut st.buf);
+        frame::encode_line(&mut buf, st.next_seq, ts, kind, data_json);
+        if buf.len() - 1 > self.opts.line_bytes_max {
+            let len = buf.len() - 1;
+            st.buf = buf;
+            return Err(LedgerError::RecordTooLarge {
+                len,
+                max: self.opts.line_bytes_max,
+            });
+        }
+        Ok(buf)
+    }
+
     /// Encodes the next line and writes it (not synced); the state moves past it.
     pub(super) fn write_line(
         &self,
@@ -78,16 +100,8 @@ impl Writer {
         data_json: &[u8],
     ) -> Result<Appended> {
         let seq = st.next_seq;
-        let mut buf = std::mem::take(&mut st.buf);
-        frame::encode_line(&mut buf, seq, ts, kind, data_json);
+        let buf = self.encode_next(st, ts, kind, data_json)?;
         let line_len = buf.len();
-        if line_len - 1 > self.opts.line_bytes_max {
-            st.buf = buf;
-            return Err(LedgerError::RecordTooLarge {
-                len: line_len - 1,
-                max: self.opts.line_bytes_max,
-            });
-        }
         let offset = st.len;
         let written = write_in_pieces(&*self.file, &buf, &self.opts, &self.path);
         st.buf = buf;
@@ -118,16 +132,8 @@ impl Writer {
         data_json: &[u8],
     ) -> Result<Appended> {
         let seq = st.next_seq;
-        let mut buf = std::mem::take(&mut st.buf);
-        frame::encode_line(&mut buf, seq, &ts, kind, data_json);
+        let buf = self.encode_next(&mut st, &ts, kind, data_json)?;
         let line_len = buf.len();
-        if line_len - 1 > self.opts.line_bytes_max {
-            st.buf = buf;
-            return Err(LedgerError::RecordTooLarge {
-                len: line_len - 1,
-                max: self.opts.line_bytes_max,
-            });
-        }
         if let Err(e) = self.make_room(&st, line_len as u64) {
             st.buf = buf;
             return Err(e);
