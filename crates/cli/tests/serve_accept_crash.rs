@@ -198,3 +198,50 @@ fn acknowledged_messages_survive_kill_9_exactly_once() {
         sent.len()
     );
 }
+
+/// A live tail opened before a message is accepted sees its input record, with the seq the
+/// 202 named: the fast path shows it once durable (`Deferred::on_durable`), not never.
+#[test]
+fn a_live_tail_sees_an_input_accepted_on_the_fast_path() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::new([Step::reply(
+            ScriptedResponse::text("ok"),
+        )
+        .repeat()])))
+        .unwrap();
+    let dir = tempdir();
+    let g = Gateway::start(&mut serve_cmd(
+        dir.path(),
+        &server.base_url(),
+        &["--no-run"],
+    ));
+    let (st, v) = call(&g.url, "POST", "/v1/sessions", Some(json!({"id": "tail"})));
+    assert_eq!(st, 201, "{v}");
+    let url = g.url.clone();
+    let tail = std::thread::spawn(move || {
+        sse_events(
+            &url,
+            "/v1/sessions/tail/stream?after=0",
+            None,
+            1,
+            Duration::from_secs(20),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let (st, v) = call(
+        &g.url,
+        "POST",
+        "/v1/sessions/tail/messages",
+        Some(json!({"message_id": "live-1", "text": "hello"})),
+    );
+    assert_eq!(st, 202, "{v}");
+    let evs = tail.join().unwrap();
+    assert_eq!(evs.len(), 1, "the live tail saw no input record: {evs:?}");
+    assert_eq!(evs[0].0, v["seq"].as_u64().unwrap());
+    assert_eq!(evs[0].1["kind"], "input");
+}
