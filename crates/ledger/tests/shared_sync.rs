@@ -1,12 +1,13 @@
 //! Many ledgers made durable by one shared `syncfs` (`lazarus_ledger::shared_sync`), under the
 //! power-loss simulator: writers on several threads append to several ledgers on one
-//! simulated disk, some appends blocking and some deferred (awaited), the syncs take time so
-//! batches overlap, the power goes at a random operation, and every unsynced byte fares as
-//! the fault model says. After every cut no acknowledged record is missing, none appears
-//! that nobody wrote, none twice. A failing `syncfs` (pages dropped) acknowledges nothing it
+//! simulated disk (up to three threads per ledger, so several deferred appends of one ledger
+//! are in flight at once), some appends blocking and some deferred (awaited), the syncs take
+//! time so batches overlap, the power goes at a random operation, and every unsynced byte
+//! fares as the fault model says. After every cut no acknowledged record is missing (each at
+//! the seq it was acknowledged with), none appears that nobody wrote, none twice. A failing `syncfs` (pages dropped) acknowledges nothing it
 //! did not make durable. `LAZARUS_SHARED_SYNC_TRIALS` (default 300) sets the trial count.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::pin;
@@ -62,41 +63,41 @@ fn block_on<F: Future>(f: F) -> F::Output {
 /// One append, blocking or deferred (awaited); `Ok(seq)` once acknowledged.
 fn append(w: &Writer, data: &Value, deferred: bool) -> Result<u64, LedgerError> {
     let json = serde_json::to_vec(data).expect("test data encodes");
-    if deferred {
-        // `None`: another deferred in flight; the blocking path waits for it
-        if let Some(d) = w.append_json_deferred("note", &json)? {
-            return block_on(d).map(|a| a.seq);
-        }
+    if deferred && let Some(d) = w.append_json_deferred("note", &json)? {
+        return block_on(d).map(|a| a.seq);
     }
     w.append_json("note", &json).map(|a| a.seq)
 }
 
 #[derive(Default)]
 struct Truth {
-    acked: Vec<Value>,
+    /// Acknowledged records by seq.
+    acked: BTreeMap<u64, Value>,
     attempted: HashSet<String>,
 }
 
 /// Reopens ledger `id` on `disk` and checks it against `truth`.
 fn check(disk: &SimFs, id: &str, truth: &Truth) -> Result<(), String> {
-    let mut seen: Vec<Value> = Vec::new();
+    let mut seen: BTreeMap<u64, Value> = BTreeMap::new();
     match Writer::open_with::<Value, _>(dir(), id, opts(disk, None), |_, env| {
-        seen.push(env.data);
+        seen.insert(env.seq, env.data);
         Ok(())
     }) {
         Ok(_) => {}
         Err(LedgerError::NotFound { .. }) if truth.acked.is_empty() => return Ok(()),
         Err(e) => return Err(format!("{id}: reopening after the cut: {e}")),
     }
-    if seen.len() < truth.acked.len() || seen[..truth.acked.len()] != truth.acked[..] {
-        return Err(format!(
-            "{id}: acknowledged records lost: {} acknowledged, {} on the disk",
-            truth.acked.len(),
-            seen.len()
-        ));
+    for (seq, v) in &truth.acked {
+        if seen.get(seq) != Some(v) {
+            return Err(format!(
+                "{id}: acknowledged record {seq} lost: {} acknowledged, {} on the disk",
+                truth.acked.len(),
+                seen.len()
+            ));
+        }
     }
     let mut unique = HashSet::new();
-    for v in &seen {
+    for v in seen.values() {
         let key = v.to_string();
         if !truth.attempted.contains(&key) {
             return Err(format!("{id}: a record nobody wrote: {key:.80}"));
@@ -125,8 +126,8 @@ fn random_loss(r: &mut StdRng) -> Loss {
     }
 }
 
-/// `ledgers` ledgers, a thread each appending 30 records (a random mix of blocking and
-/// deferred appends), one shared sync; the power goes after a random number of operations
+/// `ledgers` ledgers, one to three threads each appending 30 records in all (a random mix of
+/// blocking and deferred appends), one shared sync; the power goes after a random number of operations
 /// (or a failing `syncfs` is armed first, when `fail` is set).
 fn trial(seed: u64, fail: bool) -> Result<(), String> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -154,32 +155,35 @@ fn trial(seed: u64, fail: bool) -> Result<(), String> {
         random_loss(&mut StdRng::seed_from_u64(loss_seed))
     });
     let truths: Vec<Arc<Mutex<Truth>>> = ids.iter().map(|_| Arc::default()).collect();
-    let threads: Vec<_> = writers
-        .iter()
-        .zip(&truths)
-        .enumerate()
-        .map(|(k, (w, truth))| {
+    let mut threads = Vec::new();
+    for (k, (w, truth)) in writers.iter().zip(&truths).enumerate() {
+        // one to three threads per ledger: their deferred appends are in flight together
+        let per_ledger = rng.random_range(1..4);
+        for j in 0..per_ledger {
             let (w, truth) = (w.clone(), truth.clone());
             let thread_seed: u64 = rng.random();
-            std::thread::spawn(move || {
+            threads.push(std::thread::spawn(move || {
                 let mut r = StdRng::seed_from_u64(thread_seed);
-                for i in 0..30 {
-                    let data = json!({"w": k, "i": i, "pad": "y".repeat(r.random_range(0..900))});
+                for i in 0..30 / per_ledger {
+                    let data =
+                        json!({"w": k, "t": j, "i": i, "pad": "y".repeat(r.random_range(0..900))});
                     let mut t = truth.lock().unwrap_or_else(|p| p.into_inner());
                     t.attempted.insert(data.to_string());
                     drop(t);
-                    match append(&w, &data, r.random_bool(0.5)) {
-                        Ok(_) => truth
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .acked
-                            .push(data),
+                    match append(&w, &data, r.random_bool(0.6)) {
+                        Ok(seq) => {
+                            truth
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .acked
+                                .insert(seq, data);
+                        }
                         Err(_) => break,
                     }
                 }
-            })
-        })
-        .collect();
+            }));
+        }
+    }
     for t in threads {
         t.join().map_err(|_| "a writer thread panicked")?;
     }
