@@ -322,7 +322,9 @@ impl Hub {
             && let Some(r) = self.append_input_deferred(actor, i).await
         {
             let r = r?;
-            self.metrics.observe_append(t0.elapsed());
+            if !r.1 {
+                self.metrics.observe_append(t0.elapsed());
+            }
             return Ok(r);
         }
         let r = crate::memory::spawn_blocking(move || -> ApiResult<(u64, bool)> {
@@ -364,8 +366,9 @@ impl Hub {
     /// The accept path without a thread hand-off: on this async worker, when the session is
     /// free and nothing else must be recorded first, the input is written, and the request
     /// awaits the shared `syncfs` that makes it durable (see `lazarus_ledger::shared_sync`).
-    /// `None`: it cannot go this way (the session is busy, its inbox holds messages, a
-    /// duplicate, another backend); nothing was done, take the blocking path.
+    /// A resend of an input already durable is answered here too. `None`: it cannot go this
+    /// way (the session is busy, its inbox holds messages, a duplicate of a record still on
+    /// its way to the disk, another backend); nothing was done, take the blocking path.
     async fn append_input_deferred(
         &self,
         actor: &Arc<OpenSession>,
@@ -373,6 +376,10 @@ impl Hub {
     ) -> Option<ApiResult<(u64, bool)>> {
         let deferred = {
             let mut s = actor.session.try_lock().ok()?;
+            // a resend of what is durable already: answered here, no thread, no disk
+            if let Some(ack) = s.duplicate_if_settled(&i.input_id) {
+                return Some(Ok((ack.seq, true)));
+            }
             match s.try_append_input_deferred(&i.input_id, &i.source, &i.text) {
                 Ok(Some(d)) => d,
                 Ok(None) => return None,
@@ -393,11 +400,12 @@ impl Hub {
                 data,
             }));
         });
-        // Its own task: a request dropped by its client still settles the append.
-        let r = match tokio::spawn(pending).await {
-            Ok(Ok(_)) => Ok((seq, false)),
-            Ok(Err(e)) => Err(lazarus_session::SessionError::from(e).into()),
-            Err(e) => Err(ApiError::internal(e.to_string())),
+        // Awaited in the request itself (a task of its own cost a spawn and a wake-up per
+        // message: 18–21K/s against 21–23K/s): a request dropped by its client drops the
+        // `Deferred`, whose drop waits for the batch on this worker (at most one `syncfs`).
+        let r = match pending.await {
+            Ok(_) => Ok((seq, false)),
+            Err(e) => Err(lazarus_session::SessionError::from(e).into()),
         };
         Some(r)
     }

@@ -43,6 +43,11 @@ pub trait RecordSink: Send + Sync {
     fn settle(&self) -> Result<()> {
         Ok(())
     }
+    /// Whether every record written so far is durable now (what [`RecordSink::settle`] would
+    /// return at once, with `Ok`).
+    fn is_settled(&self) -> bool {
+        true
+    }
     /// Human-readable location (path or URL) for messages.
     fn location(&self) -> String;
     /// Up to `limit` messages waiting in the session's inbox, oldest first.
@@ -211,6 +216,19 @@ impl Session {
             },
             deferred,
         )))
+    }
+
+    /// A resend of an input this session holds, answered without waiting: the original's
+    /// ack when `input_id` is recorded and every record written is durable already; `None`
+    /// when it is not a duplicate or something is still on its way to the disk (then
+    /// [`Session::append_input`] answers, once it is).
+    pub fn duplicate_if_settled(&self, input_id: &str) -> Option<InputAck> {
+        let &seq = self.state.input_ids.get(input_id)?;
+        self.sink.is_settled().then_some(InputAck {
+            seq,
+            duplicate: true,
+            ts: None,
+        })
     }
 
     /// Records a control input (e.g. `resume`) once per `input_id`.

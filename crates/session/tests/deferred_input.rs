@@ -66,6 +66,10 @@ fn a_duplicate_waits_for_its_original_and_never_outlives_its_failure() {
         .unwrap()
         .expect("a local session with a shared sync defers");
     assert!(!ack.duplicate);
+    assert!(
+        s.duplicate_if_settled("m1").is_none(),
+        "the answer without waiting must not be given while the original is in flight"
+    );
     // driven elsewhere, as the gateway's own task drives it
     let original = std::thread::spawn(move || block_on(d));
     let dup = s.append_input("m1", "user", "hello").unwrap();
@@ -82,6 +86,11 @@ fn a_duplicate_waits_for_its_original_and_never_outlives_its_failure() {
         "the duplicate was answered before its original was durable"
     );
     original.join().unwrap().unwrap();
+    let now = s
+        .duplicate_if_settled("m1")
+        .expect("a durable original's resend is answered without waiting");
+    assert!(now.duplicate && now.seq == ack.seq);
+    assert!(s.duplicate_if_settled("never-sent").is_none());
 
     // The original's sync fails (the batch, and then its own fdatasync): the duplicate is an
     // error, and nothing after it is acknowledged.
@@ -94,6 +103,10 @@ fn a_duplicate_waits_for_its_original_and_never_outlives_its_failure() {
     assert!(
         block_on(d).is_err(),
         "the failed sync is the original's answer"
+    );
+    assert!(
+        s.duplicate_if_settled("m2").is_none(),
+        "a resend of a record whose sync failed must take the path that reports it"
     );
     let again = s.append_input("m2", "user", "lost");
     assert!(

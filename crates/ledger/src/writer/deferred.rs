@@ -62,6 +62,11 @@ impl Gate {
         self.lock().in_flight
     }
 
+    fn is_open_and_clean(&self) -> bool {
+        let g = self.lock();
+        !g.in_flight && g.failed.is_none()
+    }
+
     /// [`Gate::pass`] waiting at most `limit` (a writer dropped while its last deferred append
     /// is settled on the same thread must not wait for itself).
     fn pass_within(&self, limit: std::time::Duration) -> Option<(u64, String)> {
@@ -212,6 +217,12 @@ impl Writer {
             on_durable: None,
             settled: false,
         }))
+    }
+
+    /// Whether everything this writer wrote is durable now, without waiting: no deferred
+    /// append in flight, none failed unseen, not poisoned.
+    pub fn is_settled(&self) -> bool {
+        self.gate.is_open_and_clean() && !self.is_poisoned()
     }
 
     /// Returns once everything this writer acknowledged or wrote is durable: waits for a

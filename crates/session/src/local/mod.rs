@@ -278,6 +278,9 @@ impl RecordSink for LocalSink {
     fn settle(&self) -> Result<()> {
         Ok(self.writer.wait_durable()?)
     }
+    fn is_settled(&self) -> bool {
+        self.writer.is_settled()
+    }
     fn location(&self) -> String {
         self.writer.path().display().to_string()
     }
