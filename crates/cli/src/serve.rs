@@ -98,6 +98,11 @@ pub struct ServeArgs {
     /// Worker threads serving HTTP.
     #[arg(long, default_value_t = 2)]
     pub http_threads: usize,
+    /// How much lower the threads driving sessions are scheduled than those accepting
+    /// messages (nice 0–19; 0: the same): a busy gateway accepts first, and a session that
+    /// falls behind takes more messages per turn. Tools a session runs inherit it.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i32).range(0..=19))]
+    pub run_nice: i32,
     /// How a local session directory's appends are made durable: `shared` (one `syncfs` for
     /// every session written at once: the disk's rate with many sessions; it also writes
     /// back other programs' dirty data on that file system) or `per-file` (an `fdatasync` per
@@ -264,6 +269,7 @@ pub fn run(args: ServeArgs) -> Result<i32> {
         no_run: args.no_run,
         run_threads: args.run_threads,
         http_threads: args.http_threads,
+        run_nice: args.run_nice,
     };
     lazarus_gateway::run(cfg).context("gateway")?;
     drop(mcp_source);

@@ -245,3 +245,56 @@ fn a_live_tail_sees_an_input_accepted_on_the_fast_path() {
     assert_eq!(evs[0].0, v["seq"].as_u64().unwrap());
     assert_eq!(evs[0].1["kind"], "input");
 }
+
+/// The nice value of every thread of `pid` named `name` (from /proc).
+fn thread_nices(pid: u32, name: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).expect("the gateway's threads") {
+        let t = t.expect("a thread entry").path();
+        let Ok(comm) = std::fs::read_to_string(t.join("comm")) else {
+            continue; // gone meanwhile
+        };
+        if !comm.trim().starts_with(name) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(t.join("stat")) else {
+            continue;
+        };
+        // after "(comm) ": state is field 3; nice is field 19
+        let rest = &stat[stat.rfind(')').expect("stat has a comm") + 2..];
+        let nice: i64 = rest
+            .split(' ')
+            .nth(16)
+            .expect("nice field")
+            .parse()
+            .unwrap();
+        out.push(nice);
+    }
+    out
+}
+
+/// The threads that drive sessions are scheduled below those that accept messages (nice 10 by
+/// default, `--run-nice 0` for the same), so that accepting stays fast while sessions run.
+#[test]
+fn the_threads_that_run_sessions_yield_to_those_that_accept() {
+    for (args, want) in [(&[][..], 10), (&["--run-nice", "0"][..], 0)] {
+        let dir = tempdir();
+        let mut cmd = serve_cmd(dir.path(), "http://127.0.0.1:9/v1", args);
+        let g = Gateway::start(cmd.args(["--model", "scripted", "--no-run"]));
+        let pid = g.child.id();
+        let run = thread_nices(pid, "lazarus-run");
+        let http = thread_nices(pid, "lazarus-http");
+        assert!(
+            !run.is_empty() && !http.is_empty(),
+            "run {run:?}, http {http:?}"
+        );
+        assert!(
+            run.iter().all(|&n| n == want),
+            "{args:?}: the run threads' nice values are {run:?}, not {want}"
+        );
+        assert!(
+            http.iter().all(|&n| n == 0),
+            "http threads at nice {http:?}"
+        );
+    }
+}
