@@ -17,7 +17,7 @@ fi
 DIR="${1:-$(mktemp -d /var/tmp/lazarus-bench-gateway.XXXXXX)}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 cargo build --release -q -p lazarus-cli --bin lazarus
-cargo build --release -q -p lazarus-gateway --example load
+cargo build --release -q -p lazarus-gateway --example load -p lazarus-testkit --bin scripted-model-server
 BIN="$CARGO_TARGET_DIR/release/lazarus"
 LOAD="$CARGO_TARGET_DIR/release/examples/load"
 echo "== cores: $(nproc); disk: $(df -h "$(dirname "$DIR")" | awk 'NR==2{print $1" "$2}')"

@@ -8,6 +8,9 @@
 //! accept path alone; with `--run` a scripted model answers instantly and every message is
 //! also run to idle (a turn start and a response appended per message, too).
 //!
+//! `--gateway-arg ARG` (repeated) passes ARG on to `lazarus serve`. The model is
+//! `scripted-model-server` (beside `--bin`), a process of its own.
+//!
 //! `load recover --bin PATH --dir DIR [--sessions 1000]`: writes N interrupted sessions (an
 //! input and an open turn each), starts the gateway and prints the time to ready (every
 //! interrupted session re-queued) and until all are idle.
@@ -34,6 +37,8 @@ struct Args {
     sessions: usize,
     seconds: u64,
     run: bool,
+    /// More arguments for `lazarus serve` (`--gateway-arg=--http-threads=1`).
+    gateway_args: Vec<String>,
 }
 
 fn args() -> Args {
@@ -45,6 +50,7 @@ fn args() -> Args {
         sessions: 0,
         seconds: 5,
         run: false,
+        gateway_args: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
@@ -55,6 +61,7 @@ fn args() -> Args {
             "--sessions" => a.sessions = it.next().unwrap().parse().unwrap(),
             "--seconds" => a.seconds = it.next().unwrap().parse().unwrap(),
             "--run" => a.run = true,
+            "--gateway-arg" => a.gateway_args.push(it.next().unwrap()),
             m if a.mode.is_empty() => a.mode = m.to_string(),
             other => panic!("unknown argument {other}"),
         }
@@ -106,6 +113,7 @@ fn start_gateway(a: &Args, model_url: &str, extra: &[&str]) -> Gw {
         .arg(a.dir.join("token"))
         .args(["--base-url", model_url, "--max-tokens", "16"])
         .args(extra)
+        .args(&a.gateway_args)
         .env("LAZARUS_TOKEN", TOKEN)
         .env("OPENAI_API_KEY", "bench")
         .stdout(Stdio::piped())
@@ -159,8 +167,12 @@ impl Conn {
     }
 
     async fn post(&mut self, path: &str, body: &str) -> (u16, String) {
+        self.request("POST", path, body).await
+    }
+
+    async fn request(&mut self, method: &str, path: &str, body: &str) -> (u16, String) {
         let req = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             self.host,
             body.len()
         );
@@ -183,6 +195,55 @@ impl Conn {
         let mut b = vec![0; len];
         self.r.read_exact(&mut b).await.unwrap();
         (status, String::from_utf8_lossy(&b).into_owned())
+    }
+}
+
+/// The instant model in a process of its own (`scripted-model-server` beside `--bin`), as a
+/// real model server would be: its work is not counted in the load client's latencies.
+struct ModelProcess {
+    child: std::process::Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl ModelProcess {
+    fn start(a: &Args) -> ModelProcess {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("script.json");
+        std::fs::write(
+            &script,
+            r#"{"steps": [{"repeat": true, "reply": {"kind": "response", "text": "ok"}}]}"#,
+        )
+        .unwrap();
+        let bin = a.bin.with_file_name("scripted-model-server");
+        let mut child = Command::new(&bin)
+            .arg("--script")
+            .arg(&script)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e} (cargo build --release -p lazarus-testkit --bin scripted-model-server)", bin.display()));
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("scripted-model-server said {line:?}"))
+            .to_string();
+        ModelProcess {
+            child,
+            url: format!("{url}/v1"),
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for ModelProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -231,29 +292,14 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
-async fn accept(mut a: Args) {
-    if a.sessions == 0 {
-        a.sessions = 64;
-    }
-    let _ = std::fs::remove_dir_all(&a.dir);
-    std::fs::create_dir_all(&a.dir).unwrap();
-    let model = instant_model().await;
-    let mut extra = vec!["--max-running", "64"];
-    if !a.run {
-        extra.push("--no-run");
-    }
-    let gw = start_gateway(&a, &model.base_url(), &extra);
-    let mut c = Conn::new(&gw.url).await;
-    for s in 0..a.sessions {
-        let (st, b) = c
-            .post("/v1/sessions", &format!("{{\"id\":\"s{s}\"}}"))
-            .await;
-        assert_eq!(st, 201, "{b}");
-    }
+/// 64 keep-alive clients posting messages for `a.seconds`: latencies of the accepted ones,
+/// the errors, and the time taken. `resend`: after its first message every client sends that
+/// one again, answered from the session's memory (no disk): the HTTP path's own ceiling.
+async fn drive(url: &str, a: &Args, resend: bool) -> (Vec<Duration>, u64, f64) {
     let deadline = Instant::now() + Duration::from_secs(a.seconds);
     let t0 = Instant::now();
     let mut tasks = Vec::new();
-    let url = Arc::new(gw.url.clone());
+    let url = Arc::new(url.to_string());
     for client in 0..a.clients {
         let url = url.clone();
         let session = client % a.sessions;
@@ -263,14 +309,15 @@ async fn accept(mut a: Args) {
             let mut errors = 0u64;
             let mut k = 0u64;
             while Instant::now() < deadline {
+                let m = if resend { 0 } else { k };
                 let body = format!(
-                    "{{\"message_id\":\"c{client}-{k}\",\"text\":\"hello from client {client}, message {k}\"}}"
+                    "{{\"message_id\":\"c{client}-{m}-{resend}\",\"text\":\"hello from client {client}, message {m}\"}}"
                 );
                 let t = Instant::now();
                 let (st, _) = c
                     .post(&format!("/v1/sessions/s{session}/messages"), &body)
                     .await;
-                if st == 202 {
+                if st == 202 || (resend && st == 200) {
                     lat.push(t.elapsed());
                 } else {
                     errors += 1;
@@ -287,8 +334,41 @@ async fn accept(mut a: Args) {
         lat.extend(l);
         errors += e;
     }
-    let took = t0.elapsed().as_secs_f64();
+    (lat, errors, t0.elapsed().as_secs_f64())
+}
+
+async fn accept(mut a: Args) {
+    if a.sessions == 0 {
+        a.sessions = 64;
+    }
+    let _ = std::fs::remove_dir_all(&a.dir);
+    std::fs::create_dir_all(&a.dir).unwrap();
+    let model = ModelProcess::start(&a);
+    let mut extra = vec!["--max-running", "64"];
+    if !a.run {
+        extra.push("--no-run");
+    }
+    let gw = start_gateway(&a, &model.url, &extra);
+    let mut c = Conn::new(&gw.url).await;
+    for s in 0..a.sessions {
+        let (st, b) = c
+            .post("/v1/sessions", &format!("{{\"id\":\"s{s}\"}}"))
+            .await;
+        assert_eq!(st, 201, "{b}");
+    }
+    let (mut lat, errors, took) = drive(&gw.url, &a, false).await;
     lat.sort();
+    // how much the runs did meanwhile (they yield to accepts: fewer turns, more inputs each)
+    let (_, metrics) = c.request("GET", "/metrics", "").await;
+    let count = |kind: &str| -> u64 {
+        let key = format!("lazarus_appends_total{{kind=\"{kind}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let (turns, inputs) = (count("turn_start"), count("input"));
     let rate = lat.len() as f64 / took;
     let dir = a.dir.join("sessions");
     let (single, parallel) = tokio::task::spawn_blocking(move || bare_fsync(&dir, 64, 2.0))
@@ -309,6 +389,12 @@ async fn accept(mut a: Args) {
         "  durable accepts/s: {rate:.0}   (202s: {}, errors: {errors})",
         lat.len()
     );
+    if a.run {
+        println!(
+            "  turns started meanwhile: {turns} for {inputs} inputs ({:.1} inputs per turn)",
+            inputs as f64 / turns.max(1) as f64
+        );
+    }
     println!(
         "  latency ms: p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
         pct(&lat, 0.50),
@@ -339,8 +425,19 @@ async fn accept(mut a: Args) {
         rate / parallel
     );
     println!("RESULT {which}_p99_ms {:.2} <20", pct(&lat, 0.99));
+    if !a.run {
+        // the same requests without the disk: what HTTP, routing and the session's memory
+        // cost on these cores with this client beside them
+        let (resent, _, took) = drive(&gw.url, &a, true).await;
+        let ceiling = resent.len() as f64 / took;
+        println!(
+            "  HTTP ceiling (the same posts as resends, answered from memory, no disk): {ceiling:.0} /s; accepts / ceiling: {:.2}x; ceiling / 64-file loop: {:.2}x",
+            rate / ceiling,
+            ceiling / parallel
+        );
+    }
     drop(gw);
-    model.shutdown().await;
+    drop(model);
 }
 
 async fn recover(mut a: Args) {
