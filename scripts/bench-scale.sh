@@ -25,7 +25,8 @@
 # and sends MESSAGES messages to each through random live gateways (a refused or failed send
 # is retried on another gateway with the same message id); the scripted model answers every
 # message with a tool call (list_dir), then a text. The report (JSON, last line of stdout):
-# messages accepted / lost / duplicated, HTTP statuses seen, p50/p99 accept latency, peak
+# messages accepted / lost / duplicated, HTTP statuses seen, p50/p99 accept latency (message
+# posts; session creations apart), peak
 # PostgreSQL connections, peak RSS and descriptors per gateway, time to finish all sessions,
 # seconds from the kill to the first and last takeover receipt. Then the idle phase: after
 # SETTLE seconds (longer than IDLE_CLOSE) what each gateway still holds (open sessions, RSS,
@@ -35,7 +36,8 @@
 #
 # Env: SESSIONS (10000), MESSAGES (3), IDLE_CLOSE (5s), DEADLINE (3000 s), SETTLE (15 s; 0
 # skips the idle phase), ACTIVE (200), LAZARUS_BIN (the gateway binary; default: this tree's
-# release build, built first).
+# release build, built first), GATEWAY_ARGS (more `lazarus serve` arguments, e.g.
+# `--run-nice 0`).
 #
 #   scripts/bench-scale.sh --quick  the `local` and `pg` scenarios at a small size (SESSIONS
 #                                  300, MESSAGES 2, IDLE_CLOSE 3s, SETTLE 6, ACTIVE 50,
@@ -143,7 +145,7 @@ start_gateway() { # NAME ARGS…: starts a gateway, prints its URL
     local name="$1"; shift
     "${wrap[@]}" "$BIN" serve --listen 127.0.0.1:0 --base-url "$model_url" --model scripted \
         --workspace-root "$work/ws" --token-file "$work/$name.token" \
-        --idle-close "$IDLE_CLOSE" --max-running 32 --tools list_dir,read_file "$@" \
+        --idle-close "$IDLE_CLOSE" --max-running 32 --tools list_dir,read_file "$@" ${GATEWAY_ARGS:-} \
         >"$work/$name.out" 2>"$work/$name.err" &
     pids+=($!)
     echo "$!" >"$work/$name.pid"
