@@ -40,9 +40,11 @@ use std::task::{Context, Poll, Waker};
 
 use crate::fs::{FsSyncer, SharedFs};
 
-/// Threads syncing at once: overlapping `syncfs` calls scale to about four on a virtual disk
-/// (64 files: 15K/s with one, 60K/s with four, fewer with eight).
-pub const SYNC_THREADS: usize = 4;
+/// Threads syncing at once. Alone, overlapping `syncfs` calls scale to about four on a virtual
+/// disk (64 files: 15K/s with one, 60K/s with four, fewer with eight); behind the gateway,
+/// where the CPU of accepting is the limit, two do best (`load accept`, three alternating
+/// rounds: 24–26K/s with one, 27–29K/s with two, 20–25K/s with four).
+pub const SYNC_THREADS: usize = 2;
 
 /// Threads that make a file system durable with one `syncfs` for every writer waiting.
 /// Cheap to clone; the threads end when the last clone is dropped.
@@ -80,6 +82,9 @@ struct Batches {
     failures: u64,
     /// A waiter registered for `next`.
     wanted: bool,
+    /// Threads asleep on `wanted` (a waiter wakes one only if there is one and nobody asked
+    /// yet: one futex wake per batch, not one per waiter).
+    idle: usize,
     /// Async waiters ([`SyncWait`]): the batch each waits for, and its waker.
     wakers: Vec<(u64, Waker)>,
     /// Every handle was dropped: the threads end.
@@ -88,6 +93,20 @@ struct Batches {
     syncs: u64,
     covered: u64,
     waiting: u64,
+}
+
+impl Batches {
+    /// Registers a waiter for batch `next`, waking an idle thread to run it unless one was
+    /// woken for it already (or none is idle: a busy one takes it when its batch ends).
+    fn want(&mut self, wanted: &Condvar) {
+        self.waiting += 1;
+        if !self.wanted {
+            self.wanted = true;
+            if self.idle > 0 {
+                wanted.notify_one();
+            }
+        }
+    }
 }
 
 /// Ends the threads when the last handle goes.
@@ -185,9 +204,7 @@ impl SharedSync {
     pub fn wait(&self, ticket: Ticket) -> Result<(), BatchFailed> {
         let mut b = lock(&self.inner.batches);
         let mine = b.next;
-        b.wanted = true;
-        b.waiting += 1;
-        self.inner.wanted.notify_one();
+        b.want(&self.inner.wanted);
         while b.max_done < mine && !b.closed {
             b = self.inner.done.wait(b).unwrap_or_else(|p| p.into_inner());
         }
@@ -235,9 +252,7 @@ impl Future for SyncWait {
             Some(m) => m,
             None => {
                 let m = b.next;
-                b.wanted = true;
-                b.waiting += 1;
-                inner.wanted.notify_one();
+                b.want(&inner.wanted);
                 self.mine = Some(m);
                 m
             }
@@ -264,7 +279,9 @@ fn run(inner: &Inner, syncer: &dyn FsSyncer) {
         let batch = {
             let mut b = lock(&inner.batches);
             while !b.wanted && !b.closed {
+                b.idle += 1;
                 b = inner.wanted.wait(b).unwrap_or_else(|p| p.into_inner());
+                b.idle -= 1;
             }
             if b.closed {
                 return;

@@ -41,6 +41,33 @@ fn opts(fs: &SimFs, shared: Option<SharedSync>) -> Options {
     }
 }
 
+/// Ends the test process, loudly, if dropped later than `secs` after it was made: a waiter
+/// that is never woken (a batch nobody starts) hangs instead of failing.
+struct Watchdog(Arc<std::sync::atomic::AtomicBool>);
+
+fn watchdog(what: &'static str, secs: u64) -> Watchdog {
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d = done.clone();
+    std::thread::spawn(move || {
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < Duration::from_secs(secs) {
+            if d.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("{what} did not finish in {secs} s: a waiter was never woken");
+        std::process::exit(101);
+    });
+    Watchdog(done)
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Polls a future to the end on this thread (the test's executor: parks until woken).
 fn block_on<F: Future>(f: F) -> F::Output {
     struct Unpark(std::thread::Thread);
@@ -130,6 +157,7 @@ fn random_loss(r: &mut StdRng) -> Loss {
 /// blocking and deferred appends), one shared sync; the power goes after a random number of operations
 /// (or a failing `syncfs` is armed first, when `fail` is set).
 fn trial(seed: u64, fail: bool) -> Result<(), String> {
+    let _watchdog = watchdog("a trial", 60);
     let mut rng = StdRng::seed_from_u64(seed);
     let fs = SimFs::new();
     fs.set_sync_latency(Duration::from_micros(rng.random_range(0..300)));
@@ -231,6 +259,7 @@ fn a_failing_syncfs_acknowledges_nothing_it_did_not_make_durable() {
 /// The batches are shared: many appends, far fewer `syncfs` calls (else the point is lost).
 #[test]
 fn one_syncfs_covers_the_appends_of_many_ledgers() {
+    let _watchdog = watchdog("one_syncfs_covers_the_appends_of_many_ledgers", 60);
     let fs = SimFs::new();
     fs.set_sync_latency(Duration::from_millis(2));
     let shared = SharedSync::start(Arc::new(fs.clone()), dir()).unwrap();
@@ -289,6 +318,10 @@ fn one_syncfs_covers_the_appends_of_many_ledgers() {
 /// aside, the file cut back to its last durable record.
 #[test]
 fn a_deferred_append_holds_the_ledger_and_its_failure_poisons_it() {
+    let _watchdog = watchdog(
+        "a_deferred_append_holds_the_ledger_and_its_failure_poisons_it",
+        60,
+    );
     let fs = SimFs::new();
     fs.set_sync_latency(Duration::from_millis(30));
     let shared = SharedSync::start(Arc::new(fs.clone()), dir()).unwrap();
