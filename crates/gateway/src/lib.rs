@@ -124,19 +124,18 @@ pub fn run(cfg: Config) -> Result<()> {
 /// comes before driving a session (a model request, its records), so accept latency stays
 /// low while every session runs, and a run that falls behind takes more inputs per turn
 /// (`scripts/bench-gateway.sh`, accept + run: p99 20–27 ms at nice 0, 12–18 ms at 10, with
-/// 1.5–2× the accepts). Per-thread nice on Linux (the run runtime's workers and blocking
+/// 1.5–2× the accepts). Per-thread nice on Linux, added to the inherited one (the run runtime's workers and blocking
 /// threads; tool processes they start inherit it). Failing to set it changes nothing else.
 fn lower_run_priority(nice: i32) {
     if nice == 0 {
         return;
     }
-    // SAFETY: setpriority on this thread's own id; no memory is passed.
-    let r = unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice)
-    };
-    if r != 0 {
-        tracing::debug!(error = %std::io::Error::last_os_error(), "could not lower the run threads' priority");
+    // relative to what the thread inherited (a gateway started under `nice` keeps the gap)
+    let tid = rustix::thread::gettid();
+    let r = rustix::process::getpriority_process(Some(tid))
+        .and_then(|base| rustix::process::setpriority_process(Some(tid), (base + nice).min(19)));
+    if let Err(e) = r {
+        tracing::debug!(error = %e, "could not lower the run threads' priority");
     }
 }
 
