@@ -24,12 +24,8 @@ fn session(k: usize) -> String {
     format!("acc{k}")
 }
 
-#[test]
-fn acknowledged_messages_survive_kill_9_exactly_once() {
-    let rounds: usize = std::env::var("LAZARUS_ACCEPT_KILL_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(6);
+/// A model that answers "ok" at once, on a runtime of its own (kept alive by the caller).
+fn instant_model() -> (tokio::runtime::Runtime, ScriptedServer) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -41,6 +37,16 @@ fn acknowledged_messages_survive_kill_9_exactly_once() {
         )
         .repeat()])))
         .unwrap();
+    (rt, server)
+}
+
+#[test]
+fn acknowledged_messages_survive_kill_9_exactly_once() {
+    let rounds: usize = std::env::var("LAZARUS_ACCEPT_KILL_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    let (_rt, server) = instant_model();
     let dir = tempdir();
     // message id -> (session, seq) of every 202; every id ever sent
     let acked: Arc<Mutex<HashMap<String, (usize, u64)>>> = Arc::default();
@@ -203,17 +209,7 @@ fn acknowledged_messages_survive_kill_9_exactly_once() {
 /// 202 named: the fast path shows it once durable (`Deferred::on_durable`), not never.
 #[test]
 fn a_live_tail_sees_an_input_accepted_on_the_fast_path() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = rt
-        .block_on(ScriptedServer::start(Script::new([Step::reply(
-            ScriptedResponse::text("ok"),
-        )
-        .repeat()])))
-        .unwrap();
+    let (_rt, server) = instant_model();
     let dir = tempdir();
     let g = Gateway::start(&mut serve_cmd(
         dir.path(),

@@ -8,14 +8,11 @@
 //! did not make durable. `LAZARUS_SHARED_SYNC_TRIALS` (default 300) sets the trial count.
 
 use std::collections::{BTreeMap, HashSet};
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use lazarus_ledger::sim::{Fill, Loss, SECTOR, SimFs};
+use lazarus_ledger::sim::{Fill, Loss, SECTOR, SimFs, block_on};
 use lazarus_ledger::{Header, LedgerError, Options, SharedSync, Writer, ledger_path};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -65,25 +62,6 @@ fn watchdog(what: &'static str, secs: u64) -> Watchdog {
 impl Drop for Watchdog {
     fn drop(&mut self) {
         self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-/// Polls a future to the end on this thread (the test's executor: parks until woken).
-fn block_on<F: Future>(f: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut f = pin!(f);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park_timeout(Duration::from_millis(50));
     }
 }
 

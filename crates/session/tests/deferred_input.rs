@@ -3,14 +3,11 @@
 //! to the disk waits for it, and one whose original's sync failed gets the error, never a
 //! `duplicate: true` for a record the disk does not hold.
 
-use std::future::Future;
 use std::path::Path;
-use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use lazarus_ledger::sim::{Loss, SimFs};
+use lazarus_ledger::sim::{Loss, SimFs, block_on};
 use lazarus_ledger::{Options, SharedSync};
 use lazarus_session::{CreateOptions, LocalStore, SessionId, Store};
 
@@ -26,24 +23,6 @@ fn store_on(fs: &SimFs, shared: &SharedSync) -> LocalStore {
             ..Options::default()
         },
     )
-}
-
-fn block_on<F: Future>(f: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut f = pin!(f);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park_timeout(Duration::from_millis(50));
-    }
 }
 
 #[test]
